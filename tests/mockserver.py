@@ -1,0 +1,396 @@
+"""Scriptable multi-origin HTTP server for scrapy-rep's real-crawl tests.
+
+Standalone (standard library only). Run ``python tests/mockserver.py``: it binds
+127.0.0.1 on a free port, prints ``PORT <n>`` on stdout and serves until killed.
+
+Every origin lives on the same port and is chosen by the hostname in the ``Host``
+header, so each test can use its own ``<unique>.test`` hostnames. A control API,
+reachable on any host, configures the origins and reads back what was received:
+
+* ``POST /__mock/config`` with ``{"hosts": {"<hostname>": HostSpec}}``: replace the
+  spec of each named host (other hosts are kept) and restart its fetch counters.
+* ``GET /__mock/log[?host=<hostname>]``: JSON list of received requests
+  ``{"host", "method", "path", "t", "headers"}`` in arrival order (``t`` is the
+  server's ``time.monotonic()`` when the request head had been read).
+* ``GET /__mock/time``: ``{"t": time.monotonic()}`` of the server.
+* ``POST /__mock/reset``: forget all specs, counters and logs.
+
+HostSpec: ``{"robots": ResponseSpec | [ResponseSpec, ...], "pages": {"/path":
+ResponseSpec | [...]}, "default": ResponseSpec}``. With a list, the n-th request of
+that path gets the n-th item and the last item repeats. A page key may include the
+query string (``/a?b=1``); an exact match wins over a match on the path alone.
+
+ResponseSpec keys (all optional): ``status``, ``body``, ``body_b64``, ``headers``,
+``gzip``, ``size``, ``tail``, ``delay``, ``stall_after``, ``stall``, ``reset_after``,
+``truncate_after``, ``bad_chunking``, ``redirect``, ``links``. See ``build_response``
+and ``send_response`` for their exact meaning.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import gzip
+import html
+import json
+import socket
+import struct
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+CONTROL_PREFIX = "/__mock/"
+FILLER_LINE = "Disallow: /filler-{:06d}\n"
+
+
+class State:
+    """Shared, lock-protected server state."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.hosts: dict[str, dict[str, Any]] = {}
+        self.counters: dict[tuple[str, str], int] = {}
+        self.log: list[dict[str, Any]] = []
+
+    def configure(self, hosts: dict[str, dict[str, Any]]) -> None:
+        with self.lock:
+            for name, spec in hosts.items():
+                host = name.lower().rstrip(".")
+                self.hosts[host] = spec
+                for key in [k for k in self.counters if k[0] == host]:
+                    del self.counters[key]
+
+    def reset(self) -> None:
+        with self.lock:
+            self.hosts.clear()
+            self.counters.clear()
+            self.log.clear()
+
+    def record(self, entry: dict[str, Any]) -> None:
+        with self.lock:
+            self.log.append(entry)
+
+    def entries(self, host: str | None) -> list[dict[str, Any]]:
+        with self.lock:
+            if host is None:
+                return list(self.log)
+            host = host.lower().rstrip(".")
+            return [e for e in self.log if e["host"] == host]
+
+    def pick(self, host: str, path: str) -> tuple[dict[str, Any] | None, str]:
+        """Return the ResponseSpec to use for this request and its kind."""
+        with self.lock:
+            spec = self.hosts.get(host, {})
+            bare = path.split("?", 1)[0]
+            if bare == "/robots.txt":
+                if "robots" not in spec:
+                    return {"status": 404, "body": ""}, "robots"
+                return self._nth(spec["robots"], (host, "/robots.txt")), "robots"
+            pages = spec.get("pages", {})
+            for key in (path, bare):
+                if key in pages:
+                    return self._nth(pages[key], (host, key)), "page"
+            return spec.get("default"), "page"
+
+    def _nth(self, item: Any, counter_key: tuple[str, str]) -> dict[str, Any]:
+        count = self.counters.get(counter_key, 0)
+        self.counters[counter_key] = count + 1
+        if isinstance(item, list):
+            if not item:
+                return {}
+            chosen: dict[str, Any] = item[min(count, len(item) - 1)]
+            return chosen
+        result: dict[str, Any] = item
+        return result
+
+
+STATE = State()
+
+
+def filler(size: int, head: str = "", tail: str = "") -> bytes:
+    """A valid robots.txt of exactly ``size`` bytes: head, filler rules, then tail."""
+    head_b = head.encode("utf-8")
+    if head_b and not head_b.endswith(b"\n"):
+        head_b += b"\n"
+    tail_b = tail.encode("utf-8")
+    room = size - len(head_b) - len(tail_b)
+    if room < 0:
+        raise ValueError(f"body and tail are longer than size={size}")
+    parts = [head_b]
+    index = 0
+    line_len = len(FILLER_LINE.format(0))
+    while room >= line_len:
+        line = FILLER_LINE.format(index).encode("ascii")
+        parts.append(line)
+        room -= len(line)
+        index += 1
+    if room == 1:
+        parts.append(b"\n")
+    elif room > 1:
+        parts.append(b"#" + b"x" * (room - 2) + b"\n")
+    parts.append(tail_b)
+    data = b"".join(parts)
+    assert len(data) == size
+    return data
+
+
+def anchors(links: list[str] | None) -> str:
+    return "".join(
+        f'<a href="{html.escape(link, quote=True)}">{html.escape(link)}</a>\n'
+        for link in links or []
+    )
+
+
+def default_page(path: str, links: list[str] | None = None) -> bytes:
+    if not links:
+        return f"<html><body>{html.escape(path)}</body></html>".encode()
+    return f"<html><body>{html.escape(path)}\n{anchors(links)}</body></html>".encode()
+
+
+def build_response(
+    spec: dict[str, Any] | None, kind: str, path: str
+) -> tuple[int, dict[str, str], bytes]:
+    """Turn a ResponseSpec into (status, headers, wire body)."""
+    spec = spec or {}
+    headers: dict[str, str] = {}
+    status = int(spec.get("status", 301 if "redirect" in spec else 200))
+    if "body_b64" in spec:
+        body = base64.b64decode(spec["body_b64"])
+        headers["Content-Type"] = "application/octet-stream"
+    elif "size" in spec:
+        body = filler(int(spec["size"]), spec.get("body", ""), spec.get("tail", ""))
+        headers["Content-Type"] = "text/plain"
+    elif "body" in spec:
+        body = str(spec["body"]).encode("utf-8")
+        headers["Content-Type"] = "text/plain" if kind == "robots" else "text/html"
+    elif kind == "robots" or "redirect" in spec:
+        body = b""
+        headers["Content-Type"] = "text/plain"
+    else:
+        body = default_page(path, spec.get("links"))
+        headers["Content-Type"] = "text/html; charset=utf-8"
+    if "links" in spec and "body" in spec:
+        body += anchors(spec["links"]).encode("utf-8")
+    if "redirect" in spec:
+        headers["Location"] = str(spec["redirect"])
+    if spec.get("gzip"):
+        body = gzip.compress(body)
+        headers["Content-Encoding"] = "gzip"
+    headers.update({str(k): str(v) for k, v in spec.get("headers", {}).items()})
+    return status, headers, body
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def version_string(self) -> str:
+        return "scrapy-rep-mockserver"
+
+    timeout = 120  # idle connections do not live forever
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # keep test output clean
+
+    def do_GET(self) -> None:
+        self.dispatch()
+
+    do_POST = do_HEAD = do_PUT = do_DELETE = do_OPTIONS = do_PATCH = do_GET
+
+    # -- routing ---------------------------------------------------------------
+
+    def dispatch(self) -> None:
+        arrived = time.monotonic()
+        host = (self.headers.get("Host") or "").strip().lower()
+        if host.startswith("["):
+            host = host[: host.find("]") + 1]
+        else:
+            host = host.rsplit(":", 1)[0] if ":" in host else host
+        host = host.rstrip(".")
+        length = int(self.headers.get("Content-Length") or 0)
+        request_body = self.rfile.read(length) if length else b""
+        if self.path.startswith(CONTROL_PREFIX):
+            self.control(request_body)
+            return
+        STATE.record(
+            {
+                "host": host,
+                "method": self.command,
+                "path": self.path,
+                "t": arrived,
+                "headers": {k: v for k, v in self.headers.items()},
+            }
+        )
+        spec, kind = STATE.pick(host, self.path)
+        if spec is None and kind == "page":
+            spec = {}
+        status, headers, body = build_response(spec, kind, self.path.split("?", 1)[0])
+        self.send_spec(spec or {}, status, headers, body)
+
+    def control(self, request_body: bytes) -> None:
+        parts = urlsplit(self.path)
+        action = parts.path[len(CONTROL_PREFIX) :]
+        try:
+            if action == "config" and self.command == "POST":
+                data = json.loads(request_body or b"{}")
+                for host_spec in data.get("hosts", {}).values():
+                    validate_host_spec(host_spec)
+                STATE.configure(data.get("hosts", {}))
+                result: Any = {"ok": True}
+            elif action == "reset" and self.command == "POST":
+                STATE.reset()
+                result = {"ok": True}
+            elif action == "log":
+                host = parse_qs(parts.query).get("host", [None])[0]
+                result = STATE.entries(host)
+            elif action == "time":
+                result = {"t": time.monotonic()}
+            else:
+                self.send_plain(404, json.dumps({"error": f"unknown control {action!r}"}))
+                return
+        except (ValueError, TypeError, KeyError) as exc:
+            self.send_plain(400, json.dumps({"error": repr(exc)}))
+            return
+        self.send_plain(200, json.dumps(result))
+
+    def send_plain(self, status: int, text: str) -> None:
+        data = text.encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+
+    # -- response with fault injection ------------------------------------------
+
+    def send_spec(
+        self, spec: dict[str, Any], status: int, headers: dict[str, str], body: bytes
+    ) -> None:
+        if spec.get("delay"):
+            time.sleep(float(spec["delay"]))
+        if int(spec.get("reset_after", 0)) < 0:
+            self.reset_connection()  # RST before the status line: no response at all
+            return
+        body_to_send = b"" if self.command == "HEAD" else body
+        self.send_response(status)
+        lowered = {k.lower() for k in headers}
+        for name, value in headers.items():
+            self.send_header(name, value)
+        if spec.get("bad_chunking"):
+            self.send_header("Transfer-Encoding", "chunked")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            half = body_to_send[: max(1, len(body_to_send) // 2)]
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(half), half))
+            # A chunk-size line that is not hexadecimal, then a hang-up.
+            self.wfile.write(b"zz-not-a-size\r\nxxxx\r\n")
+            self.wfile.flush()
+            self.hang_up()
+            return
+        if "content-length" not in lowered:
+            self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.flush()
+        if "reset_after" in spec:
+            self.wfile.write(body_to_send[: int(spec["reset_after"])])
+            self.wfile.flush()
+            self.reset_connection()
+            return
+        if "truncate_after" in spec:
+            self.wfile.write(body_to_send[: int(spec["truncate_after"])])
+            self.wfile.flush()
+            self.hang_up()
+            return
+        if "stall_after" in spec or "stall" in spec:
+            cut = int(spec.get("stall_after", 0))
+            self.wfile.write(body_to_send[:cut])
+            self.wfile.flush()
+            time.sleep(float(spec.get("stall", 0)))
+            self.wfile.write(body_to_send[cut:])
+        else:
+            self.wfile.write(body_to_send)
+        self.wfile.flush()
+        self.close_connection = True
+
+    def hang_up(self) -> None:
+        """Close the connection normally (FIN) without finishing the response."""
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+    def reset_connection(self) -> None:
+        """Abort the connection with a TCP RST (SO_LINGER 0)."""
+        self.close_connection = True
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.connection.close()
+
+
+ALLOWED_KEYS = {
+    "status",
+    "body",
+    "body_b64",
+    "headers",
+    "gzip",
+    "size",
+    "tail",
+    "delay",
+    "stall_after",
+    "stall",
+    "reset_after",
+    "truncate_after",
+    "bad_chunking",
+    "redirect",
+    "links",
+}
+
+
+def validate_response_spec(spec: Any) -> None:
+    items = spec if isinstance(spec, list) else [spec]
+    for item in items:
+        if not isinstance(item, dict):
+            raise TypeError(f"ResponseSpec must be an object, got {item!r}")
+        unknown = set(item) - ALLOWED_KEYS
+        if unknown:
+            raise ValueError(f"unknown ResponseSpec keys {sorted(unknown)}")
+        if "size" in item:
+            filler(int(item["size"]), item.get("body", ""), item.get("tail", ""))
+
+
+def validate_host_spec(spec: Any) -> None:
+    if not isinstance(spec, dict):
+        raise TypeError(f"HostSpec must be an object, got {spec!r}")
+    unknown = set(spec) - {"robots", "pages", "default"}
+    if unknown:
+        raise ValueError(f"unknown HostSpec keys {sorted(unknown)}")
+    if "robots" in spec:
+        validate_response_spec(spec["robots"])
+    if "default" in spec:
+        validate_response_spec(spec["default"])
+    for page in spec.get("pages", {}).values():
+        validate_response_spec(page)
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 1024  # bursts of connections must not hit the backlog
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionError, TimeoutError, OSError)):
+            return  # the client went away (timeouts, cancellations): expected in tests
+        super().handle_error(request, client_address)
+
+
+def main() -> None:
+    server = Server(("127.0.0.1", 0), Handler)
+    print(f"PORT {server.server_address[1]}", flush=True)
+    with contextlib.suppress(KeyboardInterrupt):
+        server.serve_forever(poll_interval=0.1)
+
+
+if __name__ == "__main__":
+    main()
