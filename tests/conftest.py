@@ -34,6 +34,7 @@ import pytest
 import scrapy
 from scrapy.crawler import Crawler, CrawlerRunner
 from scrapy.http import Request, Response, TextResponse
+from scrapy.utils.defer import deferred_from_coro
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
@@ -346,7 +347,7 @@ async def run_crawl(
         d = runner.crawl(crawler, **kwargs)
         if not await _settle(d, timeout):
             crawler.timed_out = True
-            await crawler.stop()
+            await deferred_from_coro(crawler.stop_async())
             if not await _settle(d, 15.0):
                 raise CrawlTimeout(f"crawl did not stop within 15 s after a {timeout} s timeout")
         await d
