@@ -1,0 +1,42 @@
+"""scrapy-rep: RFC 9309 robots.txt handling for Scrapy.
+
+The parser (``RobotsTxt``) imports nothing from Scrapy. The Scrapy components are
+loaded lazily on first attribute access, so ``import scrapy_rep`` has no import-time
+side effects and does not import Scrapy.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from scrapy_rep._robotstxt import Decision, RobotsTxt
+from scrapy_rep._useragent import product_token
+
+if TYPE_CHECKING:
+    from scrapy_rep.addon import Addon
+    from scrapy_rep.middleware import RobotsTxtMiddleware
+    from scrapy_rep.robotparser import RobotParser
+
+__all__ = [
+    "Addon",
+    "Decision",
+    "RobotParser",
+    "RobotsTxt",
+    "RobotsTxtMiddleware",
+    "product_token",
+]
+
+# name -> module that defines it; these modules import Scrapy.
+_LAZY = {
+    "Addon": "scrapy_rep.addon",
+    "RobotParser": "scrapy_rep.robotparser",
+    "RobotsTxtMiddleware": "scrapy_rep.middleware",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'scrapy_rep' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
