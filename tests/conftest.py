@@ -21,6 +21,7 @@ import logging
 import os
 import re
 import secrets
+import select
 import subprocess
 import sys
 import urllib.error
@@ -78,6 +79,13 @@ DEFAULT_CRAWL_SETTINGS: dict[str, Any] = {
 # ---------------------------------------------------------------------------
 
 
+def _reactor() -> Any:
+    """The installed reactor (pytest-twisted installed it before collection)."""
+    from twisted.internet import reactor
+
+    return reactor
+
+
 class MockServer:
     """Handle on the ``tests/mockserver.py`` subprocess (one per test session)."""
 
@@ -88,7 +96,8 @@ class MockServer:
             text=True,
         )
         assert self._proc.stdout is not None
-        line = self._proc.stdout.readline()
+        ready, _, _ = select.select([self._proc.stdout], [], [], 20)
+        line = self._proc.stdout.readline() if ready else ""
         match = re.fullmatch(r"PORT (\d+)\s*", line)
         if not match:
             self._proc.kill()
@@ -273,12 +282,13 @@ def _settle(d: defer.Deferred[Any], seconds: float) -> defer.Deferred[bool]:
 
     Does not consume ``d``'s result: await ``d`` afterwards to get it.
     """
-    from twisted.internet import reactor
-
+    reactor: Any = _reactor()
     waiter: defer.Deferred[bool] = defer.Deferred()
 
     def done(result: Any) -> Any:
         if not waiter.called:
+            if call.active():
+                call.cancel()
             waiter.callback(True)
         return result
 
@@ -286,9 +296,8 @@ def _settle(d: defer.Deferred[Any], seconds: float) -> defer.Deferred[bool]:
         if not waiter.called:
             waiter.callback(False)
 
-    call = reactor.callLater(seconds, expired)  # type: ignore[attr-defined]
+    call = reactor.callLater(seconds, expired)
     d.addBoth(done)
-    waiter.addBoth(lambda r: (call.cancel() if call.active() else None, r)[1])
     return waiter
 
 
@@ -367,12 +376,11 @@ async def run_crawl(
 @pytest.fixture(scope="session", autouse=True)
 def _offline_session() -> Iterator[None]:
     """No proxies from the environment; names resolve only through LocalResolver."""
-    from twisted.internet import reactor
-
+    reactor = _reactor()
     saved = {name: os.environ.pop(name) for name in PROXY_ENV_VARS if name in os.environ}
-    previous = reactor.installNameResolver(LocalResolver(reactor))  # type: ignore[attr-defined]
+    previous = reactor.installNameResolver(LocalResolver(reactor))
     yield
-    reactor.installNameResolver(previous)  # type: ignore[attr-defined]
+    reactor.installNameResolver(previous)
     os.environ.update(saved)
 
 
