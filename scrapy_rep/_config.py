@@ -1,0 +1,189 @@
+"""All scrapy-rep settings, read once into a frozen, validated ``Config``.
+
+Every setting is read here and nowhere else. A bad value raises ``SettingError``,
+which names the setting, at start-up rather than half-way through a crawl.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# RFC 9309 section 2.5: crawlers MUST parse at least 500 KiB.
+RFC_MIN_PARSE_SIZE = 512_000
+DAY = 86_400.0
+
+
+class SettingError(ValueError):
+    """A scrapy-rep (or related Scrapy) setting has a value we cannot use."""
+
+
+def _number(
+    settings: Mapping[str, Any],
+    name: str,
+    default: float,
+    *,
+    minimum: float = 0.0,
+    strictly_positive: bool = False,
+) -> float:
+    raw = settings.get(name)
+    if raw is None or raw == "":
+        return default
+    if isinstance(raw, bool):
+        raise SettingError(f"{name} must be a number of seconds, got {raw!r}")
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise SettingError(f"{name} must be a number, got {raw!r}") from None
+    if math.isnan(value) or math.isinf(value):
+        raise SettingError(f"{name} must be a finite number, got {raw!r}")
+    if value < minimum or (strictly_positive and value <= 0):
+        bound = f"> {minimum:g}" if strictly_positive else f">= {minimum:g}"
+        raise SettingError(f"{name} must be {bound}, got {raw!r}")
+    return value
+
+
+def _integer(settings: Mapping[str, Any], name: str, default: int, *, minimum: int) -> int:
+    raw = settings.get(name)
+    if raw is None or raw == "":
+        return default
+    if isinstance(raw, bool):
+        raise SettingError(f"{name} must be an integer, got {raw!r}")
+    try:
+        value = int(raw)
+        if isinstance(raw, float) and raw != value:
+            raise ValueError
+    except (TypeError, ValueError):
+        raise SettingError(f"{name} must be an integer, got {raw!r}") from None
+    if value < minimum:
+        raise SettingError(f"{name} must be >= {minimum}, got {raw!r}")
+    return value
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _boolean(settings: Mapping[str, Any], name: str, default: bool) -> bool:
+    raw = settings.get(name)
+    if raw is None:
+        return default
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, int) and raw in (0, 1):
+        return bool(raw)
+    if isinstance(raw, str) and raw.strip().lower() in _TRUE | _FALSE:
+        return raw.strip().lower() in _TRUE
+    raise SettingError(f"{name} must be True or False, got {raw!r}")
+
+
+def _choice(settings: Mapping[str, Any], name: str, default: str, choices: tuple[str, ...]) -> str:
+    raw = settings.get(name)
+    if raw is None:
+        return default
+    value = str(raw).strip().lower()
+    if value not in choices:
+        raise SettingError(f"{name} must be one of {', '.join(choices)}; got {raw!r}")
+    return value
+
+
+def _optional_str(settings: Mapping[str, Any], name: str) -> str | None:
+    raw = settings.get(name)
+    if raw is None or raw == "":
+        return None
+    if isinstance(raw, bytes):
+        return raw.decode("utf-8", "replace")
+    if not isinstance(raw, str):
+        raise SettingError(f"{name} must be a string, got {raw!r}")
+    return raw
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """Every setting scrapy-rep reads, with its default. See the README for each."""
+
+    obey: bool = True
+    enforce: bool = True
+    robotstxt_user_agent: str | None = None
+    user_agent: str = "Scrapy"
+    max_size: int = RFC_MIN_PARSE_SIZE
+    fetch_timeout: float = 180.0
+    max_redirects: int = 5
+    retry_backoff: float = 10.0
+    max_retry_backoff: float = 900.0
+    unreachable_wait: float = 12 * 3600.0
+    stale_max_age: float = 30 * DAY
+    unreachable_fallback: str = "allow"
+    cache_ttl: float = DAY
+    min_ttl: float = 60.0
+    max_ttl: float = DAY
+    crawl_delay: bool = True
+    max_crawl_delay: float = 30.0
+    storage: str = "sqlite"
+    memory_max_origins: int = 100_000
+    lease_timeout: float = 0.0  # 0 = derived from the fetch budget, see effective_lease_timeout
+
+    @property
+    def effective_lease_timeout(self) -> float:
+        """How long another process may wait on a fetch lease before taking it over.
+
+        A fetch takes at most ``max_redirects + 1`` downloads of ``fetch_timeout`` each;
+        a lease that outlives that means its holder died mid-fetch.
+        """
+        if self.lease_timeout > 0:
+            return self.lease_timeout
+        return self.fetch_timeout * (self.max_redirects + 1) + 5.0
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> Config:
+        """Read and validate. ``settings`` is Scrapy ``Settings`` or any mapping."""
+        download_timeout = _number(settings, "DOWNLOAD_TIMEOUT", 180.0, strictly_positive=True)
+        min_ttl = _number(settings, "REP_MIN_TTL", 60.0)
+        max_ttl = _number(settings, "REP_MAX_TTL", DAY, strictly_positive=True)
+        if min_ttl > max_ttl:
+            raise SettingError(
+                f"REP_MIN_TTL ({min_ttl:g}) must not exceed REP_MAX_TTL ({max_ttl:g})"
+            )
+        backoff = _number(settings, "REP_RETRY_BACKOFF", 10.0, strictly_positive=True)
+        max_backoff = _number(settings, "REP_MAX_RETRY_BACKOFF", 900.0, strictly_positive=True)
+        if backoff > max_backoff:
+            raise SettingError(
+                f"REP_RETRY_BACKOFF ({backoff:g}) must not exceed REP_MAX_RETRY_BACKOFF "
+                f"({max_backoff:g})"
+            )
+        storage = settings.get("REP_STORAGE")
+        if storage is None or storage == "":
+            storage = "sqlite"
+        if not isinstance(storage, str):
+            raise SettingError(f"REP_STORAGE must be a string, got {storage!r}")
+        user_agent = _optional_str(settings, "USER_AGENT") or "Scrapy"
+        return cls(
+            obey=_boolean(settings, "ROBOTSTXT_OBEY", False),
+            enforce=_boolean(settings, "REP_ENFORCE", True),
+            robotstxt_user_agent=_optional_str(settings, "ROBOTSTXT_USER_AGENT"),
+            user_agent=user_agent,
+            max_size=_integer(
+                settings, "REP_MAX_SIZE", RFC_MIN_PARSE_SIZE, minimum=RFC_MIN_PARSE_SIZE
+            ),
+            fetch_timeout=_number(
+                settings, "REP_FETCH_TIMEOUT", download_timeout, strictly_positive=True
+            ),
+            max_redirects=_integer(settings, "REP_MAX_REDIRECTS", 5, minimum=0),
+            retry_backoff=backoff,
+            max_retry_backoff=max_backoff,
+            unreachable_wait=_number(settings, "REP_UNREACHABLE_WAIT", 12 * 3600.0),
+            stale_max_age=_number(settings, "REP_STALE_MAX_AGE", 30 * DAY),
+            unreachable_fallback=_choice(
+                settings, "REP_UNREACHABLE_FALLBACK", "allow", ("allow", "disallow")
+            ),
+            cache_ttl=_number(settings, "REP_CACHE_TTL", DAY, strictly_positive=True),
+            min_ttl=min_ttl,
+            max_ttl=max_ttl,
+            crawl_delay=_boolean(settings, "REP_CRAWL_DELAY", True),
+            max_crawl_delay=_number(settings, "REP_MAX_CRAWL_DELAY", 30.0),
+            storage=storage.strip(),
+            memory_max_origins=_integer(settings, "REP_MEMORY_MAX_ORIGINS", 100_000, minimum=1),
+            lease_timeout=_number(settings, "REP_LEASE_TIMEOUT", 0.0),
+        )

@@ -1,0 +1,177 @@
+"""The robots.txt state machine: pure, with time passed in, no Scrapy and no I/O.
+
+It answers two questions for one origin:
+- ``evaluate(record, now)``: may requests of this origin be decided now, and by what
+  copy of robots.txt? Is a (re)fetch due?
+- ``after_fetch(record, outcome, now)``: the new record once a fetch has ended.
+
+The rules come from RFC 9309 section 2.3.1 and Google's documented crawler behaviour
+(SPEC.md section 2): 2xx gives rules; 4xx other than 429 allows all; 429, 5xx and network
+failures make the origin unreachable, so its requests wait while robots.txt is retried with
+backoff; after ``unreachable_wait`` (12 h) the last good copy applies if it is younger than
+``stale_max_age`` (30 days), else ``unreachable_fallback``.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from scrapy_rep._config import Config
+from scrapy_rep._records import ALLOW_ALL, RULES, UNREACHABLE, OriginRecord
+
+DISALLOW_ALL = "disallow-all"
+
+# Where the copy that decides comes from, for logs, meta and the summary.
+FRESH = "fresh"  # a good copy within its TTL
+EXPIRED = "expired"  # a good copy past its TTL, kept while it is refetched (RFC 9309 2.4)
+STALE = "stale"  # the last good copy, used after the unreachable wait
+FALLBACK = "fallback"  # unreachable for too long with no usable copy
+
+# Retry-After is honoured but clamped, so a hostile header can neither hammer the
+# site (0) nor park the crawl for ever.
+RETRY_AFTER_MIN = 1.0
+RETRY_AFTER_MAX = 900.0
+
+_MAX_AGE = re.compile(r"(?:^|[,\s])max-age\s*=\s*\"?(\d{1,12})\"?", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchOutcome:
+    """How one robots.txt fetch ended, already classified."""
+
+    kind: str  # RULES, ALLOW_ALL or UNREACHABLE
+    detail: str  # e.g. "200", "404", "503", "DNSLookupError", "too many redirects"
+    body: bytes = b""
+    status: int | None = None
+    max_age: float | None = None  # from Cache-Control
+    retry_after: float | None = None  # from Retry-After, in seconds from now
+    truncated: bool = False  # the body was cut at the size limit
+    final_url: str | None = None  # where the redirects ended
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """What to do with requests of one origin right now."""
+
+    ready: bool  # requests can be decided now
+    kind: str | None = None  # RULES, ALLOW_ALL or DISALLOW_ALL when ready
+    body: bytes = b""
+    source: str = ""  # FRESH, EXPIRED, STALE or FALLBACK when ready
+    fetch_due: bool = False  # a (re)fetch should start now
+    wake_at: float | None = None  # when not ready: when to look again
+
+
+def parse_max_age(cache_control: str | None) -> float | None:
+    if not cache_control:
+        return None
+    match = _MAX_AGE.search(cache_control)
+    return float(match.group(1)) if match else None
+
+
+def parse_retry_after(value: str | None, now: float) -> float | None:
+    """Seconds to wait, from delta-seconds or an HTTP-date (RFC 9110 section 10.2.3)."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when is None or when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - now)
+
+
+def classify_status(
+    status: int, headers: Mapping[str, str], body: bytes, now: float, *, truncated: bool = False
+) -> FetchOutcome:
+    """Classify a final (non-redirect) robots.txt response, per SPEC section 2."""
+    max_age = parse_max_age(headers.get("cache-control"))
+    detail = str(status)
+    if 200 <= status < 300:
+        return FetchOutcome(RULES, detail, body, status, max_age, truncated=truncated)
+    if status == 429 or status >= 500 or status < 200:
+        # 429 and 5xx: Google treats the site as unreachable and stops crawling it
+        # (RFC 9309 2.3.1.4 "MUST assume complete disallow"); 1xx/unknown are not answers.
+        retry_after = parse_retry_after(headers.get("retry-after"), now)
+        return FetchOutcome(UNREACHABLE, detail, b"", status, None, retry_after)
+    # 3xx that could not be followed, and 4xx: RFC 9309 2.3.1.3 "MAY access any resources".
+    return FetchOutcome(ALLOW_ALL, detail, b"", status, max_age)
+
+
+class RobotsPolicy:
+    """Decides per-origin state from records; knows every timing rule, nothing else."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+
+    def ttl(self, max_age: float | None) -> float:
+        """Freshness of a good copy: a ``max-age`` clamped to [min, max], else the default."""
+        if max_age is None:
+            return self.config.cache_ttl
+        return min(max(max_age, self.config.min_ttl), self.config.max_ttl)
+
+    def backoff(self, failures: int, retry_after: float | None) -> float:
+        """Delay before the next fetch after ``failures`` consecutive unreachable outcomes."""
+        if retry_after is not None:
+            return min(max(retry_after, RETRY_AFTER_MIN), RETRY_AFTER_MAX)
+        exponent = min(max(failures - 1, 0), 32)  # cap the exponent; the max caps the value
+        return min(self.config.retry_backoff * (2.0**exponent), self.config.max_retry_backoff)
+
+    def evaluate(self, record: OriginRecord | None, now: float) -> Evaluation:
+        if record is None:
+            return Evaluation(ready=False, fetch_due=True)
+        if not record.unreachable:
+            if record.kind is None:  # not produced by after_fetch; treat as unknown
+                return Evaluation(ready=False, fetch_due=True)
+            expired = now >= record.expires_at
+            return Evaluation(
+                ready=True,
+                kind=record.kind,
+                body=record.body,
+                source=EXPIRED if expired else FRESH,
+                fetch_due=expired,
+            )
+        assert record.unreachable_since is not None
+        retry_at = record.next_retry_at if record.next_retry_at is not None else now
+        fetch_due = now >= retry_at
+        give_up_at = record.unreachable_since + self.config.unreachable_wait
+        if now < give_up_at:
+            return Evaluation(ready=False, fetch_due=fetch_due, wake_at=min(retry_at, give_up_at))
+        if (
+            record.kind is not None
+            and record.fetched_at is not None
+            and now - record.fetched_at <= self.config.stale_max_age
+        ):
+            return Evaluation(
+                ready=True, kind=record.kind, body=record.body, source=STALE, fetch_due=fetch_due
+            )
+        fallback = ALLOW_ALL if self.config.unreachable_fallback == "allow" else DISALLOW_ALL
+        return Evaluation(ready=True, kind=fallback, source=FALLBACK, fetch_due=fetch_due)
+
+    def after_fetch(
+        self, record: OriginRecord | None, outcome: FetchOutcome, now: float
+    ) -> OriginRecord:
+        previous = record or OriginRecord()
+        if outcome.kind in (RULES, ALLOW_ALL):
+            return OriginRecord(
+                kind=outcome.kind,
+                body=outcome.body if outcome.kind == RULES else b"",
+                fetched_at=now,
+                expires_at=now + self.ttl(outcome.max_age),
+                last_outcome=outcome.detail,
+            )
+        failures = previous.failures + 1
+        return previous.evolve(
+            unreachable_since=(
+                previous.unreachable_since if previous.unreachable_since is not None else now
+            ),
+            next_retry_at=now + self.backoff(failures, outcome.retry_after),
+            failures=failures,
+            last_outcome=outcome.detail,
+        )
