@@ -1,0 +1,288 @@
+"""Per-origin runtime: one fetch in flight, held requests, timers, and their release.
+
+This is the part of the middleware that has to live in the reactor. What an origin's
+state *means* is decided by ``RobotsPolicy``; what is remembered lives in the store;
+this class only sequences fetches and wakes waiting requests.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from twisted.internet.defer import Deferred
+
+from scrapy_rep._policy import FALLBACK, STALE, Evaluation, FetchOutcome, RobotsPolicy
+from scrapy_rep._records import UNREACHABLE, OriginRecord
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from scrapy import Request
+    from twisted.internet.base import DelayedCall
+
+    from scrapy_rep._fetcher import RobotsFetcher
+    from scrapy_rep._storage import RobotsStorage
+
+logger = logging.getLogger("scrapy_rep")
+
+# How often a process that lost the fetch lease to another process looks at the shared
+# store for the result. Short, so waiting workers see the result promptly.
+SHARED_POLL_INTERVAL = 0.25
+# Timers never sleep longer than this, so a clock change or a lease expiry is noticed.
+MAX_TIMER = 60.0
+
+
+@dataclass
+class OriginRuntime:
+    origin: str
+    record: OriginRecord | None = None
+    loaded: bool = False
+    fetching: bool = False
+    held: list[tuple[Request, float]] = field(default_factory=list)
+    waiters: list[Deferred[None]] = field(default_factory=list)
+    timer: DelayedCall | None = None
+    last_source: str = ""
+    # for the per-origin summary
+    fetches: int = 0
+    delayed: int = 0
+    released: int = 0
+    dropped: int = 0
+    longest_wait: float = 0.0
+    unreachable_spells: int = 0
+    stale_used: bool = False
+
+
+class OriginCoordinator:
+    """Sequences fetches per origin and holds/releases requests around them."""
+
+    def __init__(
+        self,
+        policy: RobotsPolicy,
+        storage: RobotsStorage,
+        fetcher: RobotsFetcher,
+        clock: Callable[[], float],
+        release: Callable[[Request], None],
+        inc_stat: Callable[[str], None],
+    ) -> None:
+        self.policy = policy
+        self.storage = storage
+        self.fetcher = fetcher
+        self.clock = clock
+        self._release = release
+        self._inc = inc_stat
+        self.origins: dict[str, OriginRuntime] = {}
+        self.holder = uuid.uuid4().hex
+        self.closed = False
+
+    # -- queries -----------------------------------------------------------------------
+
+    def runtime(self, origin: str) -> OriginRuntime:
+        rt = self.origins.get(origin)
+        if rt is None:
+            rt = self.origins[origin] = OriginRuntime(origin)
+        return rt
+
+    def busy(self) -> bool:
+        """True while anything could still produce or release a request."""
+        return any(rt.fetching or rt.held or rt.waiters for rt in self.origins.values())
+
+    def held_count(self) -> int:
+        return sum(len(rt.held) for rt in self.origins.values())
+
+    def evaluate(self, origin: str) -> Evaluation:
+        """The origin's state now; starts a fetch or a timer when one is due."""
+        rt = self.runtime(origin)
+        if not rt.loaded:
+            rt.record = self.storage.get(origin)
+            rt.loaded = True
+            if rt.record is not None:
+                self._inc("robotstxt/cache_hit")
+        evaluation = self.policy.evaluate(rt.record, self.clock())
+        if evaluation.fetch_due and not rt.fetching and self.storage.shared:
+            # Another process may already have refreshed it.
+            stored = self.storage.get(origin)
+            if stored is not None and stored != rt.record:
+                rt.record = stored
+                evaluation = self.policy.evaluate(stored, self.clock())
+        if evaluation.fetch_due and not rt.fetching:
+            self._start_fetch(rt)
+        elif not evaluation.ready and not rt.fetching:
+            self._arm_timer(rt, evaluation.wake_at)
+        self._note_source(rt, evaluation)
+        return evaluation
+
+    # -- holding -----------------------------------------------------------------------
+
+    def hold(self, origin: str, request: Request) -> None:
+        rt = self.runtime(origin)
+        rt.held.append((request, self.clock()))
+        rt.delayed += 1
+        self._inc("robotstxt/delayed")
+
+    def wait(self, origin: str) -> Deferred[None]:
+        """For requests that reached the downloader without passing the scheduler."""
+        deferred: Deferred[None] = Deferred()
+        rt = self.runtime(origin)
+        rt.waiters.append(deferred)
+        rt.delayed += 1
+        self._inc("robotstxt/delayed")
+        return deferred
+
+    def take_all_held(self) -> list[Request]:
+        """Remove and return every held request (at close)."""
+        requests: list[Request] = []
+        for rt in self.origins.values():
+            requests.extend(request for request, _ in rt.held)
+            rt.held.clear()
+        return requests
+
+    # -- fetching ----------------------------------------------------------------------
+
+    def _start_fetch(self, rt: OriginRuntime) -> None:
+        if self.closed:
+            return
+        if not self.storage.acquire_lease(rt.origin, self.holder, self._lease_ttl()):
+            # Another process is fetching this robots.txt; watch the store for its result.
+            self._arm_timer(rt, self.clock() + SHARED_POLL_INTERVAL)
+            return
+        self._cancel_timer(rt)
+        rt.fetching = True
+        rt.fetches += 1
+        if rt.record is not None and not rt.record.unreachable:
+            self._inc("robotstxt/refetch")
+        from scrapy.utils.defer import deferred_from_coro
+
+        deferred = deferred_from_coro(self._fetch(rt))
+        deferred.addErrback(self._fetch_failed, rt)
+
+    def _lease_ttl(self) -> float:
+        return self.policy.config.effective_lease_timeout
+
+    async def _fetch(self, rt: OriginRuntime) -> None:
+        try:
+            outcome = await self.fetcher.fetch(rt.origin)
+        finally:
+            rt.fetching = False
+        self._record_outcome(rt, outcome)
+
+    def _fetch_failed(self, failure: object, rt: OriginRuntime) -> None:
+        # A bug in our own fetch path must not strand the origin's requests: count it
+        # as unreachable so the normal retry/backoff path takes over.
+        logger.error("scrapy-rep: robots.txt fetch of %s failed: %s", rt.origin, failure)
+        rt.fetching = False
+        self._record_outcome(rt, FetchOutcome(UNREACHABLE, "internal error"))
+
+    def _record_outcome(self, rt: OriginRuntime, outcome: FetchOutcome) -> None:
+        now = self.clock()
+        was_unreachable = rt.record is not None and rt.record.unreachable
+        stored = self.storage.get(rt.origin) if self.storage.shared else rt.record
+        record = self.policy.after_fetch(stored or rt.record, outcome, now)
+        self.storage.put(rt.origin, record)
+        self.storage.release_lease(rt.origin, self.holder)
+        rt.record = record
+        rt.loaded = True
+        if record.unreachable and not was_unreachable:
+            rt.unreachable_spells += 1
+            self._inc("robotstxt/unreachable")
+            logger.info(
+                "robots.txt of %s is unreachable (%s): its %d waiting request(s) are delayed; "
+                "next try in %.0f s",
+                rt.origin,
+                outcome.detail,
+                len(rt.held) + len(rt.waiters),
+                (record.next_retry_at or now) - now,
+            )
+        elif record.unreachable:
+            logger.debug(
+                "robots.txt of %s still unreachable (%s); next try in %.0f s",
+                rt.origin,
+                outcome.detail,
+                (record.next_retry_at or now) - now,
+            )
+        elif was_unreachable:
+            self._inc("robotstxt/recovered")
+            logger.info("robots.txt of %s is reachable again (%s)", rt.origin, outcome.detail)
+        if self.closed:
+            return
+        self.wake(rt.origin)
+
+    # -- waking ------------------------------------------------------------------------
+
+    def wake(self, origin: str) -> None:
+        """Re-evaluate an origin; release its requests if it is ready."""
+        rt = self.runtime(origin)
+        rt.timer = None
+        if self.closed:
+            return
+        if self.storage.shared and not rt.fetching:
+            stored = self.storage.get(origin)
+            if stored is not None:
+                rt.record = stored
+                rt.loaded = True
+        evaluation = self.evaluate(origin)
+        if not evaluation.ready:
+            return
+        now = self.clock()
+        held, rt.held = rt.held, []
+        waiters, rt.waiters = rt.waiters, []
+        for request, since in held:
+            rt.longest_wait = max(rt.longest_wait, now - since)
+            rt.released += 1
+            self._inc("robotstxt/released")
+            self._release(request)
+        for deferred in waiters:
+            rt.released += 1
+            self._inc("robotstxt/released")
+            deferred.callback(None)
+
+    def _note_source(self, rt: OriginRuntime, evaluation: Evaluation) -> None:
+        if not evaluation.ready or evaluation.source == rt.last_source:
+            return
+        if evaluation.source == STALE:
+            rt.stale_used = True
+            self._inc("robotstxt/stale_used")
+            logger.info(
+                "robots.txt of %s unreachable for longer than REP_UNREACHABLE_WAIT: "
+                "using the last good copy",
+                rt.origin,
+            )
+        elif evaluation.source == FALLBACK:
+            self._inc(f"robotstxt/fallback/{evaluation.kind}")
+            logger.info(
+                "robots.txt of %s unreachable for longer than REP_UNREACHABLE_WAIT and no "
+                "usable copy: REP_UNREACHABLE_FALLBACK applies (%s)",
+                rt.origin,
+                evaluation.kind,
+            )
+        rt.last_source = evaluation.source
+
+    def _arm_timer(self, rt: OriginRuntime, when: float | None) -> None:
+        if when is None or self.closed:
+            return
+        delay = min(max(when - self.clock(), 0.0), MAX_TIMER)
+        if rt.timer is not None and rt.timer.active():
+            if rt.timer.getTime() - _reactor().seconds() <= delay:
+                return
+            rt.timer.cancel()
+        rt.timer = _reactor().callLater(delay, self.wake, rt.origin)
+
+    def _cancel_timer(self, rt: OriginRuntime) -> None:
+        if rt.timer is not None and rt.timer.active():
+            rt.timer.cancel()
+        rt.timer = None
+
+    def close(self) -> None:
+        self.closed = True
+        for rt in self.origins.values():
+            self._cancel_timer(rt)
+            if rt.fetching:
+                self.storage.release_lease(rt.origin, self.holder)
+
+
+def _reactor() -> Any:
+    from twisted.internet import reactor
+
+    return reactor

@@ -1,0 +1,187 @@
+"""Per-request decisions: which product token, which verdict, and the crawl-delay.
+
+SPEC section 3: the product token is the first of ``meta["robotstxt_user_agent"]``, the
+spider attribute ``robotstxt_user_agent``, ``ROBOTSTXT_USER_AGENT``, the request's own
+User-Agent header and ``USER_AGENT``, reduced to its leading product token (RFC 9309
+2.2.1: crawlers match on their product token, not on the full UA string).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
+
+from scrapy.exceptions import IgnoreRequest
+
+from scrapy_rep._policy import DISALLOW_ALL, FALLBACK
+from scrapy_rep._records import ALLOW_ALL, RULES
+from scrapy_rep._robotstxt import RobotsTxt
+from scrapy_rep._useragent import product_token
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+
+    from scrapy_rep._config import Config
+    from scrapy_rep._coordinator import OriginRuntime
+    from scrapy_rep._policy import Evaluation
+
+logger = logging.getLogger("scrapy_rep")
+
+DECISION_META_KEY = "robotstxt_decision"
+# Tokens that mean a browser UA string reached us; robots.txt groups never name them.
+_BROWSER_TOKENS = frozenset({"mozilla", "opera", "safari", "chrome", "applewebkit"})
+_PARSED_CACHE_SIZE = 4096
+
+
+class Decider:
+    def __init__(self, crawler: Crawler, config: Config) -> None:
+        self.crawler = crawler
+        self.config = config
+        self.spider: Spider | None = None
+        assert crawler.stats is not None
+        self.stats = crawler.stats
+        self._parsed: OrderedDict[str, tuple[bytes, RobotsTxt]] = OrderedDict()
+        self._warned_browser = False
+        # slot key -> crawl-delay we must keep on it (see on_reached_downloader)
+        self._slot_delays: dict[str, float] = {}
+
+    # -- product token -----------------------------------------------------------------
+
+    def token_for(self, request: Request) -> str:
+        raw: Any = request.meta.get("robotstxt_user_agent")
+        if not raw and self.spider is not None:
+            raw = getattr(self.spider, "robotstxt_user_agent", None)
+        if not raw:
+            raw = self.config.robotstxt_user_agent
+        if not raw:
+            raw = request.headers.get(b"User-Agent")
+        if not raw:
+            raw = self.config.user_agent
+        token = product_token(raw)
+        if token.lower() in _BROWSER_TOKENS and not self._warned_browser:
+            self._warned_browser = True
+            logger.warning(
+                "scrapy-rep: the robots.txt product token is %r, taken from a browser-like "
+                "User-Agent. robots.txt groups name crawlers, so only '*' groups will apply. "
+                "Set ROBOTSTXT_USER_AGENT to your crawler's name.",
+                token,
+            )
+        return token
+
+    # -- verdicts ----------------------------------------------------------------------
+
+    def parsed(self, origin: str, body: bytes) -> RobotsTxt:
+        cached = self._parsed.get(origin)
+        if cached is not None and cached[0] is body:
+            self._parsed.move_to_end(origin)
+            return cached[1]
+        robots = RobotsTxt.parse(body, max_size=self.config.max_size)
+        self._parsed[origin] = (body, robots)
+        if len(self._parsed) > _PARSED_CACHE_SIZE:
+            self._parsed.popitem(last=False)
+        return robots
+
+    def decide(
+        self, request: Request, origin: str, evaluation: Evaluation, rt: OriginRuntime
+    ) -> None:
+        """Record the decision on the request; raise IgnoreRequest to drop it."""
+        token = self.token_for(request)
+        decision: dict[str, Any] = {
+            "origin": origin,
+            "product_token": token,
+            "source": evaluation.source or "unreachable",
+            "robots": rt.record.last_outcome if rt.record is not None else "",
+        }
+        if not evaluation.ready:  # audit mode only: an enforcing crawl would wait
+            decision.update(allowed=True, reason="unreachable: would delay")
+            self.stats.inc_value("robotstxt/audit/would_delay")
+            request.meta[DECISION_META_KEY] = decision
+            return
+        if evaluation.kind == RULES:
+            robots = self.parsed(origin, evaluation.body)
+            explained = robots.explain(request.url, token)
+            decision.update(
+                allowed=explained.allowed,
+                reason=explained.reason,
+                line=explained.line,
+                rule=explained.rule,
+                groups=list(explained.groups),
+            )
+            if self.config.crawl_delay:
+                self._apply_crawl_delay(request, robots, token)
+        elif evaluation.kind == ALLOW_ALL:
+            decision.update(allowed=True, reason="no robots.txt rules (allow-all)")
+        else:
+            assert evaluation.kind == DISALLOW_ALL
+            decision.update(allowed=False, reason="unreachable: REP_UNREACHABLE_FALLBACK")
+        request.meta[DECISION_META_KEY] = decision
+        if decision["allowed"]:
+            self.stats.inc_value("robotstxt/allowed")
+            return
+        if not self.config.enforce:
+            self.stats.inc_value("robotstxt/audit/would_forbid")
+            logger.debug(
+                "Would be forbidden by robots.txt (audit mode): %s %s", request, _describe(decision)
+            )
+            return
+        rt.dropped += 1
+        self.stats.inc_value("robotstxt/forbidden")
+        if evaluation.source == FALLBACK:
+            self.stats.inc_value("robotstxt/forbidden/unreachable_fallback")
+        logger.debug(
+            "Forbidden by robots.txt: %s %s",
+            request,
+            _describe(decision),
+            extra={"spider": self.spider},
+        )
+        raise IgnoreRequest("Forbidden by robots.txt")
+
+    # -- crawl-delay -------------------------------------------------------------------
+
+    def _apply_crawl_delay(self, request: Request, robots: RobotsTxt, token: str) -> None:
+        delay = robots.crawl_delay(token)
+        if not delay or delay <= 0:
+            return
+        delay = min(delay, self.config.max_crawl_delay)
+        engine = self.crawler.engine
+        downloader = getattr(engine, "downloader", None)
+        if downloader is None:
+            return
+        key = downloader.get_slot_key(request)
+        if self._slot_delays.get(key, 0.0) >= delay:
+            return
+        self._slot_delays[key] = delay
+        # per_slot_settings is what a new slot reads, so the delay survives the slot
+        # being garbage-collected after 60 s idle (SCRAPY_NOTES: Slots).
+        slot_settings = downloader.per_slot_settings.setdefault(key, {})
+        slot_settings["delay"] = max(float(slot_settings.get("delay", 0.0)), delay)
+        slot = downloader.slots.get(key)
+        if slot is not None and slot.delay < delay:
+            slot.delay = delay
+        self.stats.set_value(f"robotstxt/crawl_delay/{key}", delay)
+
+    def on_reached_downloader(self, request: Request, spider: Any = None) -> None:
+        """Re-assert Crawl-delay before each download: AutoThrottle rewrites slot.delay
+        on every response and floors it only at DOWNLOAD_DELAY."""
+        if not self._slot_delays:
+            return
+        engine = self.crawler.engine
+        downloader = getattr(engine, "downloader", None)
+        if downloader is None:
+            return
+        key = request.meta.get("download_slot")
+        delay = self._slot_delays.get(key) if key is not None else None
+        if delay is None:
+            return
+        slot = downloader.slots.get(key)
+        if slot is not None and slot.delay < delay:
+            slot.delay = delay
+
+
+def _describe(decision: dict[str, Any]) -> str:
+    if decision.get("line") is not None:
+        groups = ", ".join(decision.get("groups") or []) or "-"
+        return f"(line {decision['line']}: {decision['rule']}; group: {groups})"
+    return f"({decision.get('reason')})"

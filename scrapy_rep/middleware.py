@@ -1,0 +1,236 @@
+"""``RobotsTxtMiddleware``: the Scrapy glue around the policy, the store and the fetcher.
+
+Two hooks gate a request:
+- ``request_scheduled`` (scheduling time): a request whose origin's robots.txt is not yet
+  known, or is unreachable, is held here instead of entering the scheduler. A held request
+  holds no download concurrency, so other origins crawl at full speed (SCRAPY_NOTES:
+  requests parked in ``process_request`` hold a global slot). It is re-injected with
+  ``engine.crawl()`` once the origin is decided.
+- ``process_request`` (download time): decides allow/drop from the rules. A request whose
+  origin became undecided after it was scheduled is sent back through the scheduler.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from scrapy import Request, signals
+from scrapy.exceptions import DontCloseSpider, IgnoreRequest, NotConfigured
+from scrapy.utils.defer import maybe_deferred_to_future
+from scrapy.utils.misc import load_object
+
+from scrapy_rep._config import Config
+from scrapy_rep._coordinator import OriginCoordinator
+from scrapy_rep._decide import Decider
+from scrapy_rep._fetcher import FETCH_META_KEY, RobotsFetcher
+from scrapy_rep._origin import origin_of
+from scrapy_rep._policy import RobotsPolicy
+from scrapy_rep._records import UNREACHABLE
+from scrapy_rep._storage import create_storage
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from scrapy import Spider
+    from scrapy.crawler import Crawler
+    from typing_extensions import Self
+
+    from scrapy_rep._policy import Evaluation
+
+logger = logging.getLogger("scrapy_rep")
+
+# Set on a request when it passes the scheduling gate: such a request can be sent back
+# to the scheduler if its origin becomes undecided before it is downloaded.
+SCHEDULED_META_KEY = "rep_scheduled"
+
+
+def _clock_from_settings(crawler: Crawler) -> Callable[[], float]:
+    import time
+
+    clock = crawler.settings.get("REP_CLOCK")
+    if clock is None:
+        return time.time
+    if isinstance(clock, str):
+        clock = load_object(clock)
+    if not callable(clock):
+        from scrapy_rep._config import SettingError
+
+        raise SettingError(f"REP_CLOCK must be a callable returning epoch seconds, got {clock!r}")
+    return clock  # type: ignore[no-any-return]
+
+
+class RobotsTxtMiddleware:
+    """RFC 9309 robots.txt, with Google's error states. Drop-in for Scrapy's middleware."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.config = config = Config.from_settings(crawler.settings)
+        if not config.obey:
+            raise NotConfigured
+        self.crawler = crawler
+        assert crawler.stats is not None
+        self.stats = crawler.stats
+        self.clock = _clock_from_settings(crawler)
+        self.policy = RobotsPolicy(config)
+        self.storage = create_storage(config, crawler.settings)
+        self.fetcher = RobotsFetcher(crawler, config, self.clock)
+        self.coordinator = OriginCoordinator(
+            self.policy, self.storage, self.fetcher, self.clock, self._reinject, self._inc
+        )
+        self.decider = Decider(crawler, config)
+        connect = crawler.signals.connect
+        connect(self._on_request_scheduled, signal=signals.request_scheduled)
+        connect(self._on_spider_idle, signal=signals.spider_idle)
+        connect(self._on_spider_opened, signal=signals.spider_opened)
+        connect(self._on_spider_closed, signal=signals.spider_closed)
+        connect(self.decider.on_reached_downloader, signal=signals.request_reached_downloader)
+        logger.info(
+            "scrapy-rep: obeying robots.txt (%s), store: %s",
+            "enforcing" if config.enforce else "audit mode: nothing is dropped or delayed",
+            self.storage.describe(),
+        )
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        return cls(crawler)
+
+    def _inc(self, key: str) -> None:
+        self.stats.inc_value(key)
+
+    # -- which requests we look at -------------------------------------------------------
+
+    @staticmethod
+    def _origin_to_check(request: Request) -> str | None:
+        meta = request.meta
+        if meta.get("dont_obey_robotstxt") or FETCH_META_KEY in meta:
+            return None
+        return origin_of(request.url)
+
+    # -- scheduling-time gate ----------------------------------------------------------
+
+    def _on_request_scheduled(self, request: Request, spider: Spider | None = None) -> None:
+        origin = self._origin_to_check(request)
+        if origin is None:
+            return
+        evaluation = self.coordinator.evaluate(origin)
+        if self._may_proceed(evaluation):
+            request.meta[SCHEDULED_META_KEY] = True
+            return
+        self.coordinator.hold(origin, request)
+        logger.debug("Delayed until robots.txt of %s is known: %s", origin, request)
+        # IgnoreRequest from a request_scheduled handler keeps the request out of the
+        # scheduler (and the dupefilter) without a request_dropped signal.
+        raise IgnoreRequest(f"held until robots.txt of {origin} is known")
+
+    def _may_proceed(self, evaluation: Evaluation) -> bool:
+        if evaluation.ready:
+            return True
+        # Audit mode delays nothing: once the first fetch has an answer, even an
+        # unreachable one, requests go ahead and the would-be delay is recorded.
+        record_known = evaluation.wake_at is not None
+        return not self.config.enforce and record_known
+
+    def _reinject(self, request: Request) -> None:
+        engine = self.crawler.engine
+        if engine is None or getattr(engine, "spider", None) is None:
+            self._drop_unsent([request], "the engine stopped")
+            return
+        engine.crawl(request)
+
+    # -- download-time decision --------------------------------------------------------
+
+    async def process_request(
+        self, request: Request, spider: Spider | None = None
+    ) -> Request | None:
+        origin = self._origin_to_check(request)
+        if origin is None:
+            return None
+        evaluation = self.coordinator.evaluate(origin)
+        if not self._may_proceed(evaluation):
+            if request.meta.get(SCHEDULED_META_KEY):
+                # The origin became undecided after this request was scheduled (e.g. a
+                # refetch came back 503). Send it back through the scheduler, where it
+                # waits without holding a download slot.
+                self._inc("robotstxt/requeued")
+                return request.replace(
+                    dont_filter=True,
+                    meta={
+                        **request.meta,
+                        SCHEDULED_META_KEY: False,
+                    },
+                )
+            # Not from the scheduler (engine.download_async, e.g. media pipelines):
+            # returning a request there would loop, so wait here instead.
+            while not self._may_proceed(evaluation):
+                await maybe_deferred_to_future(self.coordinator.wait(origin))
+                evaluation = self.coordinator.evaluate(origin)
+        self.decider.decide(request, origin, evaluation, self.coordinator.runtime(origin))
+        return None
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def _on_spider_opened(self, spider: Spider) -> None:
+        self.decider.spider = spider
+        self._install_handback()
+
+    def _on_spider_idle(self, spider: Spider) -> None:
+        if self.coordinator.busy():
+            raise DontCloseSpider
+
+    def _install_handback(self) -> None:
+        """On a graceful stop, give held requests back to the scheduler before it closes.
+
+        Scrapy closes the scheduler before sending ``spider_closed``; with ``JOBDIR`` the
+        scheduler persists what it holds, so held requests must be in it by then.
+        """
+        engine = self.crawler.engine
+        slot = getattr(engine, "_slot", None)
+        scheduler = getattr(slot, "scheduler", None)
+        if scheduler is None or not hasattr(scheduler, "close"):
+            return
+        original_close = scheduler.close
+
+        def close(reason: str) -> Any:
+            self._hand_back(scheduler)
+            return original_close(reason)
+
+        scheduler.close = close
+
+    def _hand_back(self, scheduler: Any) -> None:
+        held = self.coordinator.take_all_held()
+        if not held:
+            return
+        if self.crawler.settings.get("JOBDIR"):
+            for request in held:
+                scheduler.enqueue_request(request)
+            self.stats.inc_value("robotstxt/handed_back", len(held))
+            logger.info(
+                "scrapy-rep: %d request(s) waiting on robots.txt handed back to the "
+                "scheduler (JOBDIR); a resumed crawl will have them",
+                len(held),
+            )
+        else:
+            self._drop_unsent(held, "the spider closed while they waited on robots.txt")
+
+    def _drop_unsent(self, requests: list[Request], why: str) -> None:
+        for request in requests:
+            logger.info("Dropped, %s: %s", why, request)
+        self.stats.inc_value("robotstxt/dropped_at_close", len(requests))
+
+    def _on_spider_closed(self, spider: Spider, reason: str) -> None:
+        self.coordinator.close()
+        leftover = self.coordinator.take_all_held()
+        if leftover:
+            self._drop_unsent(leftover, "the spider closed while they waited on robots.txt")
+        from scrapy_rep._report import log_summary
+
+        log_summary(self.coordinator, self.stats)
+        self.storage.close()
+
+    # -- helpers for callers -----------------------------------------------------------
+
+    def state_of(self, origin: str) -> str:
+        rt = self.coordinator.origins.get(origin)
+        if rt is None or rt.record is None:
+            return "unknown"
+        return UNREACHABLE if rt.record.unreachable else (rt.record.kind or "unknown")
