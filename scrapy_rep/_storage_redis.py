@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from scrapy_rep._config import Config, SettingError
-from scrapy_rep._records import OriginRecord, decode_record, encode_record
+from scrapy_rep._records import OriginRecord
 from scrapy_rep._storage import MemoryStorage
+from scrapy_rep._storage_codec import pack_record, unpack_record
 
 if TYPE_CHECKING:
     import redis
@@ -248,13 +249,13 @@ class RedisStorage:
     def get(self, origin: str) -> OriginRecord | None:
         key = self.origin_key(origin)
         raw = self._call(lambda: self._client.get(key))
-        record = decode_record(raw) if isinstance(raw, (bytes, str)) else None
+        record = unpack_record(raw)
         # The fallback holds what was learned during an outage; it is empty otherwise.
         return record if record is not None else self._fallback.get(origin)
 
     def put(self, origin: str, record: OriginRecord) -> None:
         key = self.origin_key(origin)
-        blob = encode_record(record)
+        blob = pack_record(record)
         result = self._call(lambda: self._client.set(key, blob, px=self._record_ttl_ms))
         if result is _DOWN or len(self._fallback):
             # During an outage this is the only copy; afterwards it keeps an outage-era

@@ -36,8 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from scrapy_rep._config import SettingError
-from scrapy_rep._records import OriginRecord, decode_record, encode_record
+from scrapy_rep._records import OriginRecord
 from scrapy_rep._storage import MemoryStorage
+from scrapy_rep._storage_codec import pack_record, unpack_record
 
 try:  # POSIX only: serialises open/recovery between processes (see _open_lock)
     import fcntl
@@ -256,11 +257,11 @@ class SqliteStorage:
                     raw = None if row is None else row[0]
                 except sqlite3.Error as exc:
                     self._log_once("read", exc)
-        record = decode_record(raw) if isinstance(raw, (bytes, str)) else None
+        record = unpack_record(raw)
         return record if record is not None else self._fallback.get(origin)
 
     def put(self, origin: str, record: OriginRecord) -> None:
-        blob = encode_record(record)
+        blob = pack_record(record)
         with self._lock:
             if self._conn is not None and not self._closed:
                 try:

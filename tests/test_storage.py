@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from hypothesis import strategies as st
 from scrapy_rep._config import Config, SettingError
 from scrapy_rep._records import ALLOW_ALL, RULES, OriginRecord, encode_record
 from scrapy_rep._storage import MemoryStorage, RobotsStorage, create_storage
+from scrapy_rep._storage_codec import MAX_DECODED, pack_record
 from scrapy_rep._storage_redis import RedisStorage, mask_url
 from scrapy_rep._storage_sqlite import DEFAULT_FILENAME, SqliteStorage
 from tests import redis_server as redis_helper
@@ -171,7 +173,13 @@ def test_expired_lease_is_taken_over(store: RobotsStorage) -> None:
         b'{"v":1,"kind":"rules","body":"!!!","fetched_at":null,"expires_at":0,'
         b'"unreachable_since":null,"next_retry_at":null,"failures":0,"last_outcome":""}',
         b"",
+        zlib.compress(b"not json"),
+        zlib.compress(b"\xff\xfe"),
+        pack_record(RECORD)[:-5],  # truncated
+        b"\x78\x9c garbage",
+        zlib.compress(b"{" + b" " * MAX_DECODED),  # a zip bomb stops at the limit
     ],
+    ids=lambda raw: repr(raw[:12]),
 )
 def test_corrupt_entry_is_a_miss(store: RobotsStorage, raw: bytes) -> None:
     write_raw(store, "https://a.test", raw)
@@ -180,11 +188,17 @@ def test_corrupt_entry_is_a_miss(store: RobotsStorage, raw: bytes) -> None:
     assert store.get("https://a.test") == RECORD
 
 
+def test_plain_json_entry_is_read(store: RobotsStorage) -> None:
+    write_raw(store, "https://a.test", encode_record(RECORD))
+    assert store.get("https://a.test") == RECORD
+
+
 def test_unknown_record_version_is_a_miss(store: RobotsStorage) -> None:
     raw = encode_record(RECORD).replace(b'"v":1,', b'"v":99,')
     assert raw != encode_record(RECORD)
-    write_raw(store, "https://a.test", raw)
-    assert store.get("https://a.test") is None
+    for stored in (raw, zlib.compress(raw)):
+        write_raw(store, "https://a.test", stored)
+        assert store.get("https://a.test") is None
 
 
 def test_close_is_idempotent_and_quiet(store: RobotsStorage) -> None:
