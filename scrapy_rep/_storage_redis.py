@@ -145,7 +145,6 @@ class RedisStorage:
                 # No client-side retries with backoff: they would stall the reactor for
                 # seconds; this class has its own retry-once and outage fallback.
                 retry=Retry(NoBackoff(), 0),
-                retry_on_timeout=False,
             )
         except (ValueError, TypeError) as exc:
             message = str(exc)
@@ -217,17 +216,23 @@ class RedisStorage:
         except self._redis_error as exc:
             # Reachable but refused (OOM, READONLY replica, a key of the wrong type):
             # this one call falls back, Redis stays in use.
+            self._back_up(probing)
             self._log_once(exc)
             return _DOWN
-        if probing:
-            with self._lock:
-                if self._down:
-                    self._down = False
-                    logger.info(
-                        "scrapy-rep: robots.txt store redis %s is reachable again; using it",
-                        self._masked_url,
-                    )
+        self._back_up(probing)
         return result
+
+    def _back_up(self, probing: bool) -> None:
+        """Redis answered: leave the outage state if we were in it."""
+        if not probing:
+            return
+        with self._lock:
+            if self._down:
+                self._down = False
+                logger.info(
+                    "scrapy-rep: robots.txt store redis %s is reachable again; using it",
+                    self._masked_url,
+                )
 
     def _log_once(self, exc: BaseException) -> None:
         message = self._scrub(exc)

@@ -121,7 +121,11 @@ class SqliteStorage:
             try:
                 return self._connect_patiently()
             except _BadDatabase as exc:
-                aside = self._move_aside()
+                try:
+                    aside = self._move_aside()
+                except OSError as move_error:
+                    self._log_once(f"moving the unusable store aside ({exc})", move_error)
+                    return None
                 logger.warning(
                     "scrapy-rep: robots.txt store %s is unusable (%s); moved it to %s and "
                     "started a fresh store",
