@@ -7,6 +7,7 @@ timestamps) and on crawl stats.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import socket
 from typing import Any
@@ -77,7 +78,7 @@ def _redirect_chain(mockserver: Any, host: str, hops: int) -> tuple[str, str]:
     targets = [(a if i % 2 else b, f"/hop{i}") for i in range(1, hops)]
     targets.append((a if hops % 2 else b, "/final"))
     mockserver.configure(host, {"robots": {"redirect": mockserver.url(*targets[0])}})
-    for (h, path), nxt in zip(targets, targets[1:], strict=False):
+    for (h, path), nxt in itertools.pairwise(targets):
         specs[h]["pages"][path] = {"redirect": mockserver.url(*nxt), "status": 302}
     final_host, final_path = targets[-1]
     specs[final_host]["pages"][final_path] = {"body": DISALLOW_PRIVATE}
