@@ -102,9 +102,7 @@ async def test_oversized_robots_is_cut_at_the_limit(
             {"body_b64": b64(b"User-agent: *\r\nDisallow: /caf\xe9\r\nDisallow: /private\r\n")},
             id="latin1",
         ),
-        pytest.param(
-            {"body": DISALLOW_PRIVATE, "stall_after": 10, "stall": 0.3}, id="short-stall"
-        ),
+        pytest.param({"body": DISALLOW_PRIVATE, "stall_after": 10, "stall": 0.3}, id="short-stall"),
     ],
 )
 @pytest_twisted.ensureDeferred
