@@ -78,6 +78,8 @@ class RobotsTxtMiddleware:
             self.policy, self.storage, self.fetcher, self.clock, self._reinject, self._inc
         )
         self.decider = Decider(crawler, config)
+        # Requests released while the engine is closing (see _reinject).
+        self._released_while_closing: list[Request] = []
         connect = crawler.signals.connect
         connect(self._on_request_scheduled, signal=signals.request_scheduled)
         connect(self._on_spider_idle, signal=signals.spider_idle)
@@ -135,7 +137,21 @@ class RobotsTxtMiddleware:
         if engine is None or getattr(engine, "spider", None) is None:
             self._drop_unsent([request], "the engine stopped")
             return
+        slot = getattr(engine, "_slot", None)
+        if slot is None or getattr(slot, "closing", None) is not None:
+            # The engine is closing: it waits for in-flight downloads (a robots.txt fetch
+            # among them) but no longer takes requests from the scheduler. A request
+            # re-injected now would sit in the scheduler unseen and vanish without a
+            # stat or a log line. Keep it for the hand-back at scheduler close (JOBDIR)
+            # or the dropped_at_close count instead.
+            self._released_while_closing.append(request)
+            return
         engine.crawl(request)
+
+    def _take_unsent(self) -> list[Request]:
+        """Every request still waiting on robots.txt, or released too late to be sent."""
+        late, self._released_while_closing = self._released_while_closing, []
+        return self.coordinator.take_all_held() + late
 
     # -- download-time decision --------------------------------------------------------
 
@@ -197,7 +213,7 @@ class RobotsTxtMiddleware:
         scheduler.close = close
 
     def _hand_back(self, scheduler: Any) -> None:
-        held = self.coordinator.take_all_held()
+        held = self._take_unsent()
         if not held:
             return
         if self.crawler.settings.get("JOBDIR"):
@@ -219,7 +235,7 @@ class RobotsTxtMiddleware:
 
     def _on_spider_closed(self, spider: Spider, reason: str) -> None:
         self.coordinator.close()
-        leftover = self.coordinator.take_all_held()
+        leftover = self._take_unsent()
         if leftover:
             self._drop_unsent(leftover, "the spider closed while they waited on robots.txt")
         from scrapy_rep._report import log_summary
