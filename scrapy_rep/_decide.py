@@ -156,10 +156,13 @@ class Decider:
         # per_slot_settings is what a new slot reads, so the delay survives the slot
         # being garbage-collected after 60 s idle (SCRAPY_NOTES: Slots).
         slot_settings = downloader.per_slot_settings.setdefault(key, {})
-        slot_settings["delay"] = max(float(slot_settings.get("delay", 0.0)), delay)
+        slot_delay = max(float(slot_settings.get("delay", _downloader_delay(downloader))), delay)
+        slot_settings["delay"] = slot_delay
+        jitter = float(slot_settings.get("jitter", getattr(downloader, "_jitter", 0.0)))
+        slot_settings["jitter"] = _bounded_jitter(slot_delay, jitter, delay)
         slot = downloader.slots.get(key)
-        if slot is not None and slot.delay < delay:
-            slot.delay = delay
+        if slot is not None:
+            _hold_slot_to(slot, delay)
         self.stats.set_value(f"robotstxt/crawl_delay/{key}", delay)
 
     def on_reached_downloader(self, request: Request, spider: Any = None) -> None:
@@ -176,8 +179,35 @@ class Decider:
         if delay is None:
             return
         slot = downloader.slots.get(key)
-        if slot is not None and slot.delay < delay:
-            slot.delay = delay
+        if slot is not None:
+            _hold_slot_to(slot, delay)
+
+
+def _downloader_delay(downloader: Any) -> float:
+    """DOWNLOAD_DELAY as the downloader applies it to new slots."""
+    return float(getattr(downloader, "_delay", 0.0) or 0.0)
+
+
+def _bounded_jitter(slot_delay: float, jitter: float, crawl_delay: float) -> float:
+    """The largest jitter <= ``jitter`` whose shortest gap is still ``crawl_delay``.
+
+    Scrapy varies each slot delay by +/- ``jitter`` (RANDOMIZE_DOWNLOAD_DELAY is on by
+    default: +/-50 %), so a slot delay of exactly the Crawl-delay would space requests
+    as little as half of it apart. Crawl-delay is a minimum spacing: narrow the jitter
+    (never the delay) so that ``slot_delay * (1 - jitter) >= crawl_delay``.
+    """
+    if jitter <= 0 or slot_delay <= 0:
+        return max(jitter, 0.0)
+    return max(0.0, min(jitter, 1.0 - crawl_delay / slot_delay))
+
+
+def _hold_slot_to(slot: Any, crawl_delay: float) -> None:
+    """Raise the slot delay to the Crawl-delay and bound its jitter (see above)."""
+    if slot.delay < crawl_delay:
+        slot.delay = crawl_delay
+    jitter = getattr(slot, "jitter", None)
+    if jitter:
+        slot.jitter = _bounded_jitter(slot.delay, float(jitter), crawl_delay)
 
 
 def _describe(decision: dict[str, Any]) -> str:
