@@ -1,0 +1,262 @@
+"""Real crawls for the middleware's gate (SPEC section 3): waiting, releasing,
+dropping, crawl-delay, redirects of pages, bypass, graceful stop with JOBDIR, and the
+"nothing lost" accounting."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from typing import Any
+
+import pytest
+import pytest_twisted
+from scrapy.exceptions import IgnoreRequest
+from scrapy.http import Request
+
+REP: dict[str, Any] = {
+    "ADDONS": {"scrapy_rep.Addon": 0},
+    "REP_STORAGE": "memory",
+    "RETRY_ENABLED": False,
+    "REP_RETRY_BACKOFF": 0.2,
+    "REP_FETCH_TIMEOUT": 1,
+}
+DISALLOW_PRIVATE = "User-agent: *\nDisallow: /private\n"
+
+
+def pages_of(mockserver: Any, host: str) -> list[str]:
+    return [p for p in mockserver.paths(host) if p != "/robots.txt"]
+
+
+def times_of(mockserver: Any, host: str, path: str) -> list[float]:
+    return [e["t"] for e in mockserver.log(host) if e["path"] == path]
+
+
+def page_times(mockserver: Any, host: str) -> list[float]:
+    return [e["t"] for e in mockserver.log(host) if e["path"] != "/robots.txt"]
+
+
+# ---------------------------------------------------------------------------
+# Waiting on a robots.txt in flight
+# ---------------------------------------------------------------------------
+
+
+@pytest_twisted.ensureDeferred
+async def test_burst_while_robots_in_flight_none_slips_through(
+    mockserver: Any, run_crawl: Any, host: str
+) -> None:
+    """The stock middleware's waiter bug lets such requests through unchecked."""
+    mockserver.configure(host, {"robots": {"body": "User-agent: *\nDisallow: /\n", "delay": 1}})
+    urls = [mockserver.url(host, f"/page-{i}") for i in range(30)]
+    crawler = await run_crawl(urls, settings={**REP, "REP_FETCH_TIMEOUT": 5})
+    assert mockserver.paths(host) == ["/robots.txt"]
+    assert crawler.stat("robotstxt/forbidden") == 30
+    assert crawler.stat("robotstxt/delayed") == 30
+    assert crawler.stat("robotstxt/released") == 30
+    assert crawler.stat("robotstxt/request_count") == 1
+    assert len(crawler.spider.failures) == 30
+    assert all(f.check(IgnoreRequest) for f in crawler.spider.failures)
+
+
+@pytest_twisted.ensureDeferred
+async def test_stalled_robots_do_not_hold_back_other_origins(
+    mockserver: Any, run_crawl: Any
+) -> None:
+    """Two origins whose robots.txt stalls for 5 s are requested first; with
+    CONCURRENT_REQUESTS=4, all 20 healthy origins are still crawled before the stalled
+    robots.txt files answer, and the stalled origins are crawled afterwards."""
+    stall = 5.0
+    stalled = [mockserver.unique_host("stalled") for _ in range(2)]
+    healthy = [mockserver.unique_host("healthy") for _ in range(20)]
+    specs: dict[str, dict[str, Any]] = {
+        h: {"robots": {"body": DISALLOW_PRIVATE, "delay": stall}} for h in stalled
+    }
+    specs.update({h: {"robots": {"body": DISALLOW_PRIVATE}} for h in healthy})
+    mockserver.configure_many(specs)
+    urls = [mockserver.url(h, p) for h in stalled for p in ("/a", "/b", "/private")]
+    urls += [mockserver.url(h, p) for h in healthy for p in ("/a", "/b", "/private")]
+    settings = {**REP, "CONCURRENT_REQUESTS": 4, "REP_FETCH_TIMEOUT": stall + 5}
+    crawler = await run_crawl(urls, settings=settings, timeout=stall + 15)
+    answered = min(times_of(mockserver, h, "/robots.txt")[0] for h in stalled) + stall
+    for h in healthy:
+        assert sorted(pages_of(mockserver, h)) == ["/a", "/b"], h
+        assert max(page_times(mockserver, h)) < answered, h
+    for h in stalled:
+        assert mockserver.count(h, "/robots.txt") == 1
+        assert sorted(pages_of(mockserver, h)) == ["/a", "/b"], h
+        assert min(page_times(mockserver, h)) >= times_of(mockserver, h, "/robots.txt")[0] + stall
+    assert crawler.stat("robotstxt/forbidden") == 22
+
+
+# ---------------------------------------------------------------------------
+# Crawl-delay
+# ---------------------------------------------------------------------------
+
+
+@pytest_twisted.ensureDeferred
+async def test_crawl_delay_spaces_requests(mockserver: Any, run_crawl: Any, host: str) -> None:
+    mockserver.configure(host, {"robots": {"body": "User-agent: *\nCrawl-delay: 1\n"}})
+    urls = [mockserver.url(host, f"/p{i}") for i in range(4)]
+    crawler = await run_crawl(urls, settings=REP)
+    times = page_times(mockserver, host)
+    assert len(times) == 4
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert min(gaps) >= 0.95, gaps
+    assert crawler.stat(f"robotstxt/crawl_delay/{host}") == 1.0
+
+
+@pytest_twisted.ensureDeferred
+async def test_crawl_delay_is_capped(mockserver: Any, run_crawl: Any, host: str) -> None:
+    """Crawl-delay: 30 with REP_MAX_CRAWL_DELAY=0.5: four pages are spaced by the cap
+    (an uncapped delay would overrun the crawl's timeout)."""
+    mockserver.configure(host, {"robots": {"body": "User-agent: *\nCrawl-delay: 30\n"}})
+    urls = [mockserver.url(host, f"/p{i}") for i in range(4)]
+    crawler = await run_crawl(urls, settings={**REP, "REP_MAX_CRAWL_DELAY": 0.5}, timeout=15)
+    times = page_times(mockserver, host)
+    assert len(times) == 4
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert min(gaps) >= 0.45, gaps
+    assert crawler.stat(f"robotstxt/crawl_delay/{host}") == 0.5
+
+
+@pytest_twisted.ensureDeferred
+async def test_crawl_delay_never_lowers_download_delay(
+    mockserver: Any, run_crawl: Any, host: str
+) -> None:
+    mockserver.configure(host, {"robots": {"body": "User-agent: *\nCrawl-delay: 0.3\n"}})
+    urls = [mockserver.url(host, f"/p{i}") for i in range(3)]
+    settings = {**REP, "DOWNLOAD_DELAY": 1.0, "RANDOMIZE_DOWNLOAD_DELAY": False}
+    await run_crawl(urls, settings=settings)
+    times = page_times(mockserver, host)
+    assert len(times) == 3
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert min(gaps) >= 0.95, gaps
+
+
+@pytest_twisted.ensureDeferred
+async def test_crawl_delay_off(mockserver: Any, run_crawl: Any, host: str) -> None:
+    mockserver.configure(host, {"robots": {"body": "User-agent: *\nCrawl-delay: 30\n"}})
+    urls = [mockserver.url(host, f"/p{i}") for i in range(3)]
+    crawler = await run_crawl(urls, settings={**REP, "REP_CRAWL_DELAY": False}, timeout=15)
+    assert len(pages_of(mockserver, host)) == 3
+    assert crawler.stat(f"robotstxt/crawl_delay/{host}") is None
+
+
+# ---------------------------------------------------------------------------
+# Bypass and redirects of ordinary requests
+# ---------------------------------------------------------------------------
+
+
+@pytest_twisted.ensureDeferred
+async def test_dont_obey_robotstxt_bypasses(mockserver: Any, run_crawl: Any, host: str) -> None:
+    mockserver.configure(host, {"robots": {"body": "User-agent: *\nDisallow: /\n"}})
+    only = mockserver.unique_host("bypass-only")
+    mockserver.configure(only, {"robots": {"body": "User-agent: *\nDisallow: /\n"}})
+    requests = [
+        Request(mockserver.url(host, "/bypassed"), meta={"dont_obey_robotstxt": True}),
+        mockserver.url(host, "/checked"),
+        Request(mockserver.url(only, "/x"), meta={"dont_obey_robotstxt": True}),
+    ]
+    crawler = await run_crawl(requests, settings=REP)
+    assert pages_of(mockserver, host) == ["/bypassed"]
+    assert mockserver.count(host, "/robots.txt") == 1
+    # An origin reached only by bypassing requests never has its robots.txt fetched.
+    assert mockserver.paths(only) == ["/x"]
+    assert crawler.stat("robotstxt/forbidden") == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_redirect_hops_of_pages_are_checked(
+    mockserver: Any, run_crawl: Any, host: str
+) -> None:
+    other = mockserver.unique_host("redirect-target")
+    mockserver.configure(
+        host,
+        {
+            "robots": {"body": DISALLOW_PRIVATE},
+            "pages": {
+                "/a": {"redirect": "/private"},
+                "/b": {"redirect": "/public", "status": 302},
+                "/c": {"redirect": mockserver.url(other, "/private/page"), "status": 307},
+            },
+        },
+    )
+    mockserver.configure(other, {"robots": {"body": DISALLOW_PRIVATE}})
+    urls = [mockserver.url(host, p) for p in ("/a", "/b", "/c")]
+    crawler = await run_crawl(urls, settings={**REP, "RETRY_ENABLED": False})
+    assert sorted(pages_of(mockserver, host)) == ["/a", "/b", "/c", "/public"]
+    # The cross-origin hop was checked against the other origin's robots.txt.
+    assert mockserver.paths(other) == ["/robots.txt"]
+    assert crawler.stat("robotstxt/forbidden") == 2
+    assert [r.url for r in crawler.spider.responses] == [mockserver.url(host, "/public")]
+
+
+# ---------------------------------------------------------------------------
+# Nothing lost: graceful stop with and without JOBDIR, accounting
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("state", ["unreachable", "in-flight"])
+@pytest_twisted.ensureDeferred
+async def test_jobdir_stop_hands_back_and_resume_downloads(
+    mockserver: Any, run_crawl: Any, host: str, tmp_path: Any, state: str
+) -> None:
+    """A graceful stop with JOBDIR gives waiting requests back to the scheduler, whether
+    the origin is unreachable (503) or its robots.txt is still in flight at the stop
+    (it then answers while the engine closes); a resumed crawl downloads them."""
+    if state == "unreachable":
+        mockserver.configure(host, {"robots": {"status": 503}})
+    else:
+        mockserver.configure(host, {"robots": {"body": DISALLOW_PRIVATE, "delay": 2.5}})
+    jobdir = str(tmp_path / "job")
+    urls = [mockserver.url(host, p) for p in ("/page-0", "/page-1", "/private")]
+    settings = {**REP, "JOBDIR": jobdir, "REP_FETCH_TIMEOUT": 5}
+    first = await run_crawl(urls, settings=settings, timeout=1.5, allow_timeout=True)
+    assert first.timed_out
+    assert pages_of(mockserver, host) == []
+    assert first.stat("robotstxt/handed_back") == 3
+    assert not first.stat("robotstxt/dropped_at_close")
+    assert first.logged("handed back to the scheduler", level=logging.INFO)
+
+    # The origin recovers; the resumed crawl (no start requests) downloads them.
+    mockserver.configure(host, {"robots": {"body": DISALLOW_PRIVATE}})
+    resumed_at = mockserver.time()
+    second = await run_crawl([], settings=settings, timeout=10)
+    assert len([t for t in times_of(mockserver, host, "/robots.txt") if t >= resumed_at]) == 1
+    assert sorted(pages_of(mockserver, host)) == ["/page-0", "/page-1"]
+    assert second.stat("robotstxt/forbidden") == 1
+    assert sorted(r.url for r in second.spider.responses) == urls[:2]
+
+
+@pytest_twisted.ensureDeferred
+async def test_every_request_accounted_for(mockserver: Any, run_crawl: Any) -> None:
+    """downloaded + forbidden + dropped_at_close == requested, in a crawl mixing rules,
+    allow-all, a fallback, and an origin still unreachable when the crawl is stopped."""
+    rules, allow, fallback, down = (
+        mockserver.unique_host(n) for n in ["rules", "allow", "fb", "down"]
+    )
+    mockserver.configure_many(
+        {
+            rules: {"robots": {"body": DISALLOW_PRIVATE}},
+            allow: {"robots": {"status": 404}},
+            fallback: {"robots": [{"status": 500}, {"status": 500}, {"status": 500}]},
+            down: {"robots": {"body": DISALLOW_PRIVATE, "delay": 2.5}},
+        }
+    )
+    paths = ("/a", "/b", "/private", "/private/c")
+    hosts = (rules, allow, fallback, down)
+    urls = [mockserver.url(h, p) for h in hosts for p in paths]
+    # `fallback` waits 0.8 s, then the allow fallback applies; the robots.txt of `down`
+    # is still in flight when the crawl is stopped, so its requests are still held.
+    settings = {
+        **REP,
+        "REP_UNREACHABLE_WAIT": 0.8,
+        "REP_RETRY_BACKOFF": 5,
+        "REP_FETCH_TIMEOUT": 10,
+    }
+    crawler = await run_crawl(urls, settings=settings, timeout=1.5, allow_timeout=True)
+    downloaded = sum(len(pages_of(mockserver, h)) for h in hosts)
+    forbidden = crawler.stat("robotstxt/forbidden", 0)
+    dropped = crawler.stat("robotstxt/dropped_at_close", 0)
+    assert (downloaded, forbidden, dropped) == (10, 2, 4)
+    assert downloaded + forbidden + dropped == len(urls)
+    assert crawler.logged("Dropped, the spider closed while they waited", level=logging.INFO)
