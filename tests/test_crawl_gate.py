@@ -124,7 +124,7 @@ async def test_crawl_delay_never_lowers_download_delay(
 ) -> None:
     mockserver.configure(host, {"robots": {"body": "User-agent: *\nCrawl-delay: 0.3\n"}})
     urls = [mockserver.url(host, f"/p{i}") for i in range(3)]
-    settings = {**REP, "DOWNLOAD_DELAY": 1.0, "RANDOMIZE_DOWNLOAD_DELAY": False}
+    settings = {**REP, "DOWNLOAD_DELAY": 1.0, "DOWNLOAD_DELAY_JITTER": 0}
     await run_crawl(urls, settings=settings)
     times = page_times(mockserver, host)
     assert len(times) == 3
