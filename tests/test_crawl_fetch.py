@@ -243,3 +243,54 @@ async def test_refetch_unreachable_waits_then_uses_last_good_copy(
     assert crawler.stat("robotstxt/delayed", 0) >= 2
     assert crawler.logged("is unreachable", level=logging.INFO, logger="scrapy_rep")
     assert crawler.logged("using the last good copy", level=logging.INFO, logger="scrapy_rep")
+
+
+@pytest_twisted.ensureDeferred
+async def test_scheduled_requests_wait_when_refetch_turns_unreachable(
+    mockserver: Any, run_crawl: Any, host: str
+) -> None:
+    """Requests that passed the gate under the expired copy, but reach the downloader
+    after the refetch came back 503, are not decided by the expired copy: they go back
+    to wait (requeued), then the last good copy decides them after the wait."""
+    slow = {"delay": 0.3}
+    mockserver.configure(
+        host,
+        {
+            "robots": [
+                {"body": DISALLOW_PRIVATE, "headers": {"Cache-Control": "max-age=1"}},
+                {"status": 503},
+            ],
+            "default": slow,
+        },
+    )
+
+    def u(path: str) -> str:
+        return mockserver.url(host, path)
+
+    wait = 1.5
+    later = [u("/p1"), u("/private/1"), u("/p2"), u("/private/2"), u("/p3")]
+    crawler = await run_crawl(
+        settings={
+            **REP,
+            "REP_MIN_TTL": 1,
+            "REP_UNREACHABLE_WAIT": wait,
+            # One download at a time: the later requests sit in the scheduler, already
+            # past the gate, while the refetch fails.
+            "CONCURRENT_REQUESTS": 1,
+        },
+        spider_cls=PhasedSpider,
+        spider_kwargs={"phases": [[u("/p0")], later], "pauses": [1.5]},
+    )
+    robots_t = times_of(mockserver, host, "/robots.txt")
+    assert crawler.stat("robotstxt/refetch") == 1
+    assert crawler.stat("robotstxt/requeued", 0) >= 1
+    assert sorted(pages_of(mockserver, host)) == ["/p0", "/p1", "/p2", "/p3"]
+    assert crawler.stat("robotstxt/forbidden") == 2
+    assert crawler.stat("robotstxt/stale_used") == 1
+    # Only a page already in the downloader when the 503 came back went ahead early.
+    early = [
+        e["path"]
+        for e in mockserver.log(host)
+        if e["path"] != "/robots.txt" and robots_t[1] < e["t"] < robots_t[1] + wait
+    ]
+    assert len(early) <= 1, early
