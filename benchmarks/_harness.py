@@ -1,0 +1,120 @@
+"""Shared plumbing for the crawl benchmarks: the local server and a crawl runner.
+
+The benchmarks reuse the test suite's mock server (``tests/mockserver.py``, a standalone
+script) and its resolver (``*.test`` names → 127.0.0.1, nothing else resolves), so they
+never touch the network.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import select
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+QUIET = {
+    "LOG_LEVEL": "WARNING",
+    "TELNETCONSOLE_ENABLED": False,
+    "COOKIES_ENABLED": False,
+    "HTTPCACHE_ENABLED": False,
+}
+STOCK = {"ROBOTSTXT_OBEY": True}
+OFF = {"ROBOTSTXT_OBEY": False}
+REP = {"ROBOTSTXT_OBEY": True, "ADDONS": {"scrapy_rep.Addon": 0}, "REP_STORAGE": "memory"}
+
+
+class LocalServer:
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(REPO_ROOT / "tests" / "mockserver.py")],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], 20)
+        match = re.fullmatch(r"PORT (\d+)\s*", self.proc.stdout.readline() if ready else "")
+        if not match:
+            self.proc.kill()
+            raise RuntimeError("mock server did not start")
+        self.port = int(match.group(1))
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    def configure(self, hosts: dict[str, Any]) -> None:
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/__mock/config",
+            data=json.dumps({"hosts": hosts}).encode(),
+            method="POST",
+        )
+        self._opener.open(request, timeout=10).read()
+
+    def url(self, host: str, path: str) -> str:
+        return f"http://{host}:{self.port}{path}"
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+def install_reactor() -> Any:
+    from scrapy.utils.reactor import install_reactor as install
+
+    install("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
+    from twisted.internet import reactor
+
+    from tests.resolver import LocalResolver
+
+    reactor.installNameResolver(LocalResolver(reactor))  # type: ignore[attr-defined]
+    return reactor
+
+
+def make_spider_class() -> type:
+    import scrapy
+
+    class TimingSpider(scrapy.Spider):
+        name = "timing"
+
+        def __init__(self, urls: Iterable[str] = (), **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.urls = list(urls)
+            self.done_at: dict[str, float] = {}
+            self.pages = 0
+
+        async def start(self) -> Any:
+            for url in self.urls:
+                yield scrapy.Request(url, callback=self.parse, dont_filter=True)
+
+        def parse(self, response: Any) -> None:
+            self.pages += 1
+            host = response.url.split("/")[2].split(":")[0]
+            self.done_at[host] = time.perf_counter()
+
+    return TimingSpider
+
+
+async def crawl(urls: list[str], settings: dict[str, Any]) -> tuple[float, Any]:
+    """Run one crawl; return (started_at, spider)."""
+    from scrapy.crawler import Crawler, CrawlerRunner
+    from scrapy.utils.defer import maybe_deferred_to_future
+
+    spider_cls = make_spider_class()
+    all_settings = {**QUIET, **settings}
+    runner = CrawlerRunner(all_settings)
+    crawler = Crawler(spider_cls, all_settings)
+    started = time.perf_counter()
+    await maybe_deferred_to_future(runner.crawl(crawler, urls=urls))
+    return started, crawler.spider
+
+
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]

@@ -1,0 +1,173 @@
+"""Crawl benchmarks against a local server: head-of-line blocking and overhead.
+
+    python benchmarks/bench_crawl.py [--repeat 3] [--stall 6]
+
+1. Head-of-line blocking. 20 fast origins are crawled while 2 origins whose robots.txt
+   stalls are requested first. The figure is the time until every fast origin is done,
+   divided by the same crawl without the slow origins; measured for Scrapy's stock
+   RobotsTxtMiddleware and for scrapy-rep in the same run. Target: scrapy-rep <= 1.15x.
+2. Overhead. Pages per second over 100 healthy origins with ROBOTSTXT_OBEY off, with the
+   stock middleware, and with scrapy-rep on each store (memory, sqlite, redis when a
+   redis-server is on PATH). Targets: scrapy-rep (memory) >= 0.95x of off; sqlite and
+   redis >= 0.9x of memory.
+
+Runs are interleaved and the median of ``--repeat`` runs is reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _harness import OFF, REP, STOCK, LocalServer, crawl, install_reactor, median
+
+
+def _hol_hosts(server: LocalServer, stall: float, run: int) -> tuple[list[str], list[str]]:
+    fast = [f"fast{i}-r{run}.test" for i in range(20)]
+    slow = [f"slow{i}-r{run}.test" for i in range(2)]
+    robots = {"body": "User-agent: *\nDisallow: /private\n"}
+    hosts: dict[str, Any] = {host: {"robots": robots} for host in fast}
+    hosts.update({host: {"robots": {**robots, "delay": stall}} for host in slow})
+    server.configure(hosts)
+    return fast, slow
+
+
+async def head_of_line(server: LocalServer, repeat: int, stall: float) -> dict[str, float]:
+    settings = {"DOWNLOAD_TIMEOUT": stall * 5, "CONCURRENT_REQUESTS": 16}
+    results: dict[str, list[float]] = {}
+    run = 0
+    for _ in range(repeat):
+        for name, mode in (("stock", STOCK), ("scrapy-rep", REP)):
+            for with_slow in (False, True):
+                run += 1
+                fast, slow = _hol_hosts(server, stall, run)
+                urls = []
+                if with_slow:  # requested first, as in the worst case
+                    urls += [server.url(h, f"/s{i}") for h in slow for i in range(10)]
+                urls += [server.url(h, f"/p{i}") for h in fast for i in range(5)]
+                started, spider = await crawl(urls, {**mode, **settings})
+                missing = [h for h in fast if h not in spider.done_at]
+                assert not missing, f"fast origins not crawled: {missing}"
+                took = max(spider.done_at[h] for h in fast) - started
+                results.setdefault(f"{name}/{'slow' if with_slow else 'no-slow'}", []).append(took)
+    return {key: median(values) for key, values in results.items()}
+
+
+async def overhead(server: LocalServer, repeat: int) -> dict[str, float]:
+    hosts = [f"ov{i}.test" for i in range(100)]
+    modes: list[tuple[str, dict[str, Any]]] = [
+        ("off", OFF),
+        ("stock", STOCK),
+        ("scrapy-rep/memory", REP),
+    ]
+    tmp = Path(tempfile.mkdtemp(prefix="rep-bench-"))
+    redis = None
+    try:
+        modes.append(("scrapy-rep/sqlite", {**REP, "REP_STORAGE": "sqlite:PATH"}))
+        if shutil.which("redis-server"):
+            from tests.redis_server import RedisServer
+
+            redis = RedisServer(shutil.which("redis-server") or "redis-server")
+            redis.start()
+            modes.append(("scrapy-rep/redis", {**REP, "REP_STORAGE": redis.url}))
+        settings = {"CONCURRENT_REQUESTS": 32, "CONCURRENT_REQUESTS_PER_DOMAIN": 8}
+        results: dict[str, list[float]] = {}
+        for run in range(repeat):
+            server.configure(
+                {
+                    f"r{run}-{h}": {"robots": {"body": "User-agent: *\nDisallow: /x\n"}}
+                    for h in hosts
+                }
+            )
+            for name, mode in modes:
+                mode = dict(mode)
+                if mode.get("REP_STORAGE") == "sqlite:PATH":
+                    # A fresh file per run: a warm store would skip the robots.txt fetches.
+                    db_file = tmp / f"{name.replace('/', '-')}-{run}.db"
+                    mode["REP_STORAGE"] = f"sqlite:{db_file}"
+                if redis is not None and mode.get("REP_STORAGE") == redis.url:
+                    _flush_redis(redis.url)
+                urls = [server.url(f"r{run}-{h}", f"/p{i}") for h in hosts for i in range(10)]
+                started, spider = await crawl(urls, {**mode, **settings})
+                elapsed = max(spider.done_at.values()) - started
+                results.setdefault(name, []).append(spider.pages / elapsed)
+        return {key: median(values) for key, values in results.items()}
+    finally:
+        if redis is not None:
+            redis.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _flush_redis(url: str) -> None:
+    import redis
+
+    redis.Redis.from_url(url).flushdb()
+
+
+def report(hol: dict[str, float], over: dict[str, float], stall: float) -> None:
+    print(f"\nHead-of-line blocking (20 fast origins; 2 robots.txt stalled {stall:g} s first)")
+    print(f"{'middleware':<12} {'no slow (s)':>12} {'with slow (s)':>14} {'ratio':>7}  target")
+    for name in ("stock", "scrapy-rep"):
+        base, slow = hol[f"{name}/no-slow"], hol[f"{name}/slow"]
+        target = (
+            "<= 1.15x " + ("PASS" if slow / base <= 1.15 else "FAIL") if name != "stock" else ""
+        )
+        print(f"{name:<12} {base:>12.2f} {slow:>14.2f} {slow / base:>6.2f}x  {target}")
+    print("\nOverhead (100 healthy origins x 10 pages)")
+    print(f"{'mode':<20} {'pages/s':>9} {'vs off':>8} {'vs rep/memory':>14}")
+    for name, rate in over.items():
+        vs_mem = rate / over["scrapy-rep/memory"]
+        print(f"{name:<20} {rate:>9.0f} {rate / over['off']:>7.2f}x {vs_mem:>13.2f}x")
+    rep_ratio = over["scrapy-rep/memory"] / over["off"]
+    print(
+        f"\nscrapy-rep vs ROBOTSTXT_OBEY off: {rep_ratio:.2f}x (target >= 0.95x: "
+        f"{'PASS' if rep_ratio >= 0.95 else 'FAIL'})"
+    )
+    for store in ("sqlite", "redis"):
+        key = f"scrapy-rep/{store}"
+        if key in over:
+            ratio = over[key] / over["scrapy-rep/memory"]
+            print(
+                f"{store} store vs memory: {ratio:.2f}x (target >= 0.9x: "
+                f"{'PASS' if ratio >= 0.9 else 'FAIL'})"
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--stall", type=float, default=6.0)
+    args = parser.parse_args()
+    reactor = install_reactor()
+    server = LocalServer()
+    outcome: dict[str, Any] = {}
+
+    async def run_all() -> None:
+        outcome["hol"] = await head_of_line(server, args.repeat, args.stall)
+        outcome["over"] = await overhead(server, args.repeat)
+
+    from scrapy.utils.defer import deferred_from_coro
+
+    def finish(result: Any) -> None:
+        if hasattr(result, "printTraceback"):
+            result.printTraceback()
+        reactor.stop()
+
+    reactor.callWhenRunning(lambda: deferred_from_coro(run_all()).addBoth(finish))
+    try:
+        reactor.run()
+    finally:
+        server.stop()
+    if "over" not in outcome:
+        sys.exit("benchmark failed (see the traceback above)")
+    report(outcome["hol"], outcome["over"], args.stall)
+
+
+if __name__ == "__main__":
+    main()
