@@ -1,19 +1,22 @@
 """robots.txt bytes -> groups of rules (RFC 9309 §2.1-§2.2, Google's leniencies).
 
 The parser works on bytes so that invalid UTF-8 can never stop it: field names are
-ASCII, rule values are percent-normalised octet by octet (non-ASCII and invalid
-octets become %XX, as RFC 9309 §2.2.2 and Google's library do), and only sitemap
-URLs are decoded (UTF-8, bad sequences replaced).  One pass over the lines, with a
-constant amount of work per line besides the line's own length: linear time.
+ASCII, rule values stay raw octets until matching normalises them (non-ASCII and
+invalid octets become %XX, as RFC 9309 §2.2.2 and Google's library do), and only
+sitemap URLs are decoded (UTF-8, bad sequences replaced).
+
+One regular expression splits every line into field and value in C (one result per
+line, so line numbers are just a counter), and a loop with constant work per line
+assigns the fields to groups: linear time, and no Python work on comment lines.
 """
 
 from __future__ import annotations
 
 import re
+import sys
+from array import array
 
-from scrapy_rep._matcher import normalise_pattern
-
-__all__ = ["MAX_LINE", "ParseResult", "parse"]
+__all__ = ["LINE_BITS", "MAX_LINE", "ParseResult", "Run", "parse"]
 
 # Google's library cuts lines at 8 x 2083 octets (2083 = the longest URL old IE
 # accepted); anything after that on the same line is ignored.
@@ -21,8 +24,10 @@ MAX_LINE = 16_664
 
 _BOM = b"\xef\xbb\xbf"
 
-# Field kinds.
-_UA, _ALLOW, _DISALLOW, _SITEMAP, _DELAY, _RATE, _SIGNAL, _OTHER = range(8)
+# Field kinds.  _HASH: the text before the first colon holds a "#", so the line
+# must be cut at the comment first and looked at again.
+# Allow and disallow come first, so that one comparison finds the common case.
+_ALLOW, _DISALLOW, _UA, _SITEMAP, _DELAY, _RATE, _SIGNAL, _OTHER, _HASH = range(9)
 
 # Google's library recognises a field when its name *starts with* one of these,
 # case-insensitively; the typo spellings are the ones it accepts ("frequent typos").
@@ -47,8 +52,11 @@ _PREFIXES: tuple[tuple[bytes, int], ...] = (
     (b"request rate", _RATE),
     (b"content-signal", _SIGNAL),
 )
-# Exact lower-cased names seen so far -> kind; a bounded memo of the prefix scan.
-_KINDS: dict[bytes, int] = {name: kind for name, kind in _PREFIXES}
+# All prefixes in one regex: the number of the group that matched gives the kind.
+_FIELD = re.compile(b"|".join(b"(" + re.escape(name) + b")" for name, _ in _PREFIXES))
+_FIELD_KINDS = (_OTHER, *(kind for _, kind in _PREFIXES))
+# Field names as written -> kind: a bounded memo of the case-folding prefix scan.
+_KINDS: dict[bytes, int] = {}
 _KINDS_LIMIT = 4096
 
 _UA_TOKEN = re.compile(rb"[A-Za-z_-]*")
@@ -60,23 +68,26 @@ _RATE_UNIT = {b"": 1.0, b"s": 1.0, b"m": 60.0, b"h": 3600.0, b"d": 86400.0}
 SIGNAL_KEYS = ("search", "ai-input", "ai-train")
 _SIGNAL_VALUES = {b"yes": True, b"no": False}
 
-# A rule: (normalised pattern, code) with code = (len(pattern) * 2 + allow) << 32 | line.
-# Sorting by code >> 32, descending, puts the longest pattern first and allow before
-# disallow on a tie: RFC 9309 §2.2.2 precedence in one integer.
-Rule = tuple[str, int]
-LINE_MASK = (1 << 32) - 1
+# Rules of one user-agent run: raw patterns, and per rule
+#     code = (len(pattern) * 2 + allow) << 33 | (LINE_MAX - line) << 1
+# so that sorting codes in descending order gives RFC 9309 §2.2.2 precedence
+# (longest pattern first, allow first on a tie) and then file order.
+LINE_BITS = 32
+LINE_MAX = (1 << LINE_BITS) - 1
+Run = tuple[list[bytes], "array[int]"]
 
 
 def _kind(key: bytes) -> int:
-    kind = _KINDS.get(key)
-    if kind is None:
-        kind = _OTHER
-        for name, k in _PREFIXES:
-            if key.startswith(name):
-                kind = k
-                break
-        if len(_KINDS) < _KINDS_LIMIT:
-            _KINDS[key] = kind
+    """Kind of a field name as written (blanks around it and any case allowed)."""
+    folded = key.strip().lower()
+    if b"#" in folded:
+        kind = _HASH
+    else:
+        m = _FIELD.match(folded)
+        kind = _FIELD_KINDS[m.lastindex or 0] if m else _OTHER
+    # Memoise names as written; long unknown names are page junk, not worth a slot.
+    if len(_KINDS) < _KINDS_LIMIT and (kind != _OTHER or len(key) <= 24):
+        _KINDS[key] = kind
     return kind
 
 
@@ -95,13 +106,14 @@ class ParseResult:
     )
 
     def __init__(self) -> None:
-        self.groups: dict[str, list[Rule]] = {}
+        # token -> the runs naming it; same-name groups merge (RFC 9309 §2.2.1)
+        self.groups: dict[str, list[Run]] = {}
         self.delays: dict[str, float] = {}
         self.rates: dict[str, tuple[int, float]] = {}
         # "" holds signals given before any user-agent line: a file-wide default.
         self.signals: dict[str, dict[str, bool]] = {}
         self.sitemaps: list[str] = []
-        # line -> pattern as written, only where it differs from the stored pattern
+        # line -> pattern as written, where explain() cannot rebuild it
         self.originals: dict[int, str] = {}
         self.rule_count = 0
         self.truncated = False
@@ -149,77 +161,105 @@ def _rate(value: bytes) -> tuple[int, float] | None:
     return requests, seconds
 
 
-def parse(content: bytes | bytearray | memoryview | str, max_size: int) -> ParseResult:
-    res = ParseResult()
-    data, res.truncated = _limit(_to_bytes(content), max_size)
+def _prepare(content: bytes | bytearray | memoryview | str, max_size: int) -> tuple[bytes, bool]:
+    data, truncated = _limit(_to_bytes(content), max_size)
     if data.startswith(_BOM):
         data = data[3:]
     if b"\r" in data:
         data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    if len(data) > MAX_LINE:
+        lines = data.split(b"\n")
+        if max(map(len, lines)) > MAX_LINE:
+            data = b"\n".join([line[:MAX_LINE] for line in lines])
+    return data, truncated
 
+
+def _split_line(line: bytes) -> tuple[bytes, bytes] | None:
+    """(field, value) of a line the fast path could not split, or None."""
+    hash_at = line.find(b"#")
+    if hash_at >= 0:
+        line = line[:hash_at]
+    key, colon, value = line.partition(b":")
+    if colon:
+        key = key.strip()
+        return (key, value.strip()) if key else None
+    # Google: "field value" without a colon, only if there are exactly two
+    # whitespace-separated words (so that prose is not read as a field).
+    words = line.split()
+    return (words[0], words[1]) if len(words) == 2 else None
+
+
+def parse(content: bytes | bytearray | memoryview | str, max_size: int) -> ParseResult:
+    res = ParseResult()
+    data, res.truncated = _prepare(content, max_size)
     groups = res.groups
     originals = res.originals
-    current: list[list[Rule]] = []  # rule lists of the user-agent run being filled
-    tokens: list[str] = []  # the same run's tokens
+    kinds = _KINDS
+    tokens: list[str] = []  # the user-agent run being filled
+    run: Run = ([], array("q"))
+    patterns, codes = run
     in_rules = False  # a rule has been seen since the last user-agent line
     count = 0
 
     for lineno, line in enumerate(data.split(b"\n"), 1):
-        if not line:
-            continue
-        if len(line) > MAX_LINE:
-            line = line[:MAX_LINE]
-        hash_at = line.find(b"#")
-        if hash_at >= 0:
-            line = line[:hash_at]
         colon = line.find(b":")
         if colon >= 0:
-            key = line[:colon].strip().lower()
-            value = line[colon + 1 :].strip()
-        else:
-            # Google: "field value" without a colon, only if there are exactly two
-            # whitespace-separated words (so prose lines are not read as fields).
-            words = line.split()
-            if len(words) != 2:
+            key = line[:colon]
+            kind = kinds.get(key)
+            if kind is None:
+                kind = _kind(key)
+            if kind == _OTHER:
                 continue
-            key = words[0].lower()
-            value = words[1]
-        if not key:
+            value = line[colon + 1 :]
+            hash_at = value.find(b"#")
+            if hash_at >= 0:
+                value = value[:hash_at]
+            value = value.strip()
+        elif not line or line[0] == 0x23:  # empty, or a "#" comment line
             continue
-        kind = _KINDS.get(key)
-        if kind is None:
+        else:
+            # No colon: maybe Google's "field value" form (exactly two words).
+            words = line.split(None, 2)
+            if len(words) != 2 or b"#" in line:
+                if len(words) < 2 or b"#" not in line:
+                    continue
+                kind = _HASH
+            else:
+                key, value = words
+                kind = kinds.get(key)
+                if kind is None:
+                    kind = _kind(key)
+        if kind == _HASH:
+            split = _split_line(line)
+            if split is None:
+                continue
+            key, value = split
             kind = _kind(key)
+            if kind == _HASH:
+                continue
 
-        if kind in (_ALLOW, _DISALLOW):
+        if kind <= _DISALLOW:
             if not tokens:
                 continue  # RFC 9309 §2.2.2: rules outside any group are ignored
             in_rules = True
             if not value:
                 continue  # an empty value means "no restriction": nothing to keep
-            if value.isascii() and b"%" not in value and b"$" not in value[:-1]:
-                pattern = value.decode("ascii")
-            else:
-                pattern = normalise_pattern(value)
-                originals[lineno] = value.decode("utf-8", "replace")
-            allow = kind == _ALLOW
-            rule = (pattern, (len(pattern) * 2 + allow) << 32 | lineno)
-            for rules in current:
-                rules.append(rule)
+            patterns.append(value)
+            # allow is 0 and disallow 1, so "+ 1 - kind" adds the allow bit
+            codes.append((len(value) * 2 + 1 - kind) << 33 | (LINE_MAX - lineno) << 1)
             count += 1
-            if allow:
+            if kind == _ALLOW:
                 # Google/Protego: "allow: /dir/index.htm[l]" also allows "/dir/" itself,
                 # added as "/dir/$" with that pattern's own length as its priority.
-                slash = pattern.rfind("/")
-                if slash >= 0 and pattern.startswith("/index.htm", slash):
-                    dir_pattern = pattern[: slash + 1] + "$"
-                    rule = (dir_pattern, (len(dir_pattern) * 2 + 1) << 32 | lineno)
-                    for rules in current:
-                        rules.append(rule)
-                    if lineno not in originals:
-                        originals[lineno] = pattern
+                slash = value.rfind(b"/")
+                if slash >= 0 and value.startswith(b"/index.htm", slash):
+                    patterns.append(value[: slash + 1] + b"$")
+                    codes.append((slash * 2 + 5) << 33 | (LINE_MAX - lineno) << 1)
+                    originals[lineno] = value.decode("utf-8", "replace")
         elif kind == _UA:
-            if in_rules:
-                current = []
+            if in_rules or not tokens:
+                run = ([], array("q"))
+                patterns, codes = run
                 tokens = []
                 in_rules = False
             if value[:1] == b"*" and (len(value) == 1 or value[1:2].isspace()):
@@ -227,19 +267,19 @@ def parse(content: bytes | bytearray | memoryview | str, max_size: int) -> Parse
                 token = "*"
             else:
                 match = _UA_TOKEN.match(value)
-                token = match.group().decode("ascii").lower() if match else ""
+                token = sys.intern(match.group().decode("ascii").lower()) if match else ""
             if token not in tokens:
                 tokens.append(token)
-                group = groups.get(token)
-                if group is None:
-                    group = groups[token] = []
-                current.append(group)
+                runs = groups.get(token)
+                if runs is None:
+                    groups[token] = [run]
+                else:
+                    runs.append(run)
         elif kind == _SITEMAP:
             if value:
                 res.sitemaps.append(value.decode("utf-8", "replace"))
         elif kind == _DELAY:
-            m = _DELAY_VALUE.fullmatch(value)
-            if m is not None and tokens:
+            if tokens and _DELAY_VALUE.fullmatch(value) is not None:
                 delay = float(value)
                 for token in tokens:
                     res.delays.setdefault(token, delay)

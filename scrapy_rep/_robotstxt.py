@@ -5,8 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from scrapy_rep._matcher import match_pieces, normalise_path, split_pattern, url_path
-from scrapy_rep._parser import LINE_MASK, SIGNAL_KEYS, Rule, parse
+from scrapy_rep._matcher import (
+    Group,
+    best_rule,
+    compile_group,
+    pattern_at,
+    plain_path,
+)
+from scrapy_rep._parser import LINE_MAX, SIGNAL_KEYS, Run, parse
 from scrapy_rep._useragent import token_key
 
 __all__ = ["DEFAULT_MAX_SIZE", "Decision", "RobotsTxt"]
@@ -16,16 +22,7 @@ DEFAULT_MAX_SIZE = 512_000
 
 _Text: TypeAlias = str | bytes | bytearray | memoryview
 
-# A compiled rule: (literal prefix, code) or (pattern, code, pieces, anchored);
-# see _parser.Rule for the code.  Most patterns are plain prefixes, and a 2-tuple
-# plus str.startswith is the cheapest thing Python can store and test.
-_Entry: TypeAlias = tuple[str, int] | tuple[str, int, tuple[str, ...], bool]
-# A group: (entries indexed by their first two characters, entries without such a
-# literal start).  Both parts are sorted by precedence, so the first hit in each is
-# that part's best and a check usually stops after a handful of startswith calls.
-_Group: TypeAlias = tuple[dict[str, tuple[_Entry, ...]], tuple[_Entry, ...]]
-
-_KEY_LEN = 2
+_CHOICE_LIMIT = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,60 +36,9 @@ class Decision:
     reason: str
 
 
-def _entry(rule: Rule) -> _Entry:
-    pattern, code = rule
-    literal = pattern.rstrip("*") if not pattern.endswith("$") else pattern
-    # A trailing "*" matches the empty run too, so "/a*" matches exactly like "/a"
-    # (it keeps its own length for precedence, as in Google's library).
-    if "*" not in literal and not literal.endswith("$"):
-        return (literal, code)
-    pieces, anchored = split_pattern(pattern)
-    return (pattern, code, pieces, anchored)
-
-
-def _compile(rules: list[Rule]) -> _Group:
-    rules.sort(key=lambda r: -(r[1] >> 32))
-    index: dict[str, list[_Entry]] = {}
-    rest: list[_Entry] = []
-    for rule in rules:
-        entry = _entry(rule)
-        # Index by the pattern's literal start only: a URL can match the entry
-        # only if it starts with those same characters.
-        first = entry[0] if len(entry) == 2 else entry[2][0]
-        if len(first) >= _KEY_LEN:
-            index.setdefault(first[:_KEY_LEN], []).append(entry)
-        else:
-            rest.append(entry)
-    return {k: tuple(v) for k, v in index.items()}, tuple(rest)
-
-
-def _hit(entry: _Entry, path: str) -> bool:
-    if len(entry) == 2:
-        return path.startswith(entry[0])
-    return match_pieces(entry[2], entry[3], path)
-
-
-def _best(group: _Group, path: str) -> _Entry | None:
-    index, rest = group
-    best: _Entry | None = None
-    bucket = index.get(path[:_KEY_LEN])
-    if bucket is not None:
-        for entry in bucket:
-            if len(entry) == 2:
-                if path.startswith(entry[0]):
-                    best = entry
-                    break
-            elif match_pieces(entry[2], entry[3], path):
-                best = entry
-                break
-    if rest:
-        floor = best[1] >> 32 if best is not None else -1
-        for entry in rest:
-            if entry[1] >> 32 <= floor:
-                break  # nothing further down can beat the bucket's hit
-            if _hit(entry, path):
-                return entry
-    return best
+def _is_robots_txt(path: bytes) -> bool:
+    # RFC 9309 §2.2.2: /robots.txt is implicitly allowed (with any query)
+    return path.startswith(b"/robots.txt") and (len(path) == 11 or path[11] == 0x3F)
 
 
 def _text(value: _Text) -> str:
@@ -105,6 +51,7 @@ class RobotsTxt:
     """A parsed robots.txt.  Build with :meth:`parse`; every query is read-only."""
 
     __slots__ = (
+        "_choice",
         "_delays",
         "_groups",
         "_originals",
@@ -116,7 +63,10 @@ class RobotsTxt:
     )
 
     def __init__(self) -> None:
-        self._groups: dict[str, _Group] = {}
+        self._groups: dict[str, Group | list[Run]] = {}
+        # user-agent string as given -> group key (None = no group applies); filled
+        # on first use, bounded, since a crawler asks with one or two strings.
+        self._choice: dict[object, str | None] | None = None
         self._delays: dict[str, float] | None = None
         self._rates: dict[str, tuple[int, float]] | None = None
         self._signals: dict[str, dict[str, bool]] | None = None
@@ -130,7 +80,13 @@ class RobotsTxt:
         """Parse *content* (bytes or str); never raises for any content."""
         res = parse(content, max_size)
         self = cls()
-        self._groups = {token: _compile(rules) for token, rules in res.groups.items()}
+        # Only the default group is compiled now.  A named group is compiled the
+        # first time a crawler with that token asks (see _group): a crawler uses
+        # one token, and most files name many crawlers it will never be.
+        groups: dict[str, Group | list[Run]] = dict(res.groups)
+        if "*" in groups:
+            groups["*"] = compile_group(res.groups["*"], {})
+        self._groups = groups
         self._delays = res.delays or None
         self._rates = res.rates or None
         self._signals = res.signals or None
@@ -140,40 +96,68 @@ class RobotsTxt:
         self.rule_count = res.rule_count
         return self
 
+    def _group(self, token: str) -> Group:
+        group = self._groups[token]
+        if isinstance(group, list):
+            group = self._groups[token] = compile_group(group, {})
+        return group
+
     def _token(self, user_agent: _Text) -> str | None:
         """The group key this crawler obeys (RFC 9309 §2.2.1), or None for none."""
-        token = token_key(_text(user_agent))
-        if token and token in self._groups:
-            return token
-        return "*" if "*" in self._groups else None
+        choice = self._choice
+        if choice is None:
+            choice = self._choice = {}
+        else:
+            try:
+                return choice[user_agent]
+            except (KeyError, TypeError):
+                pass
+        token: str | None = token_key(_text(user_agent))
+        if not token or token not in self._groups:
+            # only when no group names the crawler does it obey "*" (never both)
+            token = "*" if "*" in self._groups else None
+        if isinstance(user_agent, (str, bytes)) and len(choice) < _CHOICE_LIMIT:
+            choice[user_agent] = token
+        return token
 
     def allowed(self, url: _Text, user_agent: _Text) -> bool:
         """Whether *user_agent* may fetch *url*."""
-        token = self._token(user_agent)
+        # The hot path of a crawl: kept to a handful of calls.
+        choice = self._choice
+        try:
+            token = choice[user_agent]  # type: ignore[index]
+        except (KeyError, TypeError):
+            token = self._token(user_agent)
         if token is None:
             return True
-        path = normalise_path(url_path(_text(url)))
-        if path == "/robots.txt" or path.startswith("/robots.txt?"):
-            return True  # RFC 9309 §2.2.2: /robots.txt is implicitly allowed
-        entry = _best(self._groups[token], path)
-        return entry is None or bool(entry[1] >> 32 & 1)
+        path = plain_path(url if url.__class__ is str else _text(url))
+        group = self._groups[token]
+        if isinstance(group, list):
+            group = self._group(token)
+        n = best_rule(group, path)
+        if n < 0 or group[6][n] >> 33 & 1:
+            return True
+        return _is_robots_txt(path)
 
     def explain(self, url: _Text, user_agent: _Text) -> Decision:
         """Like :meth:`allowed`, with the deciding line, rule and group."""
         token = self._token(user_agent)
-        path = normalise_path(url_path(_text(url)))
-        if path == "/robots.txt" or path.startswith("/robots.txt?"):
+        path = plain_path(_text(url))
+        if _is_robots_txt(path):
             return Decision(True, None, None, (), "robots.txt-always-allowed")
         if token is None:
             return Decision(True, None, None, (), "no-matching-group")
-        entry = _best(self._groups[token], path)
-        if entry is None:
+        group = self._group(token)
+        n = best_rule(group, path)
+        if n < 0:
             return Decision(True, None, None, (token,), "no-matching-rule")
-        code = entry[1]
-        allow = bool(code >> 32 & 1)
-        line = code & LINE_MASK
-        pattern = (self._originals or {}).get(line, entry[0])
-        rule = ("Allow: " if allow else "Disallow: ") + pattern
+        code = group[6][n]
+        allow = bool(code >> 33 & 1)
+        line = LINE_MAX - (code >> 1 & LINE_MAX)
+        text = (self._originals or {}).get(line)
+        if text is None:
+            text = pattern_at(group, n).decode("ascii")
+        rule = ("Allow: " if allow else "Disallow: ") + text
         return Decision(allow, line, rule, (token,), "rule")
 
     def crawl_delay(self, user_agent: _Text) -> float | None:

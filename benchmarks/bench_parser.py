@@ -1,0 +1,164 @@
+"""Benchmark scrapy_rep's robots.txt engine against Protego on a corpus.
+
+Usage: python benchmarks/bench_parser.py CORPUS_DIR [--repeat N]
+
+Measures, for both libraries in the same run: parse time per file, allowed() time
+per check, memory per parsed file (tracemalloc, all parsed objects kept alive), and
+the worst single parse.  Prints a table and PASS/FAIL for each target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import re
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from protego import Protego
+
+from scrapy_rep import RobotsTxt
+
+COMMON_PATHS = ("/", "/index.html", "/search?q=x", "/wp-admin/", "/a/b/c.html")
+USER_AGENTS = ("Googlebot", "MyCrawler/1.0")
+BASE = "https://example.com"
+RULE_LINE = re.compile(rb"^\s*(?:dis)?allow\s*:\s*(/[^\s#]*)", re.I | re.M)
+MAX_RULE_URLS = 10
+# Targets (ratios are Protego / scrapy_rep, so bigger is better).
+PARSE_SPEEDUP = 3.0
+CHECK_SPEEDUP = 3.0
+MEMORY_RATIO = 3.0
+WORST_PARSE_MS = 25.0
+WORST_PARSE_SIZE = 500 * 1024
+
+
+def load(corpus: Path) -> list[tuple[str, bytes]]:
+    return sorted((p.name, p.read_bytes()) for p in corpus.iterdir() if p.is_file())
+
+
+def urls_for(body: bytes) -> list[str]:
+    """URLs drawn from the file's own rules (wildcards filled in) plus common paths."""
+    paths = []
+    for m in RULE_LINE.finditer(body[:WORST_PARSE_SIZE]):
+        path = m.group(1).decode("utf-8", "replace").replace("*", "x").rstrip("$")
+        paths.append(path)
+        if len(paths) >= MAX_RULE_URLS:
+            break
+    return [BASE + p for p in (*paths, *COMMON_PATHS)]
+
+
+def protego_parse(body: bytes) -> Any:
+    return Protego.parse(body.decode("utf-8", "ignore"))
+
+
+def time_parse(
+    files: list[tuple[str, bytes]], parse: Callable[[bytes], Any], repeat: int
+) -> tuple[float, float, str, list[Any]]:
+    """Best-of-*repeat* total parse time per file; worst single file (ms, name)."""
+    best_total = float("inf")
+    worst: dict[str, float] = {}
+    parsed: list[Any] = []
+    for _ in range(repeat):
+        parsed = []
+        total = 0.0
+        for name, body in files:
+            t0 = time.perf_counter()
+            obj = parse(body)
+            dt = time.perf_counter() - t0
+            total += dt
+            worst[name] = min(worst.get(name, dt), dt)
+            parsed.append(obj)
+        best_total = min(best_total, total)
+    worst_name = max((n for n, b in files if len(b) <= WORST_PARSE_SIZE), key=lambda n: worst[n])
+    return best_total / len(files), worst[worst_name] * 1000, worst_name, parsed
+
+
+def time_checks(
+    objs: list[Any], urls: list[list[str]], check: Callable[[Any, str, str], bool], repeat: int
+) -> tuple[float, int]:
+    n = sum(len(u) for u in urls) * len(USER_AGENTS)
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for obj, file_urls in zip(objs, urls, strict=True):
+            for ua in USER_AGENTS:
+                for url in file_urls:
+                    check(obj, url, ua)
+        best = min(best, time.perf_counter() - t0)
+    return best / n, n
+
+
+def memory(files: list[tuple[str, bytes]], parse: Callable[[bytes], Any]) -> float:
+    gc.collect()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    kept = [parse(body) for _, body in files]
+    used = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    del kept
+    return used / len(files)
+
+
+def parse_and_first_check(files: list[tuple[str, bytes]], urls: list[list[str]]) -> float:
+    """Parse plus one check per file: shows nothing is deferred to the first query."""
+    t0 = time.perf_counter()
+    for (_, body), file_urls in zip(files, urls, strict=True):
+        RobotsTxt.parse(body).allowed(file_urls[0], USER_AGENTS[0])
+    return (time.perf_counter() - t0) / len(files)
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
+    ap.add_argument("corpus", type=Path)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args(argv)
+    files = load(args.corpus)
+    if not files:
+        print(f"no files in {args.corpus}")
+        return 2
+    urls = [urls_for(body) for _, body in files]
+    print(f"corpus: {len(files)} files, {sum(len(b) for _, b in files) / 1e6:.1f} MB")
+
+    ours_parse, ours_worst, ours_worst_name, ours = time_parse(files, RobotsTxt.parse, args.repeat)
+    prot_parse, prot_worst, prot_worst_name, prot = time_parse(files, protego_parse, args.repeat)
+    ours_check, n_checks = time_checks(ours, urls, lambda o, u, a: o.allowed(u, a), args.repeat)
+    prot_check, _ = time_checks(prot, urls, lambda o, u, a: o.can_fetch(u, a), args.repeat)
+    del ours, prot
+    ours_mem = memory(files, RobotsTxt.parse)
+    prot_mem = memory(files, protego_parse)
+    first = parse_and_first_check(files, urls)
+
+    rows = [
+        ("parse / file (us)", ours_parse * 1e6, prot_parse * 1e6),
+        ("allowed() / check (us)", ours_check * 1e6, prot_check * 1e6),
+        ("memory / file (KiB)", ours_mem / 1024, prot_mem / 1024),
+        ("worst parse <=500 KiB (ms)", ours_worst, prot_worst),
+    ]
+    print(f"checks: {n_checks} ({len(USER_AGENTS)} user agents)\n")
+    print(f"{'metric':<28} {'scrapy_rep':>12} {'Protego':>12} {'ratio':>8}")
+    for label, mine, theirs in rows:
+        print(f"{label:<28} {mine:>12.2f} {theirs:>12.2f} {theirs / mine:>7.1f}x")
+    print(f"{'parse+first check (us)':<28} {first * 1e6:>12.2f}")
+    print(f"worst file: scrapy_rep {ours_worst_name}, Protego {prot_worst_name}\n")
+
+    results = [
+        (f"parse >= {PARSE_SPEEDUP:g}x faster", prot_parse / ours_parse >= PARSE_SPEEDUP),
+        (f"check >= {CHECK_SPEEDUP:g}x faster", prot_check / ours_check >= CHECK_SPEEDUP),
+        (f"memory <= 1/{MEMORY_RATIO:g} of Protego", prot_mem / ours_mem >= MEMORY_RATIO),
+        (f"no parse of a <=500 KiB file over {WORST_PARSE_MS:g} ms", ours_worst <= WORST_PARSE_MS),
+    ]
+    for label, ok in results:
+        print(f"{verdict(ok)}  {label}")
+    return 0 if all(ok for _, ok in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
