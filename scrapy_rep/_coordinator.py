@@ -66,6 +66,7 @@ class OriginCoordinator:
         clock: Callable[[], float],
         release: Callable[[Request], None],
         inc_stat: Callable[[str], None],
+        releasable: Callable[[Evaluation], bool] | None = None,
     ) -> None:
         self.policy = policy
         self.storage = storage
@@ -73,6 +74,9 @@ class OriginCoordinator:
         self.clock = clock
         self._release = release
         self._inc = inc_stat
+        # When held requests may go: normally once the origin is decided; audit mode
+        # also lets them go once the origin is known to be unreachable.
+        self.releasable: Callable[[Evaluation], bool] = releasable or (lambda ev: ev.ready)
         self.origins: dict[str, OriginRuntime] = {}
         self.holder = uuid.uuid4().hex
         self.closed = False
@@ -223,7 +227,7 @@ class OriginCoordinator:
                 rt.record = stored
                 rt.loaded = True
         evaluation = self.evaluate(origin)
-        if not evaluation.ready:
+        if not self.releasable(evaluation):
             return
         now = self.clock()
         held, rt.held = rt.held, []

@@ -75,7 +75,13 @@ class RobotsTxtMiddleware:
         self.storage = create_storage(config, crawler.settings)
         self.fetcher = RobotsFetcher(crawler, config, self.clock)
         self.coordinator = OriginCoordinator(
-            self.policy, self.storage, self.fetcher, self.clock, self._reinject, self._inc
+            self.policy,
+            self.storage,
+            self.fetcher,
+            self.clock,
+            self._reinject,
+            self._inc,
+            releasable=self._may_proceed,
         )
         self.decider = Decider(crawler, config)
         # Requests released while the engine is closing (see _reinject).
