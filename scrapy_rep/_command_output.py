@@ -1,0 +1,386 @@
+"""What ``scrapy robots`` found, and how it is printed (text for people, JSON for scripts).
+
+The JSON keys are a documented interface (README, "scrapy robots"): add keys if needed,
+never rename or remove one.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from scrapy_rep._policy import FetchOutcome
+    from scrapy_rep._records import OriginRecord
+
+# Per-URL verdicts.
+ALLOWED = "allowed"
+DISALLOWED = "disallowed"
+WAIT = "wait"  # the origin's robots.txt is unreachable: a crawl would hold the request
+
+# What a crawl would do with an origin's requests right now.
+DECIDE = "decide"
+HOLD = "wait"
+
+# Where the copy that decides comes from.
+COPY_FETCHED = "fetched"
+COPY_STORED = "stored"  # the last good copy, after REP_UNREACHABLE_WAIT
+COPY_FALLBACK = "fallback"  # REP_UNREACHABLE_FALLBACK, no usable copy
+COPY_FILE = "file"
+
+# Exit statuses (also in --help and the README).
+EXIT_ALLOWED = 0
+EXIT_DISALLOWED = 1
+EXIT_ERROR = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    verdict: str  # ALLOWED or DISALLOWED (WAIT only on UrlResult)
+    line: int | None = None
+    rule: str | None = None
+    group: str | None = None
+    reason: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "line": self.line,
+            "rule": self.rule,
+            "group": self.group,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class UrlResult:
+    url: str
+    origin: str | None
+    now: Verdict  # verdict WAIT while the origin is unreachable
+    after_wait: Verdict | None = None  # only with WAIT: what applies once the wait ends
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"url": self.url, "origin": self.origin}
+        doc.update(self.now.to_json())
+        doc["after_wait"] = None if self.after_wait is None else self.after_wait.to_json()
+        return doc
+
+
+@dataclass(frozen=True, slots=True)
+class StoredState:
+    """What the configured store holds for one origin (read, never written)."""
+
+    store: str  # description of the store
+    record: OriginRecord | None = None
+    note: str = ""  # why there is no record, or a read error
+
+    def state(self, now: float) -> str:
+        record = self.record
+        if record is None:
+            return "none"
+        if record.unreachable:
+            return "unreachable"
+        if record.kind is None:
+            return "none"
+        return "fresh" if now < record.expires_at else "expired"
+
+    def to_json(self, now: float) -> dict[str, Any]:
+        record = self.record
+        doc: dict[str, Any] = {"store": self.store, "state": self.state(now), "note": self.note}
+        if record is None:
+            doc.update(
+                kind=None,
+                fetched_at=None,
+                expires_at=None,
+                unreachable_since=None,
+                next_retry_at=None,
+                failures=0,
+                last_outcome=None,
+            )
+            return doc
+        doc.update(
+            kind=record.kind,
+            fetched_at=iso(record.fetched_at),
+            expires_at=iso(record.expires_at) if record.kind is not None else None,
+            unreachable_since=iso(record.unreachable_since),
+            next_retry_at=iso(record.next_retry_at),
+            failures=record.failures,
+            last_outcome=record.last_outcome or None,
+        )
+        return doc
+
+
+@dataclass(slots=True)
+class OriginReport:
+    origin: str  # for --file: the file's path
+    robots_url: str | None  # None for --file
+    fetch: FetchOutcome | None = None  # None for --file
+    retry_in: float | None = None  # unreachable: seconds until a crawl refetches
+    action: str = DECIDE  # DECIDE or HOLD
+    copy: str = COPY_FETCHED
+    kind: str | None = None  # RULES, ALLOW_ALL or DISALLOW_ALL of the copy that decides
+    copy_fetched_at: float | None = None  # COPY_STORED: when that copy was fetched
+    wait_until: float | None = None  # HOLD: when the wait ends
+    after_wait_copy: str | None = None  # HOLD: COPY_STORED or COPY_FALLBACK
+    after_wait_kind: str | None = None
+    stored: StoredState | None = None
+    stored_differs: bool = False  # a fresh stored copy differs from the fetched one
+    parsed_bytes: int = 0
+    truncated: bool = False
+    max_size: int = 0
+    group: str | None = None
+    crawl_delay: float | None = None
+    request_rate: tuple[int, float] | None = None
+    content_signals: dict[str, bool] = field(default_factory=dict)
+    sitemaps: list[str] = field(default_factory=list)
+    urls: list[UrlResult] = field(default_factory=list)
+
+    def fetch_json(self) -> dict[str, Any] | None:
+        outcome = self.fetch
+        if outcome is None:
+            return None
+        return {
+            "outcome": outcome.kind,
+            "detail": outcome.detail,
+            "status": outcome.status,
+            "final_url": outcome.final_url,
+            "redirected": outcome.final_url is not None and outcome.final_url != self.robots_url,
+            "truncated": outcome.truncated,
+            "bytes": len(outcome.body),
+            "max_age": outcome.max_age,
+            "retry_after": outcome.retry_after,
+            "retry_in": self.retry_in,
+        }
+
+    def to_json(self, now: float) -> dict[str, Any]:
+        rate = self.request_rate
+        return {
+            "origin": self.origin,
+            "robots_url": self.robots_url,
+            "fetch": self.fetch_json(),
+            "crawl": {
+                "action": self.action,
+                "copy": self.copy if self.action == DECIDE else None,
+                "kind": self.kind if self.action == DECIDE else None,
+                "copy_fetched_at": iso(self.copy_fetched_at),
+                "wait_until": iso(self.wait_until),
+                "after_wait": (
+                    None
+                    if self.action == DECIDE
+                    else {"copy": self.after_wait_copy, "kind": self.after_wait_kind}
+                ),
+            },
+            "stored": None if self.stored is None else self.stored.to_json(now),
+            "stored_differs": self.stored_differs,
+            "truncated": self.truncated,
+            "parsed_bytes": self.parsed_bytes,
+            "group": self.group,
+            "crawl_delay": self.crawl_delay,
+            "request_rate": None if rate is None else {"requests": rate[0], "seconds": rate[1]},
+            "content_signals": dict(self.content_signals),
+            "sitemaps": list(self.sitemaps),
+        }
+
+
+@dataclass(slots=True)
+class Report:
+    token: str
+    source: str  # "fetch" or "file"
+    origins: list[OriginReport]
+    urls: list[UrlResult]  # in command-line order
+    now: float = field(default_factory=time.time)
+
+    @property
+    def exit_status(self) -> int:
+        verdicts = {result.now.verdict for result in self.urls}
+        if DISALLOWED in verdicts:
+            return EXIT_DISALLOWED
+        if WAIT in verdicts:
+            # Neither yes nor no: robots.txt could not be had, which the command
+            # reports as a fetch error.
+            return EXIT_ERROR
+        return EXIT_ALLOWED
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": 1,
+            "product_token": self.token,
+            "source": self.source,
+            "checked_at": iso(self.now),
+            "exit_status": self.exit_status,
+            "origins": [origin.to_json(self.now) for origin in self.origins],
+            "urls": [result.to_json() for result in self.urls],
+        }
+
+
+# -- formatting helpers ---------------------------------------------------------------
+
+
+def iso(timestamp: float | None) -> str | None:
+    if timestamp is None:
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(timestamp))
+
+
+def when(timestamp: float | None) -> str:
+    if timestamp is None:
+        return "never"
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(timestamp))
+
+
+def duration(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    for unit, size in (("d", 86_400.0), ("h", 3_600.0), ("min", 60.0)):
+        if seconds >= size:
+            value = seconds / size
+            return f"{value:.0f} {unit}" if value == round(value) else f"{value:.1f} {unit}"
+    return f"{seconds:.0f} s" if seconds == round(seconds) else f"{seconds:.1f} s"
+
+
+def _kind_text(kind: str | None) -> str:
+    return {"rules": "its rules", "allow-all": "allow all", "disallow-all": "disallow all"}.get(
+        kind or "", str(kind)
+    )
+
+
+def _fetch_line(report: OriginReport) -> str:
+    outcome = report.fetch
+    assert outcome is not None
+    text = f"{outcome.kind}: {outcome.detail}"
+    if outcome.kind == "rules":
+        text += f", {len(outcome.body)} bytes"
+    if outcome.kind == "unreachable" and report.retry_in is not None:
+        text += f", retry after {duration(report.retry_in)}"
+    return text
+
+
+def _stored_line(stored: StoredState, now: float) -> str:
+    record = stored.record
+    state = stored.state(now)
+    if record is None or state == "none":
+        return f"no stored state{f' ({stored.note})' if stored.note else ''}"
+    parts: list[str] = []
+    if record.unreachable:
+        parts.append(f"unreachable since {when(record.unreachable_since)}")
+        parts.append(f"{record.failures} failed fetch(es), next retry {when(record.next_retry_at)}")
+        if record.kind is not None:
+            parts.append(f"last good copy ({record.kind}) fetched {when(record.fetched_at)}")
+    else:
+        verb = "expires" if state == "fresh" else "expired"
+        parts.append(f"{state} ({record.kind})")
+        parts.append(f"fetched {when(record.fetched_at)}")
+        parts.append(f"{verb} {when(record.expires_at)}")
+    if record.last_outcome:
+        parts.append(f"last outcome {record.last_outcome}")
+    return "; ".join(parts)
+
+
+def _verdict_text(verdict: Verdict) -> str:
+    if verdict.rule is not None:
+        return f"line {verdict.line}: {verdict.rule}"
+    return {
+        "no-matching-rule": "no rule matches",
+        "no-matching-group": "no group applies",
+        "robots.txt-always-allowed": "/robots.txt is always allowed",
+        "allow-all": "robots.txt allows all",
+        "fallback-allow": "unreachable too long: fallback allows all",
+        "fallback-disallow": "unreachable too long: fallback disallows all",
+    }.get(verdict.reason, verdict.reason)
+
+
+def _crawl_line(report: OriginReport) -> str | None:
+    if report.action == HOLD:
+        assert report.wait_until is not None
+        if report.after_wait_copy == COPY_STORED:
+            then = "the last good copy (stored, fetched " + when(report.copy_fetched_at) + ")"
+        else:
+            then = f"the fallback ({_kind_text(report.after_wait_kind)})"
+        retry = (
+            ""
+            if report.retry_in is None
+            else f"; robots.txt retried in {duration(report.retry_in)}"
+        )
+        return (
+            f"a crawl would hold this origin's requests{retry}; from {when(report.wait_until)} "
+            f"(REP_UNREACHABLE_WAIT) {then} applies"
+        )
+    if report.copy == COPY_STORED:
+        return (
+            f"unreachable for longer than REP_UNREACHABLE_WAIT: a crawl applies the last good "
+            f"copy (stored, fetched {when(report.copy_fetched_at)})"
+        )
+    if report.copy == COPY_FALLBACK:
+        return (
+            "unreachable for longer than REP_UNREACHABLE_WAIT and no usable copy: a crawl "
+            f"applies the fallback ({_kind_text(report.kind)})"
+        )
+    return None
+
+
+def _signals_text(signals: dict[str, bool]) -> str:
+    return ", ".join(f"{key}={'yes' if value else 'no'}" for key, value in signals.items())
+
+
+def render_text(report: Report) -> str:
+    lines: list[str] = []
+    label = "robots.txt file" if report.source == "file" else "origin"
+    for origin in report.origins:
+        lines.append(f"{label} {origin.origin}  (product token: {report.token})")
+        if origin.fetch is not None:
+            lines.append(f"  robots.txt: {_fetch_line(origin)}")
+            final = origin.fetch.final_url
+            if final is not None and final != origin.robots_url:
+                lines.append(f"  redirected to: {final}")
+        if origin.truncated:
+            lines.append(f"  truncated at {origin.max_size} bytes")
+        crawl = _crawl_line(origin)
+        if crawl is not None:
+            lines.append(f"  now: {crawl}")
+        if origin.stored is not None:
+            lines.append(
+                f"  stored ({origin.stored.store}): {_stored_line(origin.stored, report.now)}"
+            )
+            if origin.stored_differs:
+                lines.append(
+                    "  note: the stored copy is still fresh and differs from the fetched one; "
+                    "crawls using this store apply the stored copy until it expires"
+                )
+        rules_now = origin.action != HOLD and origin.kind == "rules"
+        rules_later = origin.action == HOLD and origin.after_wait_kind == "rules"
+        context = " (last good copy)" if origin.copy_fetched_at is not None else ""
+        if rules_now or rules_later or report.source == "file":
+            lines.append(f"  group{context}: {origin.group or 'none'}")
+            if origin.crawl_delay is not None:
+                lines.append(f"  crawl-delay: {duration(origin.crawl_delay)}")
+            if origin.request_rate is not None:
+                count, seconds = origin.request_rate
+                lines.append(f"  request-rate: {count} per {duration(seconds)}")
+            if origin.content_signals:
+                lines.append(f"  content signals: {_signals_text(origin.content_signals)}")
+            for sitemap in origin.sitemaps:
+                lines.append(f"  sitemap: {sitemap}")
+        for result in origin.urls:
+            verdict = result.now
+            if verdict.verdict == WAIT:
+                why = "robots.txt unreachable"
+                if result.after_wait is not None:
+                    why += f"; after the wait: {result.after_wait.verdict}"
+                    why += f" ({_verdict_text(result.after_wait)})"
+            else:
+                why = _verdict_text(verdict)
+            lines.append(f"  {verdict.verdict.upper():<10}  {result.url}  {why}")
+        lines.append("")
+    counts = {name: 0 for name in (ALLOWED, DISALLOWED, WAIT)}
+    for result in report.urls:
+        counts[result.now.verdict] += 1
+    lines.append(
+        f"{len(report.urls)} URL(s): {counts[ALLOWED]} allowed, {counts[DISALLOWED]} "
+        f"disallowed, {counts[WAIT]} waiting (exit status {report.exit_status})"
+    )
+    return "\n".join(lines)
+
+
+def render_json(report: Report) -> str:
+    return json.dumps(report.to_json(), indent=2, ensure_ascii=False)
