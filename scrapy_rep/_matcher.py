@@ -204,6 +204,7 @@ _SPLIT: dict[bytes, tuple[tuple[bytes, ...], bool]] = {}
 _CACHE_LIMIT = 4096
 _KEYS_LIMIT = 65536
 _LOW = (1 << 33) - 1  # the line part of a code
+LINE_MAX = (1 << 32) - 1  # as in _parser
 _MID_DOLLAR = re.compile(rb"\$(?!\n|\Z)")
 
 
@@ -236,11 +237,16 @@ def _flags(patterns: list[bytes], needle: bytes) -> list[int]:
     return list(compress(range(len(patterns)), map(contains, patterns, repeat(needle))))
 
 
-def compile_group(runs: list[tuple[list[bytes], array[int]]], strings: dict[bytes, bytes]) -> Group:
+def compile_group(
+    runs: list[tuple[list[bytes], array[int]]],
+    strings: dict[bytes, bytes],
+    originals: dict[int, str],
+) -> Group:
     """Compile the rules of all the runs (merged same-name groups) one crawler obeys.
 
     Each run holds raw patterns and codes as _parser makes them; *strings* dedupes
-    equal byte strings across the groups of one file.  Most rules are plain ASCII
+    equal byte strings across the groups of one file; *originals* receives
+    {line: pattern as written} for patterns that normalisation changed.  Most rules are plain ASCII
     prefixes, so per-rule work is left to C-level sort/map calls where possible.
     """
     if len(runs) == 1:
@@ -254,6 +260,8 @@ def compile_group(runs: list[tuple[list[bytes], array[int]]], strings: dict[byte
     if not joined.isascii() or b"%" in joined or _MID_DOLLAR.search(joined):
         for i, raw in enumerate(patterns):
             if _PATTERN_FIX.search(raw) is not None:
+                line = LINE_MAX - (codes[i] >> 1 & LINE_MAX)
+                originals.setdefault(line, raw.decode("utf-8", "replace"))
                 pattern = patterns[i] = _PATTERN_FIX.sub(_fix, raw)
                 codes[i] = (len(pattern) * 2 + (codes[i] >> 33 & 1)) << 33 | (codes[i] & _LOW)
         joined = b"\n".join(patterns)

@@ -174,6 +174,34 @@ def _prepare(content: bytes | bytearray | memoryview | str, max_size: int) -> tu
     return data, truncated
 
 
+def _extensions(res: ParseResult, extras: dict[int, tuple[Run, list[tuple[int, bytes]]]]) -> None:
+    """Crawl-delay, request-rate and content-signal values of each token's groups.
+
+    Like rules they belong to the whole group, whichever of its user-agent lines
+    they follow; with merged groups the first valid value in file order wins.
+    """
+    top = extras.pop(0, None)
+    if top is not None:  # content signals before any user-agent line: file-wide
+        for kind, value in top[1]:
+            if kind == _SIGNAL:
+                _signals(value, res.signals.setdefault("", {}))
+    for token, runs in res.groups.items():
+        for run in runs:
+            found = extras.get(id(run))
+            if found is None:
+                continue
+            for kind, value in found[1]:
+                if kind == _DELAY:
+                    if token not in res.delays and _DELAY_VALUE.fullmatch(value):
+                        res.delays[token] = float(value)
+                elif kind == _RATE:
+                    rate = None if token in res.rates else _rate(value)
+                    if rate is not None:
+                        res.rates[token] = rate
+                elif kind == _SIGNAL:
+                    _signals(value, res.signals.setdefault(token, {}))
+
+
 def _split_line(line: bytes) -> tuple[bytes, bytes] | None:
     """(field, value) of a line the fast path could not split, or None."""
     hash_at = line.find(b"#")
@@ -200,6 +228,8 @@ def parse(content: bytes | bytearray | memoryview | str, max_size: int) -> Parse
     patterns, codes = run
     in_rules = False  # a rule has been seen since the last user-agent line
     count = 0
+    # id(run) -> (run, [(kind, value)]): extension lines, applied per group at the end
+    extras: dict[int, tuple[Run, list[tuple[int, bytes]]]] = {}
 
     for lineno, line in enumerate(data.split(b"\n"), 1):
         colon = line.find(b":")
@@ -278,18 +308,10 @@ def parse(content: bytes | bytearray | memoryview | str, max_size: int) -> Parse
         elif kind == _SITEMAP:
             if value:
                 res.sitemaps.append(value.decode("utf-8", "replace"))
-        elif kind == _DELAY:
-            if tokens and _DELAY_VALUE.fullmatch(value) is not None:
-                delay = float(value)
-                for token in tokens:
-                    res.delays.setdefault(token, delay)
-        elif kind == _RATE:
-            rate = _rate(value) if tokens else None
-            if rate is not None:
-                for token in tokens:
-                    res.rates.setdefault(token, rate)
-        elif kind == _SIGNAL:
-            for token in tokens or [""]:
-                _signals(value, res.signals.setdefault(token, {}))
+        elif kind >= _DELAY:  # extensions: they belong to the whole group (run)
+            # before any user-agent line (key 0): only content signals, file-wide
+            extras.setdefault(id(run) if tokens else 0, (run, []))[1].append((kind, value))
     res.rule_count = count
+    if extras:
+        _extensions(res, extras)
     return res

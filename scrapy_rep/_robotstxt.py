@@ -85,12 +85,12 @@ class RobotsTxt:
         # one token, and most files name many crawlers it will never be.
         groups: dict[str, Group | list[Run]] = dict(res.groups)
         if "*" in groups:
-            groups["*"] = compile_group(res.groups["*"], {})
+            groups["*"] = compile_group(res.groups["*"], {}, res.originals)
         self._groups = groups
+        self._originals = res.originals or None
         self._delays = res.delays or None
         self._rates = res.rates or None
         self._signals = res.signals or None
-        self._originals = res.originals or None
         self.sitemaps = res.sitemaps
         self.truncated = res.truncated
         self.rule_count = res.rule_count
@@ -99,7 +99,9 @@ class RobotsTxt:
     def _group(self, token: str) -> Group:
         group = self._groups[token]
         if isinstance(group, list):
-            group = self._groups[token] = compile_group(group, {})
+            if self._originals is None:
+                self._originals = {}
+            group = self._groups[token] = compile_group(group, {}, self._originals)
         return group
 
     def _token(self, user_agent: _Text) -> str | None:

@@ -1,0 +1,110 @@
+"""Unit tests of the matching primitives (scrapy_rep._matcher)."""
+
+from __future__ import annotations
+
+import pytest
+
+from scrapy_rep._matcher import (
+    match_pieces,
+    normalise_path,
+    normalise_pattern,
+    plain_path,
+    split_pattern,
+    url_path,
+)
+
+
+def matches(pattern: bytes, path: bytes) -> bool:
+    pieces, anchored = split_pattern(normalise_pattern(pattern))
+    return match_pieces(pieces, anchored, path)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path", "expected"),
+    [
+        (b"/", b"/", True),
+        (b"/a", b"/abc", True),
+        (b"/a$", b"/a", True),
+        (b"/a$", b"/ab", False),
+        (b"/*.gif$", b"/x/y.gif", True),
+        (b"/*.gif$", b"/x/y.gifs", False),
+        (b"/*.gif$", b"/.gif", True),
+        (b"/a*b*c", b"/abc", True),
+        (b"/a*b*c", b"/acb", False),
+        (b"/a*b$", b"/ab-b", True),
+        (b"/a*ab$", b"/ab", False),  # pieces may not overlap
+        (b"/a*a$", b"/aa", True),
+        (b"*", b"/anything", True),
+        (b"/**x", b"/yx", True),
+        (b"/x*", b"/x", True),
+        (b"/*$", b"/", True),
+        (b"$", b"/", False),
+    ],
+)
+def test_match_pieces(pattern: bytes, path: bytes, expected: bool) -> None:
+    assert matches(pattern, path) is expected
+
+
+def test_pathological_pattern() -> None:
+    pattern = b"/" + b"*a" * 10 + b"*b"
+    assert not matches(pattern, b"/" + b"a" * 2000)
+    assert matches(pattern, b"/" + b"a" * 2000 + b"b")
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (b"/plain", b"/plain"),
+        (b"/%7ejoe", b"/~joe"),
+        (b"/%7Ejoe", b"/~joe"),
+        (b"/a%2fb", b"/a%2Fb"),
+        (b"/%e3%83%84", b"/%E3%83%84"),
+        ("/ツ".encode(), b"/%E3%83%84"),
+        (b"/caf\xe9", b"/caf%E9"),
+        (b"/%2A", b"/%2A"),
+        (b"/a$b$", b"/a%24b$"),
+        (b"/100%", b"/100%"),
+        (b"/%zz", b"/%zz"),
+    ],
+)
+def test_normalise_pattern(raw: bytes, expected: bytes) -> None:
+    assert normalise_pattern(raw) == expected
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("/plain?q=1", b"/plain?q=1"),
+        ("/%62%61%7A", b"/baz"),
+        ("/a%2Fb", b"/a%2Fb"),
+        ("/a*b$", b"/a%2Ab%24"),
+        ("/ü", b"/%C3%BC"),
+        ("/%c3%bc", b"/%C3%BC"),
+    ],
+)
+def test_normalise_path(path: str, expected: bytes) -> None:
+    assert normalise_path(path) == expected
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("https://e.com/a/b?c=d#frag", "/a/b?c=d"),
+        ("https://e.com", "/"),
+        ("https://e.com?q", "/?q"),
+        ("https://e.com#f", "/"),
+        ("HTTP://user@e.com:8080/p;x", "/p;x"),
+        ("//e.com/p", "/p"),
+        ("/p#f", "/p"),
+        ("p/q", "/p/q"),
+        ("", "/"),
+    ],
+)
+def test_url_path(url: str, expected: str) -> None:
+    assert url_path(url) == expected
+    assert plain_path(url) == expected.encode()
+
+
+def test_plain_path_slow_path_agrees() -> None:
+    for url in ("https://e.com/%7e?x=%2f", "https://e.com/é#x", "/a*b", "https://e.com/$"):
+        assert plain_path(url) == normalise_path(url_path(url))

@@ -1,0 +1,48 @@
+"""scrapy_rep.RobotParser as Scrapy's ROBOTSTXT_PARSER."""
+
+from __future__ import annotations
+
+from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware
+from scrapy.robotstxt import RobotParser as ScrapyRobotParser
+from scrapy.utils.misc import build_from_crawler, load_object
+from scrapy.utils.test import get_crawler
+
+from scrapy_rep import RobotsTxt
+from scrapy_rep.robotparser import RobotParser
+
+BODY = b"User-agent: MyBot\nDisallow: /private\nCrawl-delay: 2.5\n\nUser-agent: *\nDisallow: /\n"
+
+
+def test_is_a_scrapy_parser() -> None:
+    assert issubclass(RobotParser, ScrapyRobotParser)
+    assert load_object("scrapy_rep.RobotParser") is RobotParser
+
+
+def test_from_crawler_and_queries() -> None:
+    crawler = get_crawler(settings_dict={"ROBOTSTXT_PARSER": "scrapy_rep.RobotParser"})
+    parser = RobotParser.from_crawler(crawler, BODY)
+    assert isinstance(parser.robotstxt, RobotsTxt)
+    assert parser.allowed("https://example.com/public", "MyBot/1.0 (+https://x)")
+    assert not parser.allowed("https://example.com/private/x", "MyBot/1.0")
+    assert not parser.allowed(b"https://example.com/public", b"OtherBot")
+    assert parser.crawl_delay("mybot") == 2.5
+    assert parser.crawl_delay(b"OtherBot") is None
+
+
+def test_crawler_none_and_max_size() -> None:
+    parser = RobotParser.from_crawler(None, BODY)  # type: ignore[arg-type]
+    assert not parser.robotstxt.truncated
+    crawler = get_crawler(settings_dict={"REP_MAX_SIZE": 20})
+    small = RobotParser.from_crawler(crawler, BODY)
+    assert small.robotstxt.truncated
+    assert small.allowed("https://example.com/private", "MyBot")  # rule cut off
+
+
+def test_stock_middleware_uses_it() -> None:
+    crawler = get_crawler(
+        settings_dict={"ROBOTSTXT_OBEY": True, "ROBOTSTXT_PARSER": "scrapy_rep.RobotParser"}
+    )
+    mw = build_from_crawler(RobotsTxtMiddleware, crawler)
+    assert mw._parserimpl is RobotParser
+    parser = mw._parserimpl.from_crawler(crawler, BODY)
+    assert not parser.allowed("https://example.com/anything", "SomeBot")
