@@ -123,6 +123,7 @@ class OriginReport:
     kind: str | None = None  # RULES, ALLOW_ALL or DISALLOW_ALL of the copy that decides
     copy_fetched_at: float | None = None  # COPY_STORED: when that copy was fetched
     wait_until: float | None = None  # HOLD: when the wait ends
+    unreachable_wait: float = 0.0  # REP_UNREACHABLE_WAIT
     after_wait_copy: str | None = None  # HOLD: COPY_STORED or COPY_FALLBACK
     after_wait_kind: str | None = None
     stored: StoredState | None = None
@@ -304,7 +305,7 @@ def _crawl_line(report: OriginReport) -> str | None:
         )
         return (
             f"a crawl would hold this origin's requests{retry}; from {when(report.wait_until)} "
-            f"(REP_UNREACHABLE_WAIT) {then} applies"
+            f"(REP_UNREACHABLE_WAIT {duration(report.unreachable_wait)}) {then} applies"
         )
     if report.copy == COPY_STORED:
         return (

@@ -67,11 +67,6 @@ class _RobotsFetchSpider(Spider):
     """Fetches robots.txt of the given origins and records the outcomes; yields nothing."""
 
     name = "scrapy_rep_robots"
-    custom_settings = {
-        # A one-shot check should not open ports.
-        "TELNETCONSOLE_ENABLED": False,
-        "REMOTE_CONTROL_ENABLED": False,
-    }
 
     def __init__(
         self, origins: list[str], outcomes: dict[str, FetchOutcome], **kwargs: Any
@@ -84,6 +79,9 @@ class _RobotsFetchSpider(Spider):
     def update_settings(cls, settings: BaseSettings) -> None:
         super().update_settings(settings)
         settings.set("ROBOTSTXT_OBEY", False, priority=_FORCED_PRIORITY)
+        # A one-shot check should not open ports; at spider priority, so -s still wins.
+        settings.set("TELNETCONSOLE_ENABLED", False, priority="spider")
+        settings.set("REMOTE_CONTROL_ENABLED", False, priority="spider")
 
     async def start(self) -> AsyncIterator[Any]:
         from scrapy_rep._fetcher import RobotsFetcher
@@ -270,6 +268,7 @@ def _evaluate(
         stored=stored,
         truncated=outcome.truncated,
         max_size=config.max_size,
+        unreachable_wait=config.unreachable_wait,
     )
     if outcome.kind == UNREACHABLE and record.next_retry_at is not None:
         report.retry_in = max(0.0, record.next_retry_at - now)

@@ -1,0 +1,430 @@
+"""``scrapy robots``: run as a real subprocess against the mock server.
+
+Each case runs the command the way a user does (``python -m scrapy robots ...``) in a
+temporary directory outside any project; ``*.test`` names reach the mock server through
+``tests.resolver.LocalResolver``. Subprocesses cost about a second each, so several
+checks share one run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scrapy_rep._records import RULES, OriginRecord
+from scrapy_rep._storage_sqlite import SqliteStorage
+from tests.conftest import RESOLVER_SETTING, MockServer
+
+ROBOTS = (
+    "Sitemap: http://example.test/sitemap.xml\n"
+    "User-agent: mybot\n"
+    "Disallow: /private\n"
+    "Crawl-delay: 2\n"
+    "Request-rate: 1/5\n"
+    "Content-Signal: search=yes, ai-train=no\n"
+    "\n"
+    "User-agent: *\n"
+    "Disallow: /\n"
+)
+
+
+def robots(
+    args: list[str],
+    env: dict[str, str],
+    cwd: Path,
+    *,
+    online: bool = True,
+) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "scrapy", "robots", *args]
+    if online:
+        command += ["-s", f"TWISTED_DNS_RESOLVER={RESOLVER_SETTING}", "-s", "DOWNLOAD_TIMEOUT=5"]
+    return subprocess.run(
+        command, env=env, cwd=cwd, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def as_json(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(result.stdout)
+    return doc
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    path = tmp_path / "work"
+    path.mkdir()
+    return path
+
+
+def test_rules_text_report(
+    mockserver: MockServer, host: str, subprocess_env: dict[str, str], workdir: Path
+) -> None:
+    mockserver.configure(host, {"robots": {"body": ROBOTS}})
+    result = robots(
+        [
+            mockserver.url(host, "/public"),
+            mockserver.url(host, "/private/x"),
+            # ROBOTSTXT_OBEY must not make the internal crawl fetch robots.txt again.
+            "-s",
+            "ROBOTSTXT_OBEY=True",
+            "-s",
+            "ROBOTSTXT_USER_AGENT=MyBot/2.0 (+http://example.test)",
+        ],
+        subprocess_env,
+        workdir,
+    )
+    assert result.returncode == 1, result.stderr
+    out = result.stdout
+    assert f"origin {mockserver.origin(host)}  (product token: MyBot)" in out
+    assert "robots.txt: rules: 200" in out
+    assert "group: mybot" in out
+    assert "crawl-delay: 2 s" in out
+    assert "request-rate: 1 per 5 s" in out
+    assert "content signals: search=yes, ai-train=no" in out
+    assert "sitemap: http://example.test/sitemap.xml" in out
+    assert f"ALLOWED     {mockserver.url(host, '/public')}  no rule matches" in out
+    assert f"DISALLOWED  {mockserver.url(host, '/private/x')}  line 3: Disallow: /private" in out
+    assert "stored" not in out  # outside a project, without REP_STORAGE: no store
+    assert mockserver.paths(host) == ["/robots.txt"]
+
+
+def test_json_all_allowed_and_404(
+    mockserver: MockServer, subprocess_env: dict[str, str], workdir: Path
+) -> None:
+    rules_host = mockserver.unique_host("json-rules")
+    missing_host = mockserver.unique_host("json-404")
+    mockserver.configure(rules_host, {"robots": {"body": ROBOTS}})
+    urls = [mockserver.url(rules_host, "/a"), mockserver.url(missing_host, "/b")]
+    result = robots([*urls, "--json", "--user-agent", "mybot"], subprocess_env, workdir)
+    assert result.returncode == 0, result.stderr
+    doc = as_json(result)
+    assert doc["version"] == 1
+    assert doc["product_token"] == "mybot"
+    assert doc["source"] == "fetch"
+    assert doc["exit_status"] == 0
+    first, second = doc["origins"]
+    assert first["origin"] == mockserver.origin(rules_host)
+    assert first["fetch"]["outcome"] == "rules"
+    assert first["fetch"]["status"] == 200
+    assert first["fetch"]["truncated"] is False
+    assert first["crawl"] == {
+        "action": "decide",
+        "copy": "fetched",
+        "kind": "rules",
+        "copy_fetched_at": None,
+        "wait_until": None,
+        "after_wait": None,
+    }
+    assert first["group"] == "mybot"
+    assert first["crawl_delay"] == 2.0
+    assert first["request_rate"] == {"requests": 1, "seconds": 5.0}
+    assert first["content_signals"] == {"search": True, "ai-train": False}
+    assert first["sitemaps"] == ["http://example.test/sitemap.xml"]
+    assert second["fetch"]["outcome"] == "allow-all"
+    assert second["fetch"]["detail"] == "404"
+    assert second["stored"] is None
+    assert [u["url"] for u in doc["urls"]] == urls
+    assert [u["verdict"] for u in doc["urls"]] == ["allowed", "allowed"]
+    assert doc["urls"][0]["reason"] == "no-matching-rule"
+    assert doc["urls"][0]["group"] == "mybot"
+    assert doc["urls"][1]["reason"] == "allow-all"
+
+
+def test_unreachable_waits_exit_2_text(
+    mockserver: MockServer, host: str, subprocess_env: dict[str, str], workdir: Path
+) -> None:
+    mockserver.configure(host, {"robots": {"status": 503, "headers": {"Retry-After": "30"}}})
+    result = robots([mockserver.url(host, "/x")], subprocess_env, workdir)
+    assert result.returncode == 2, result.stderr
+    out = result.stdout
+    assert "robots.txt: unreachable: 503, retry after 30 s" in out
+    assert "a crawl would hold this origin's requests" in out
+    assert "(REP_UNREACHABLE_WAIT 12 h) the fallback (allow all) applies" in out
+    assert f"WAIT        {mockserver.url(host, '/x')}  robots.txt unreachable" in out
+
+
+def test_disallowed_beats_unreachable_json(
+    mockserver: MockServer, subprocess_env: dict[str, str], workdir: Path
+) -> None:
+    down = mockserver.unique_host("down")
+    rules_host = mockserver.unique_host("rules")
+    mockserver.configure(down, {"robots": {"status": 503}})
+    mockserver.configure(rules_host, {"robots": {"body": "User-agent: *\nDisallow: /no\n"}})
+    result = robots(
+        [
+            mockserver.url(down, "/x"),
+            mockserver.url(rules_host, "/no"),
+            "--json",
+            "-s",
+            "REP_UNREACHABLE_FALLBACK=disallow",
+            "-s",
+            "REP_RETRY_BACKOFF=7",
+        ],
+        subprocess_env,
+        workdir,
+    )
+    assert result.returncode == 1, result.stderr
+    doc = as_json(result)
+    fetch = doc["origins"][0]["fetch"]
+    assert (fetch["outcome"], fetch["detail"], fetch["retry_in"]) == ("unreachable", "503", 7.0)
+    crawl = doc["origins"][0]["crawl"]
+    assert crawl["action"] == "wait"
+    assert crawl["after_wait"] == {"copy": "fallback", "kind": "disallow-all"}
+    assert crawl["wait_until"] is not None
+    waiting, disallowed = doc["urls"]
+    assert waiting["verdict"] == "wait"
+    assert waiting["reason"] == "unreachable"
+    assert waiting["after_wait"]["verdict"] == "disallowed"
+    assert waiting["after_wait"]["reason"] == "fallback-disallow"
+    assert (disallowed["verdict"], disallowed["line"], disallowed["rule"]) == (
+        "disallowed",
+        2,
+        "Disallow: /no",
+    )
+
+
+def test_redirects(mockserver: MockServer, subprocess_env: dict[str, str], workdir: Path) -> None:
+    moved = mockserver.unique_host("moved")
+    target = mockserver.unique_host("target")
+    looping = mockserver.unique_host("hops")
+    mockserver.configure_many(
+        {
+            moved: {"robots": {"status": 301, "redirect": mockserver.url(target, "/robots.txt")}},
+            target: {"robots": {"body": "User-agent: *\nDisallow: /\n"}},
+            looping: {
+                "robots": {"status": 302, "redirect": "/r1"},
+                "pages": {f"/r{n}": {"status": 302, "redirect": f"/r{n + 1}"} for n in range(9)},
+            },
+        }
+    )
+    result = robots(
+        [mockserver.url(moved, "/a"), mockserver.url(looping, "/b")], subprocess_env, workdir
+    )
+    assert result.returncode == 1, result.stderr
+    out = result.stdout
+    # The final 2xx body applies to the original origin.
+    assert f"redirected to: {mockserver.url(target, '/robots.txt')}" in out
+    assert f"DISALLOWED  {mockserver.url(moved, '/a')}  line 2: Disallow: /" in out
+    assert "robots.txt: allow-all: too many redirects" in out
+    assert f"ALLOWED     {mockserver.url(looping, '/b')}  robots.txt allows all" in out
+    assert mockserver.count(looping, "/r5") == 1
+    assert mockserver.count(looping, "/r6") == 0
+
+
+def test_truncated_at_size_limit(
+    mockserver: MockServer, host: str, subprocess_env: dict[str, str], workdir: Path
+) -> None:
+    mockserver.configure(
+        host,
+        {
+            "robots": {
+                "size": 600_000,
+                "body": "User-agent: *\nDisallow: /head\n",
+                "tail": "Disallow: /tail\n",
+            }
+        },
+    )
+    result = robots(
+        [mockserver.url(host, "/head"), mockserver.url(host, "/tail"), "--json"],
+        subprocess_env,
+        workdir,
+    )
+    assert result.returncode == 1, result.stderr
+    doc = as_json(result)
+    origin = doc["origins"][0]
+    assert origin["fetch"]["truncated"] is True
+    assert origin["fetch"]["bytes"] == 512_000
+    assert origin["truncated"] is True
+    assert [u["verdict"] for u in doc["urls"]] == ["disallowed", "allowed"]
+
+
+def test_usage_errors_exit_2(subprocess_env: dict[str, str], workdir: Path) -> None:
+    for args, message in (
+        ([], "give at least one URL"),
+        (["ftp://example.test/x"], "not an http(s) URL"),
+        (["--file", "missing.txt", "/x"], "cannot read missing.txt"),
+    ):
+        result = robots(args, subprocess_env, workdir, online=False)
+        assert result.returncode == 2, (args, result.stderr)
+        assert message in result.stderr
+        assert result.stdout == ""
+
+
+def test_local_file(subprocess_env: dict[str, str], workdir: Path) -> None:
+    (workdir / "robots.txt").write_text(ROBOTS)
+    result = robots(
+        ["--file", "robots.txt", "--user-agent", "MyBot", "/private/1", "http://any.test/ok"],
+        subprocess_env,
+        workdir,
+        online=False,
+    )
+    assert result.returncode == 1, result.stderr
+    assert "robots.txt file robots.txt  (product token: MyBot)" in result.stdout
+    assert "DISALLOWED  /private/1  line 3: Disallow: /private" in result.stdout
+    assert "ALLOWED     http://any.test/ok  no rule matches" in result.stdout
+    assert "robots.txt: " not in result.stdout  # nothing was fetched
+
+    result = robots(
+        ["--file", "robots.txt", "--json", "/anything"], subprocess_env, workdir, online=False
+    )
+    assert result.returncode == 1, result.stderr  # default token Scrapy obeys "*"
+    doc = as_json(result)
+    assert doc["source"] == "file"
+    assert doc["origins"][0]["fetch"] is None
+    assert doc["origins"][0]["group"] == "*"
+    assert doc["urls"][0]["rule"] == "Disallow: /"
+
+    result = robots(
+        ["--file", "robots.txt", "--user-agent", "mybot", "/ok"],
+        subprocess_env,
+        workdir,
+        online=False,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_stored_state_shown_and_store_untouched(
+    mockserver: MockServer, subprocess_env: dict[str, str], workdir: Path, tmp_path: Path
+) -> None:
+    down = mockserver.unique_host("stored-down")
+    fresh = mockserver.unique_host("stored-fresh")
+    mockserver.configure_many(
+        {
+            down: {"robots": {"status": 503}},
+            fresh: {"robots": {"body": "User-agent: *\nAllow: /\n"}},
+        }
+    )
+    now = time.time()
+    db = tmp_path / "store" / "rep.sqlite3"
+    store = SqliteStorage(db)
+    store.put(
+        mockserver.origin(down),
+        OriginRecord(
+            kind=RULES,
+            body=b"User-agent: *\nDisallow: /old\n",
+            fetched_at=now - 2 * 86_400,
+            expires_at=now - 86_400,
+            unreachable_since=now - 3_600,
+            next_retry_at=now - 60,
+            failures=2,
+            last_outcome="503",
+        ),
+    )
+    store.put(
+        mockserver.origin(fresh),
+        OriginRecord(
+            kind=RULES,
+            body=b"User-agent: *\nDisallow: /\n",
+            fetched_at=now - 60,
+            expires_at=now + 3_600,
+            last_outcome="200",
+        ),
+    )
+    store.close()
+    before = _digest(db)
+    files_before = sorted(p.name for p in db.parent.iterdir())
+
+    result = robots(
+        [
+            mockserver.url(down, "/old/page"),
+            mockserver.url(fresh, "/page"),
+            "-s",
+            f"REP_STORAGE=sqlite:{db}",
+        ],
+        subprocess_env,
+        workdir,
+    )
+    assert result.returncode == 2, result.stderr  # one origin waits, nothing disallowed
+    out = result.stdout
+    assert f"stored (sqlite {db}): unreachable since" in out
+    assert "2 failed fetch(es)" in out
+    assert "last good copy (rules) fetched" in out
+    # The third failure in a row: the backoff has doubled twice (10 s -> 40 s).
+    assert "robots.txt: unreachable: 503, retry after 40 s" in out
+    assert "the last good copy (stored, fetched" in out
+    assert "robots.txt unreachable; after the wait: disallowed (line 2: Disallow: /old)" in out
+    assert "group (last good copy): *" in out
+    assert "fresh (rules); fetched" in out
+    assert "; last outcome 200" in out
+    assert "the stored copy is still fresh and differs from the fetched one" in out
+    assert _digest(db) == before
+    assert sorted(p.name for p in db.parent.iterdir()) == files_before
+
+    result = robots(
+        [mockserver.url(fresh, "/page"), "--json", "-s", f"REP_STORAGE=sqlite:{db}"],
+        subprocess_env,
+        workdir,
+    )
+    assert result.returncode == 0, result.stderr
+    stored = as_json(result)["origins"][0]["stored"]
+    assert stored["state"] == "fresh"
+    assert stored["kind"] == "rules"
+    assert stored["last_outcome"] == "200"
+    assert stored["store"] == f"sqlite {db}"
+    assert _digest(db) == before
+
+
+def test_absent_store_is_not_created(
+    mockserver: MockServer, host: str, subprocess_env: dict[str, str], workdir: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "nothing-here" / "rep.sqlite3"
+    result = robots(
+        [mockserver.url(host, "/a"), "-s", f"REP_STORAGE=sqlite:{db}"], subprocess_env, workdir
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"stored (sqlite {db}): no stored state ({db} does not exist)" in result.stdout
+    assert not db.parent.exists()
+
+
+def test_listed_in_help_and_project_default_store(
+    mockserver: MockServer, host: str, subprocess_env: dict[str, str], tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    result = robots(["-h"], subprocess_env, outside, online=False)
+    assert result.returncode == 0, result.stderr
+    help_text = " ".join(result.stdout.split())  # argparse wraps the description
+    assert "Exit status: 0 if every URL is allowed; 1 if any URL is disallowed; 2 on" in help_text
+    listing = subprocess.run(
+        [sys.executable, "-m", "scrapy", "-h"],
+        env=subprocess_env,
+        cwd=outside,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert "  robots " in listing.stdout
+
+    project = tmp_path / "proj"
+    (project / "myproj").mkdir(parents=True)
+    (project / "scrapy.cfg").write_text("[settings]\ndefault = myproj.settings\n")
+    (project / "myproj" / "__init__.py").write_text("")
+    (project / "myproj" / "settings.py").write_text('BOT_NAME = "myproj"\n')
+    env = {**subprocess_env, "PYTHONPATH": f"{project}:{subprocess_env['PYTHONPATH']}"}
+    listing = subprocess.run(
+        [sys.executable, "-m", "scrapy", "-h"],
+        env=env,
+        cwd=project,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert "active project: myproj" in listing.stdout
+    assert "  robots " in listing.stdout
+
+    # Inside a project the default SQLite store applies; absent, it is reported, not made.
+    result = robots([mockserver.url(host, "/a")], env, project)
+    assert result.returncode == 0, result.stderr
+    expected = project / ".scrapy" / "scrapy_rep.sqlite3"
+    assert f"stored (sqlite {expected}): no stored state" in result.stdout
+    assert not (project / ".scrapy").exists()
