@@ -1,0 +1,1 @@
+"""The scrapy-rep demo project. See ../run_demo.py."""

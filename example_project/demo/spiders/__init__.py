@@ -1,0 +1,1 @@
+"""The demo spiders: ``tour`` (project-wide token), ``nightowl`` and ``archive`` (overrides)."""
