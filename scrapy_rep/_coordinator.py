@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,7 @@ from twisted.internet.defer import Deferred
 
 from scrapy_rep._policy import FALLBACK, STALE, Evaluation, FetchOutcome, RobotsPolicy
 from scrapy_rep._records import UNREACHABLE, OriginRecord
+from scrapy_rep._report import SummaryTotals
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -77,7 +79,11 @@ class OriginCoordinator:
         # When held requests may go: normally once the origin is decided; audit mode
         # also lets them go once the origin is known to be unreachable.
         self.releasable: Callable[[Evaluation], bool] = releasable or (lambda ev: ev.ready)
-        self.origins: dict[str, OriginRuntime] = {}
+        # Runtimes of idle origins beyond this bound are folded into ``evicted`` (their
+        # record stays in the store), so a broad crawl's memory stays bounded.
+        self.max_runtimes = max(policy.config.memory_max_origins, 1)
+        self.origins: OrderedDict[str, OriginRuntime] = OrderedDict()
+        self.evicted = SummaryTotals()
         self.holder = uuid.uuid4().hex
         self.closed = False
 
@@ -87,7 +93,23 @@ class OriginCoordinator:
         rt = self.origins.get(origin)
         if rt is None:
             rt = self.origins[origin] = OriginRuntime(origin)
+            if len(self.origins) > self.max_runtimes:
+                self._evict_idle()
+        else:
+            self.origins.move_to_end(origin)
         return rt
+
+    def _evict_idle(self) -> None:
+        """Forget the least recently used idle origins (down to 90 % of the bound)."""
+        target = int(self.max_runtimes * 0.9)
+        for origin in list(self.origins):
+            if len(self.origins) <= target:
+                break
+            rt = self.origins[origin]
+            if rt.fetching or rt.held or rt.waiters or (rt.timer is not None and rt.timer.active()):
+                continue
+            self.evicted.add(rt)
+            del self.origins[origin]
 
     def busy(self) -> bool:
         """True while anything could still produce or release a request."""

@@ -1,52 +1,95 @@
-"""The per-origin summary logged when the spider closes."""
+"""The per-origin summary logged (one INFO block) when the spider closes."""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from scrapy_rep._records import ALLOW_ALL, RULES
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from scrapy.statscollectors import StatsCollector
 
-    from scrapy_rep._coordinator import OriginCoordinator
+    from scrapy_rep._coordinator import OriginCoordinator, OriginRuntime
 
 logger = logging.getLogger("scrapy_rep")
 
+# The block lists at most this many origins (the most eventful first); totals cover all.
+MAX_LISTED_ORIGINS = 20
+
+
+def state_of(rt: OriginRuntime) -> str:
+    record = rt.record
+    if record is None or (record.kind is None and not record.unreachable):
+        return "unknown"
+    if record.unreachable:
+        return "unreachable"
+    return RULES if record.kind == RULES else ALLOW_ALL
+
+
+@dataclass
+class SummaryTotals:
+    """Counters over many origins; also what is kept of origins evicted from memory."""
+
+    origins: int = 0
+    states: dict[str, int] = field(
+        default_factory=lambda: {RULES: 0, ALLOW_ALL: 0, "unreachable": 0, "unknown": 0}
+    )
+    stale_used: int = 0
+    dropped: int = 0
+    delayed: int = 0
+    longest_wait: float = 0.0
+
+    def add(self, rt: OriginRuntime) -> None:
+        self.origins += 1
+        self.states[state_of(rt)] += 1
+        self.stale_used += rt.stale_used
+        self.dropped += rt.dropped
+        self.delayed += rt.delayed
+        self.longest_wait = max(self.longest_wait, rt.longest_wait)
+
+    def merged(self, runtimes: Iterable[OriginRuntime]) -> SummaryTotals:
+        total = SummaryTotals(
+            self.origins, dict(self.states), self.stale_used, self.dropped, self.delayed,
+            self.longest_wait,
+        )  # fmt: skip
+        for rt in runtimes:
+            total.add(rt)
+        return total
+
+
+def _origin_line(rt: OriginRuntime) -> str:
+    record = rt.record
+    last = record.last_outcome if record is not None else "-"
+    return (
+        f"  {rt.origin}: {state_of(rt)} ({last}); fetches {rt.fetches}, dropped {rt.dropped}, "
+        f"delayed {rt.delayed}, longest delay {rt.longest_wait:.1f} s"
+        + ("; stale copy used" if rt.stale_used else "")
+    )
+
 
 def log_summary(coordinator: OriginCoordinator, stats: StatsCollector) -> None:
-    origins = coordinator.origins.values()
-    if not origins:
+    runtimes = list(coordinator.origins.values())
+    totals = coordinator.evicted.merged(runtimes)
+    if not totals.origins:
         return
-    counts = {"rules": 0, "allow-all": 0, "unreachable": 0, "unknown": 0}
-    for rt in origins:
-        record = rt.record
-        if record is None or (record.kind is None and not record.unreachable):
-            counts["unknown"] += 1
-        elif record.unreachable:
-            counts["unreachable"] += 1
-        elif record.kind == RULES:
-            counts["rules"] += 1
-        elif record.kind == ALLOW_ALL:
-            counts["allow-all"] += 1
-    stale = sum(1 for rt in origins if rt.stale_used)
-    dropped = sum(rt.dropped for rt in origins)
-    delayed = sum(rt.delayed for rt in origins)
-    longest = max((rt.longest_wait for rt in origins), default=0.0)
-    logger.info(
-        "scrapy-rep summary: %d origin(s): %d with rules, %d allow-all, %d unreachable, "
-        "%d unknown; stale copies used: %d; requests dropped: %d, delayed: %d; "
-        "longest delay: %.1f s",
-        len(coordinator.origins),
-        counts["rules"],
-        counts["allow-all"],
-        counts["unreachable"],
-        counts["unknown"],
-        stale,
-        dropped,
-        delayed,
-        longest,
-    )
-    stats.set_value("robotstxt/origins", len(coordinator.origins))
-    stats.set_value("robotstxt/longest_delay", round(longest, 3))
+    eventful = sorted(
+        runtimes,
+        key=lambda rt: (state_of(rt) != "unreachable", -(rt.dropped + rt.delayed), rt.origin),
+    )[:MAX_LISTED_ORIGINS]
+    lines = [
+        f"scrapy-rep summary: {totals.origins} origin(s): {totals.states[RULES]} with rules, "
+        f"{totals.states[ALLOW_ALL]} allow-all, {totals.states['unreachable']} unreachable, "
+        f"{totals.states['unknown']} unknown; stale copies used: {totals.stale_used}; "
+        f"requests dropped: {totals.dropped}, delayed: {totals.delayed}; "
+        f"longest delay: {totals.longest_wait:.1f} s",
+        *(_origin_line(rt) for rt in eventful),
+    ]
+    if len(runtimes) > len(eventful):
+        lines.append(f"  ... and {totals.origins - len(eventful)} more origin(s)")
+    logger.info("\n".join(lines))
+    stats.set_value("robotstxt/origins", totals.origins)
+    stats.set_value("robotstxt/longest_delay", round(totals.longest_wait, 3))
