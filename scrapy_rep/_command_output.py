@@ -344,9 +344,11 @@ def render_text(report: Report) -> str:
                 f"  stored ({origin.stored.store}): {_stored_line(origin.stored, report.now)}"
             )
             if origin.stored_differs:
+                assert origin.stored.record is not None
                 lines.append(
                     "  note: the stored copy is still fresh and differs from the fetched one; "
-                    "crawls using this store apply the stored copy until it expires"
+                    "crawls using this store apply the stored copy until it expires "
+                    f"({when(origin.stored.record.expires_at)})"
                 )
         rules_now = origin.action != HOLD and origin.kind == "rules"
         rules_later = origin.action == HOLD and origin.after_wait_kind == "rules"

@@ -278,8 +278,9 @@ def _evaluate(
         and previous.kind is not None
         and now < previous.expires_at
         and (previous.kind, previous.body) != (outcome.kind, outcome.body)
-        and outcome.kind != UNREACHABLE
     ):
+        # A crawl sharing the store would not fetch at all before the stored copy
+        # expires, so the fetched result (even an unreachable one) does not apply yet.
         report.stored_differs = True
     evaluation = policy.evaluate(record, now)
     if not evaluation.ready:
