@@ -118,11 +118,14 @@ def robots_answers(hits: list[Hit]) -> dict[str, str]:
 
 
 def site_log(site: DemoSite) -> list[str]:
-    lines = []
+    agents = sorted({hit.user_agent for hit in site.hits})
+    # Every spider sends the project's User-Agent header; only the product token that
+    # scrapy-rep matches against robots.txt differs between them.
+    lines = [f"  (User-Agent header: {', '.join(agents) or '-'})"]
     for hit in sorted(site.hits, key=lambda h: h.at):
         lines.append(
             f"  +{hit.at - site.started_at:5.2f} s  {hit.role:<8} {hit.path:<18} {hit.status}"
-            f"  (answered in {hit.took:.2f} s, User-Agent: {hit.user_agent})"
+            f"  answered in {hit.took:.2f} s"
         )
     return lines
 
