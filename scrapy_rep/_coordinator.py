@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("scrapy_rep")
 
+WAITED_META_KEY = "rep_waited"
+
 # How often a process that lost the fetch lease to another process looks at the shared
 # store for the result. Short, so waiting workers see the result promptly.
 SHARED_POLL_INTERVAL = 0.25
@@ -255,7 +257,10 @@ class OriginCoordinator:
         held, rt.held = rt.held, []
         waiters, rt.waiters = rt.waiters, []
         for request, since in held:
-            rt.longest_wait = max(rt.longest_wait, now - since)
+            waited = now - since
+            rt.longest_wait = max(rt.longest_wait, waited)
+            # Shown in the request's robotstxt_decision meta (seconds held back).
+            request.meta[WAITED_META_KEY] = request.meta.get(WAITED_META_KEY, 0.0) + waited
             rt.released += 1
             self._inc("robotstxt/released")
             self._release(request)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import IgnoreRequest
 
+from scrapy_rep._coordinator import WAITED_META_KEY
 from scrapy_rep._policy import DISALLOW_ALL, FALLBACK
 from scrapy_rep._records import ALLOW_ALL, RULES
 from scrapy_rep._robotstxt import RobotsTxt
@@ -93,6 +94,7 @@ class Decider:
             "product_token": token,
             "source": evaluation.source or "unreachable",
             "robots": rt.record.last_outcome if rt.record is not None else "",
+            "waited": round(request.meta.get(WAITED_META_KEY, 0.0), 3),
         }
         if not evaluation.ready:  # audit mode only: an enforcing crawl would wait
             decision.update(allowed=True, reason="unreachable: would delay")

@@ -70,6 +70,7 @@ async def test_each_downloaded_request_carries_its_decision(mockserver, run_craw
     assert ok["allowed"] is True and ok["reason"] == "rule"
     assert ok["line"] == 3 and ok["rule"] == "Allow: /private/ok" and ok["groups"] == ["*"]
     assert ok["source"] == "fresh" and ok["robots"] == "200"
+    assert ok["waited"] > 0  # held until robots.txt arrived
     assert decisions["public"]["reason"] == "no-matching-rule"
     assert decisions["x"]["allowed"] is True
     assert decisions["x"]["reason"].startswith("no robots.txt rules")
