@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 from array import array
 from bisect import bisect_left, bisect_right
-from itertools import compress, repeat
-from operator import contains
+from collections.abc import Iterator
+from itertools import accumulate, compress, count
 from typing import TypeAlias
 
 __all__ = [
@@ -205,7 +205,10 @@ _CACHE_LIMIT = 4096
 _KEYS_LIMIT = 65536
 _LOW = (1 << 33) - 1  # the line part of a code
 LINE_MAX = (1 << 32) - 1  # as in _parser
-_MID_DOLLAR = re.compile(rb"\$(?!\n|\Z)")
+# In patterns joined by "\n": octets that make a pattern need normalising or the
+# general matcher.  (A "$" at a pattern's end needs only the latter.)
+_JOINED_FIX = re.compile(rb"%|[\x80-\xff]|\$(?!\n|\Z)")
+_SPECIAL = re.compile(rb"[*$]")
 
 
 def _index_key(guard: bytes) -> bytes:
@@ -232,9 +235,9 @@ def _indexed(order: list[int], guards: list[bytes]) -> tuple[list[int], Index]:
     return list(map(order.__getitem__, by_key)), index
 
 
-def _flags(patterns: list[bytes], needle: bytes) -> list[int]:
-    """Positions of the patterns containing *needle* (C-level loops only)."""
-    return list(compress(range(len(patterns)), map(contains, patterns, repeat(needle))))
+def _rules_at(ends: list[int], hits: Iterator[re.Match[bytes]]) -> list[int]:
+    """Indexes of the patterns (joined by one octet; *ends* = cumulative ends) hit."""
+    return sorted({bisect_right(ends, m.start()) for m in hits})
 
 
 def compile_group(
@@ -244,30 +247,44 @@ def compile_group(
 ) -> Group:
     """Compile the rules of all the runs (merged same-name groups) one crawler obeys.
 
-    Each run holds raw patterns and codes as _parser makes them; *strings* dedupes
+    Each run holds raw patterns and line marks as _parser makes them; *strings* dedupes
     equal byte strings across the groups of one file; *originals* receives
     {line: pattern as written} for patterns that normalisation changed.  Most rules are plain ASCII
     prefixes, so per-rule work is left to C-level sort/map calls where possible.
     """
     if len(runs) == 1:
-        patterns, codes = list(runs[0][0]), list(runs[0][1])
+        patterns, marks = list(runs[0][0]), runs[0][1]
     else:
         patterns = [p for r in runs for p in r[0]]
-        codes = [c for r in runs for c in r[1]]
+        marks = array("q", [m for r in runs for m in r[1]])
     if not patterns:
         return EMPTY_GROUP
+    # mark = line * 2 + (1 for disallow); code = precedence << 33 | line part << 1
+    codes = [
+        (len(p) * 2 + 1 - (m & 1)) << 33 | (LINE_MAX - (m >> 1)) << 1
+        for p, m in zip(patterns, marks, strict=True)
+    ]
+    # Rules needing attention are found by scanning all patterns joined, in C, and
+    # mapping hits back to rules through the cumulative lengths.
     joined = b"\n".join(patterns)
-    if not joined.isascii() or b"%" in joined or _MID_DOLLAR.search(joined):
-        for i, raw in enumerate(patterns):
+    ends: list[int] | None = None
+    if not joined.isascii() or b"%" in joined or b"$" in joined:
+        ends = list(accumulate([len(p) + 1 for p in patterns]))
+        for i in _rules_at(ends, _JOINED_FIX.finditer(joined)):
+            raw = patterns[i]
             if _PATTERN_FIX.search(raw) is not None:
                 line = LINE_MAX - (codes[i] >> 1 & LINE_MAX)
                 originals.setdefault(line, raw.decode("utf-8", "replace"))
                 pattern = patterns[i] = _PATTERN_FIX.sub(_fix, raw)
                 codes[i] = (len(pattern) * 2 + (codes[i] >> 33 & 1)) << 33 | (codes[i] & _LOW)
-        joined = b"\n".join(patterns)
+                ends = None
+        if ends is None:
+            joined = b"\n".join(patterns)
     wild: list[int] = []
     if b"*" in joined or b"$" in joined:
-        for i in sorted({*_flags(patterns, b"*"), *_flags(patterns, b"$")}):
+        if ends is None:
+            ends = list(accumulate([len(p) + 1 for p in patterns]))
+        for i in _rules_at(ends, _SPECIAL.finditer(joined)):
             pattern = patterns[i]
             stem = pattern if pattern.endswith(b"$") else pattern.rstrip(b"*")
             if b"*" in stem or stem.endswith(b"$"):
@@ -276,7 +293,6 @@ def compile_group(
                 # only trailing "*"s: a plain prefix that matches like "/a" but keeps
                 # its own length for precedence (as in Google's library)
                 patterns[i] = stem
-    patterns = list(map(strings.setdefault, patterns, patterns))
     literal = list(range(len(patterns)))
     if wild:
         literal = sorted(set(literal).difference(wild))
@@ -314,6 +330,10 @@ def _split(full: bytes) -> tuple[tuple[bytes, ...], bool]:
 
 
 def _first_literal(guards: tuple[bytes, ...], start: int, path: bytes) -> int:
+    """Position of the first guard that *path* starts with (offset by *start*), or -1.
+
+    bytes.startswith(tuple) rejects most paths in one C call.
+    """
     if path.startswith(guards):
         for i, guard in enumerate(guards, start):
             if path.startswith(guard):
@@ -325,12 +345,13 @@ def _first_wild(group: Group, sl: slice, path: bytes, floor: int) -> int:
     guards = group[2][sl]
     if not path.startswith(guards):
         return -1
-    probes, fulls, codes = group[4], group[5], group[6]
+    fulls, codes = group[5], group[6]
     base = len(group[0])
-    for i, guard in enumerate(guards, sl.start or 0):
+    # Only rules whose probe occurs in the path are candidates; C-level filter.
+    for i in compress(count(sl.start or 0), map(path.__contains__, group[4][sl])):
         if codes[base + i] >> 33 <= floor:
             break
-        if path.startswith(guard) and probes[i] in path:
+        if path.startswith(group[2][i]):
             pieces, anchored = _split(fulls[i])
             if match_pieces(pieces, anchored, path):
                 return base + i
@@ -343,12 +364,10 @@ _ALL = slice(None)
 def best_rule(group: Group, path: bytes) -> int:
     """Position (in the group's codes) of the deciding rule for *path*, or -1."""
     lits, lit_index, wilds, wild_index, _, _, codes = group
-    best = -1
-    floor = -1
     if lit_index is None:
-        if lits:
-            best = _first_literal(lits, 0, path)
+        best = _first_literal(lits, 0, path) if lits else -1
     else:
+        best = -1
         sl = lit_index.get(path[:KEY_LEN])
         if sl is not None:
             best = _first_literal(lits[sl], sl.start, path)
@@ -359,8 +378,7 @@ def best_rule(group: Group, path: bytes) -> int:
                 best = other
     if not wilds:
         return best
-    if best >= 0:
-        floor = codes[best] >> 33
+    floor = codes[best] >> 33 if best >= 0 else -1
     if wild_index is None:
         found = _first_wild(group, _ALL, path, floor)
         return found if found >= 0 else best

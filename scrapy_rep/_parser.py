@@ -55,6 +55,8 @@ _PREFIXES: tuple[tuple[bytes, int], ...] = (
 # All prefixes in one regex: the number of the group that matched gives the kind.
 _FIELD = re.compile(b"|".join(b"(" + re.escape(name) + b")" for name, _ in _PREFIXES))
 _FIELD_KINDS = (_OTHER, *(kind for _, kind in _PREFIXES))
+# First octets a colon-less field line can start with.
+_FIELD_START = frozenset(b"uUaAdDsScCrR \t\v\f")
 # Field names as written -> kind: a bounded memo of the case-folding prefix scan.
 _KINDS: dict[bytes, int] = {}
 _KINDS_LIMIT = 4096
@@ -68,10 +70,8 @@ _RATE_UNIT = {b"": 1.0, b"s": 1.0, b"m": 60.0, b"h": 3600.0, b"d": 86400.0}
 SIGNAL_KEYS = ("search", "ai-input", "ai-train")
 _SIGNAL_VALUES = {b"yes": True, b"no": False}
 
-# Rules of one user-agent run: raw patterns, and per rule
-#     code = (len(pattern) * 2 + allow) << 33 | (LINE_MAX - line) << 1
-# so that sorting codes in descending order gives RFC 9309 §2.2.2 precedence
-# (longest pattern first, allow first on a tie) and then file order.
+# Rules of one user-agent run: raw patterns, and per rule line * 2 + (0 for allow,
+# 1 for disallow); compiling turns these into precedence codes (see _matcher).
 LINE_BITS = 32
 LINE_MAX = (1 << LINE_BITS) - 1
 Run = tuple[list[bytes], "array[int]"]
@@ -225,28 +225,47 @@ def parse(content: bytes | bytearray | memoryview | str, max_size: int) -> Parse
     kinds = _KINDS
     tokens: list[str] = []  # the user-agent run being filled
     run: Run = ([], array("q"))
-    patterns, codes = run
+    patterns, marks = run
+    all_runs: list[Run] = []
     in_rules = False  # a rule has been seen since the last user-agent line
-    count = 0
+    derived = 0
     # id(run) -> (run, [(kind, value)]): extension lines, applied per group at the end
     extras: dict[int, tuple[Run, list[tuple[int, bytes]]]] = {}
 
     for lineno, line in enumerate(data.split(b"\n"), 1):
-        colon = line.find(b":")
-        if colon >= 0:
-            key = line[:colon]
+        key, colon, value = line.partition(b":")
+        if colon:
             kind = kinds.get(key)
             if kind is None:
                 kind = _kind(key)
+            if kind <= _DISALLOW:
+                # The hot path: most lines of most files are rules.
+                if b"#" in value:
+                    value = value[: value.find(b"#")]
+                if not tokens:
+                    continue  # RFC 9309 §2.2.2: rules outside any group are ignored
+                in_rules = True
+                value = value.strip()
+                if value:  # an empty value means "no restriction": nothing to keep
+                    patterns.append(value)
+                    marks.append(lineno * 2 + kind)
+                    if kind == _ALLOW:
+                        # Google/Protego: "allow: /dir/index.htm[l]" also allows "/dir/"
+                        # itself, as the extra rule "allow: /dir/$".
+                        slash = value.rfind(b"/")
+                        if slash >= 0 and value.startswith(b"/index.htm", slash):
+                            patterns.append(value[: slash + 1] + b"$")
+                            marks.append(lineno * 2)
+                            originals[lineno] = value.decode("utf-8", "replace")
+                            derived += 1
+                continue
             if kind == _OTHER:
                 continue
-            value = line[colon + 1 :]
-            hash_at = value.find(b"#")
-            if hash_at >= 0:
-                value = value[:hash_at]
+            if b"#" in value:
+                value = value[: value.find(b"#")]
             value = value.strip()
-        elif not line or line[0] == 0x23:  # empty, or a "#" comment line
-            continue
+        elif not line or line[0] not in _FIELD_START:
+            continue  # empty, a "#" comment, or not a field (page markup, prose)
         else:
             # No colon: maybe Google's "field value" form (exactly two words).
             words = line.split(None, 2)
@@ -268,28 +287,18 @@ def parse(content: bytes | bytearray | memoryview | str, max_size: int) -> Parse
             if kind == _HASH:
                 continue
 
-        if kind <= _DISALLOW:
+        if kind <= _DISALLOW:  # a colon-less or commented rule line
             if not tokens:
-                continue  # RFC 9309 §2.2.2: rules outside any group are ignored
+                continue
             in_rules = True
-            if not value:
-                continue  # an empty value means "no restriction": nothing to keep
-            patterns.append(value)
-            # allow is 0 and disallow 1, so "+ 1 - kind" adds the allow bit
-            codes.append((len(value) * 2 + 1 - kind) << 33 | (LINE_MAX - lineno) << 1)
-            count += 1
-            if kind == _ALLOW:
-                # Google/Protego: "allow: /dir/index.htm[l]" also allows "/dir/" itself,
-                # added as "/dir/$" with that pattern's own length as its priority.
-                slash = value.rfind(b"/")
-                if slash >= 0 and value.startswith(b"/index.htm", slash):
-                    patterns.append(value[: slash + 1] + b"$")
-                    codes.append((slash * 2 + 5) << 33 | (LINE_MAX - lineno) << 1)
-                    originals[lineno] = value.decode("utf-8", "replace")
+            if value:
+                patterns.append(value)
+                marks.append(lineno * 2 + kind)
         elif kind == _UA:
             if in_rules or not tokens:
                 run = ([], array("q"))
-                patterns, codes = run
+                patterns, marks = run
+                all_runs.append(run)
                 tokens = []
                 in_rules = False
             if value[:1] == b"*" and (len(value) == 1 or value[1:2].isspace()):
@@ -311,7 +320,7 @@ def parse(content: bytes | bytearray | memoryview | str, max_size: int) -> Parse
         elif kind >= _DELAY:  # extensions: they belong to the whole group (run)
             # before any user-agent line (key 0): only content signals, file-wide
             extras.setdefault(id(run) if tokens else 0, (run, []))[1].append((kind, value))
-    res.rule_count = count
+    res.rule_count = sum(len(r[0]) for r in all_runs) - derived
     if extras:
         _extensions(res, extras)
     return res

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TypeAlias
 
 from scrapy_rep._matcher import (
+    _PLAIN,
     Group,
     best_rule,
     compile_group,
@@ -21,8 +22,6 @@ __all__ = ["DEFAULT_MAX_SIZE", "Decision", "RobotsTxt"]
 DEFAULT_MAX_SIZE = 512_000
 
 _Text: TypeAlias = str | bytes | bytearray | memoryview
-
-_CHOICE_LIMIT = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +50,8 @@ class RobotsTxt:
     """A parsed robots.txt.  Build with :meth:`parse`; every query is read-only."""
 
     __slots__ = (
-        "_choice",
+        "_agent",
+        "_agent_group",
         "_delays",
         "_groups",
         "_originals",
@@ -64,9 +64,9 @@ class RobotsTxt:
 
     def __init__(self) -> None:
         self._groups: dict[str, Group | list[Run]] = {}
-        # user-agent string as given -> group key (None = no group applies); filled
-        # on first use, bounded, since a crawler asks with one or two strings.
-        self._choice: dict[object, str | None] | None = None
+        # the last user agent asked about and its compiled group (None: allow all)
+        self._agent: object = None
+        self._agent_group: Group | None = None
         self._delays: dict[str, float] | None = None
         self._rates: dict[str, tuple[int, float]] | None = None
         self._signals: dict[str, dict[str, bool]] | None = None
@@ -106,36 +106,34 @@ class RobotsTxt:
 
     def _token(self, user_agent: _Text) -> str | None:
         """The group key this crawler obeys (RFC 9309 §2.2.1), or None for none."""
-        choice = self._choice
-        if choice is None:
-            choice = self._choice = {}
-        else:
-            try:
-                return choice[user_agent]
-            except (KeyError, TypeError):
-                pass
         token: str | None = token_key(_text(user_agent))
         if not token or token not in self._groups:
             # only when no group names the crawler does it obey "*" (never both)
             token = "*" if "*" in self._groups else None
-        if isinstance(user_agent, (str, bytes)) and len(choice) < _CHOICE_LIMIT:
-            choice[user_agent] = token
         return token
+
+    def _choose(self, user_agent: _Text) -> Group | None:
+        """The compiled group for *user_agent*, remembered for the next call: a
+        crawler asks with the same user agent again and again."""
+        token = self._token(user_agent)
+        group = None if token is None else self._group(token)
+        if isinstance(user_agent, (str, bytes)):
+            self._agent, self._agent_group = user_agent, group
+        return group
 
     def allowed(self, url: _Text, user_agent: _Text) -> bool:
         """Whether *user_agent* may fetch *url*."""
         # The hot path of a crawl: kept to a handful of calls.
-        choice = self._choice
-        try:
-            token = choice[user_agent]  # type: ignore[index]
-        except (KeyError, TypeError):
-            token = self._token(user_agent)
-        if token is None:
+        group = self._agent_group if user_agent == self._agent else self._choose(user_agent)
+        if group is None:
             return True
-        path = plain_path(url if url.__class__ is str else _text(url))
-        group = self._groups[token]
-        if isinstance(group, list):
-            group = self._group(token)
+        # plain_path(), inlined: one regex call for the common plain ASCII URL
+        m = _PLAIN.match(url) if isinstance(url, str) else None
+        if m is not None:
+            text = m[1]
+            path = (text if text[:1] == "/" else "/" + text).encode("ascii")
+        else:
+            path = plain_path(_text(url))
         n = best_rule(group, path)
         if n < 0 or group[6][n] >> 33 & 1:
             return True
