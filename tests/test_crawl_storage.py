@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-from scrapy.utils.defer import maybe_deferred_to_future
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet import defer, task
 
 from scrapy_rep._origin import origin_of
@@ -104,13 +104,11 @@ class GatedSpider(ListSpider):
 
 async def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
     """Let the reactor run until ``predicate()`` holds (a guard, not a timing check)."""
-    from twisted.internet import reactor
-
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
-        await task.deferLater(reactor, 0.05, lambda: None)
+        await task.deferLater(_reactor(), 0.05, lambda: None)
 
 
 def pages_of(mockserver: Any, host: str) -> list[str]:
@@ -223,6 +221,83 @@ async def test_previous_runs_copy_applies_after_the_unreachable_wait(
     ]
     assert crawler.logged("using the last good copy", level=logging.INFO, logger="scrapy_rep")
     assert not crawler.stat("robotstxt/dropped_at_close")
+
+
+async def run_until_held(run_crawl: Any, settings: dict[str, Any], urls: list[str]) -> Any:
+    """Crawl ``urls`` until all of them wait on robots.txt, then stop the crawl (a
+    restart); returns the stopped crawler."""
+    probe: list[GatedSpider] = []
+    crawl = defer.Deferred.fromCoroutine(
+        run_crawl(
+            settings=settings,
+            spider_cls=GatedSpider,
+            spider_kwargs={"phases": [urls], "gates": [], "probe": probe},
+        )
+    )
+    await wait_until(
+        lambda: bool(probe) and probe[0].stat("robotstxt/delayed") == len(urls), "held"
+    )
+    await deferred_from_coro(probe[0].crawler.stop_async())
+    return await crawl
+
+
+@pytest_twisted.ensureDeferred
+async def test_unreachable_state_survives_a_restart(
+    mockserver: Any, run_crawl: Any, host: str, store: str
+) -> None:
+    """The store keeps unreachable-since and next-retry-at: a crawler restarted one
+    minute after a 503 (Retry-After: 900) neither refetches robots.txt early nor lets
+    requests through; one restarted 13 h after the first 503 does not start a new 12 h
+    wait: the last good copy applies at once."""
+    unavailable = {"status": 503, "headers": {"Retry-After": "900"}}
+    mockserver.configure(host, {"robots": [{"body": DISALLOW_PRIVATE}, unavailable]})
+    clock = ShiftedClock()
+    settings = {**REP, "REP_STORAGE": store, "REP_CLOCK": clock}
+    await run_crawl([mockserver.url(host, "/first")], settings=settings)
+
+    clock.offset = 2 * DAY  # expired: the expired copy decides while it is refetched: 503
+    second = await run_crawl([mockserver.url(host, "/second")], settings=settings)
+    assert second.stat("robotstxt/unreachable") == 1
+    assert second.spider.response_urls == [mockserver.url(host, "/second")]
+    assert mockserver.count(host, "/robots.txt") == 2
+
+    clock.offset = 2 * DAY + 60  # the stored retry time (+900 s) is not due yet
+    third = await run_until_held(run_crawl, settings, [mockserver.url(host, "/third")])
+    assert not third.stat("robotstxt/request_count")
+    assert third.stat("robotstxt/cache_hit") == 1
+    assert third.stat("robotstxt/dropped_at_close") == 1
+    assert mockserver.count(host, "/robots.txt") == 2
+    assert "/third" not in mockserver.paths(host)
+
+    clock.offset = 2 * DAY + 13 * HOUR  # 13 h after the first 503 of run 2
+    urls = [mockserver.url(host, "/public"), mockserver.url(host, "/private/x")]
+    fourth = await run_crawl(urls, settings=settings)
+    assert not fourth.stat("robotstxt/delayed")
+    assert fourth.stat("robotstxt/stale_used") == 1
+    assert fourth.stat("robotstxt/forbidden") == 1
+    assert fourth.spider.response_urls == [mockserver.url(host, "/public")]
+    # The retry was due: robots.txt was asked for again (still 503) meanwhile.
+    assert fourth.stat("robotstxt/response_status_count/503") == 1
+    assert sorted(pages_of(mockserver, host)) == ["/first", "/public", "/second"]
+
+
+@pytest_twisted.ensureDeferred
+async def test_one_stored_copy_serves_every_product_token(
+    mockserver: Any, run_crawl: Any, host: str, store: str
+) -> None:
+    """The store keeps robots.txt itself, not one crawler's verdicts: a second crawl
+    with another product token is served by the stored copy and obeys its own group."""
+    robots = "User-agent: alphabot\nDisallow: /a\n\nUser-agent: betabot\nDisallow: /b\n"
+    mockserver.configure(host, {"robots": {"body": robots}})
+    urls = [mockserver.url(host, p) for p in ("/a", "/b")]
+    settings = {**REP, "REP_STORAGE": store}
+    alpha = await run_crawl(urls, settings={**settings, "USER_AGENT": "alphabot/1.0"})
+    beta = await run_crawl(urls, settings={**settings, "USER_AGENT": "BetaBot/2.0 (+x)"})
+    assert mockserver.count(host, "/robots.txt") == 1
+    assert alpha.spider.response_urls == [mockserver.url(host, "/b")]
+    assert beta.spider.response_urls == [mockserver.url(host, "/a")]
+    assert beta.stat("robotstxt/cache_hit") == 1
+    assert (alpha.stat("robotstxt/forbidden"), beta.stat("robotstxt/forbidden")) == (1, 1)
 
 
 # -- several processes share one store --------------------------------------------------
@@ -432,65 +507,90 @@ async def test_redis_key_of_the_wrong_type_logs_one_warning(
 # -- Redis goes away mid-crawl -------------------------------------------------------------
 
 
+class QuickProbeRedisStorage(RedisStorage):
+    """The Redis store, built by ``REP_STORAGE``'s class import path, probing a Redis
+    outage every 0.1 s instead of every 5 s so a short crawl sees several failed
+    probes and the recovery. The URL comes from the ``TEST_REDIS_URL`` setting."""
+
+    @classmethod
+    def from_config(cls, config: Any, settings: Any) -> RedisStorage:
+        return cls.from_url(settings["TEST_REDIS_URL"], config, reconnect_interval=0.1)
+
+
 @pytest_twisted.ensureDeferred
 async def test_redis_outage_mid_crawl_loses_nothing(
     mockserver: Any, run_crawl: Any, private_redis_server: RedisServer
 ) -> None:
     """Redis is stopped while origin B's robots.txt fetch is in flight and before
     origins C and D are first seen. The crawl carries on with in-process state: one
-    warning (no password in it), each robots.txt fetched once, every request downloaded
-    or forbidden."""
-    a, b, c, d = (mockserver.unique_host(f"outage-{n}") for n in "abcd")
+    warning however many probes fail (no password in it), each robots.txt fetched once,
+    every request downloaded or forbidden. Redis then comes back: the store says so once
+    and origin E's record lands in Redis again."""
+    a, b, c, d, e = (mockserver.unique_host(f"outage-{n}") for n in "abcde")
     slow = {"body": DISALLOW_PRIVATE, "delay": 1.0}
     mockserver.configure_many(
         {
             a: {"robots": {"body": DISALLOW_PRIVATE}},
             b: {"robots": slow},
-            c: {"robots": slow},
+            # Half B's delay: C's and B's answers (each a store write that probes
+            # Redis) come at least ~0.4 s apart, so two probes fail.
+            c: {"robots": {"body": DISALLOW_PRIVATE, "delay": 0.5}},
             d: {"robots": {"body": "User-agent: *\nDisallow: /\n"}},
+            e: {"robots": {"body": DISALLOW_PRIVATE}},
         }
     )
 
     def u(h: str, path: str) -> str:
         return mockserver.url(h, path)
 
-    phase_1 = [u(a, "/a1"), u(a, "/private/a")]
-    phase_2 = [
-        u(b, "/b1"), u(b, "/private/b"),
-        u(a, "/a2"), u(a, "/private/a2"),
-        u(c, "/c1"), u(c, "/private/c"),
-        u(d, "/d1"), u(d, "/d2"),
+    phases = [
+        [u(a, "/a1"), u(a, "/private/a")],
+        [u(b, "/b1"), u(b, "/private/b")],  # B's robots.txt: answered after 1 s
+        [
+            u(a, "/a2"), u(a, "/private/a2"),
+            u(c, "/c1"), u(c, "/private/c"),
+            u(d, "/d1"), u(d, "/d2"),
+        ],
+        [u(e, "/e1"), u(e, "/private/e")],
     ]  # fmt: skip
-    gates: list[defer.Deferred[None]] = [defer.Deferred(), defer.Deferred()]
+    gates: list[defer.Deferred[None]] = [defer.Deferred() for _ in phases[1:]]
     probe: list[GatedSpider] = []
+    settings = {
+        **REP,
+        "REP_STORAGE": f"{__name__}.QuickProbeRedisStorage",
+        "TEST_REDIS_URL": private_redis_server.url,
+    }
     crawl = defer.Deferred.fromCoroutine(
         run_crawl(
-            settings={**REP, "REP_STORAGE": private_redis_server.url},
+            settings=settings,
             spider_cls=GatedSpider,
-            spider_kwargs={
-                "phases": [phase_1, phase_2[:2], phase_2[2:]],
-                "gates": gates,
-                "probe": probe,
-            },
+            spider_kwargs={"phases": phases, "gates": gates, "probe": probe},
         )
     )
     await wait_until(lambda: "/a1" in mockserver.paths(a), "origin A to be crawled")
-    gates[0].callback(None)  # B's robots.txt: answered after 1 s
+    gates[0].callback(None)
     await wait_until(lambda: mockserver.count(b, "/robots.txt") == 1, "B's robots.txt fetch")
     private_redis_server.stop()
     gates[1].callback(None)
+    spider = probe[0]
+    await wait_until(lambda: spider.stat("robotstxt/response_count") == 4, "A-D's robots.txt")
+    await wait_until(lambda: len(spider.responses) == 4, "A-D's pages")
+    private_redis_server.start()  # empty: no persistence
+    await task.deferLater(_reactor(), 0.3, lambda: None)  # a probe is due again
+    gates[2].callback(None)
     crawler = await crawl
 
-    for h in (a, b, c, d):
+    for h in (a, b, c, d, e):
         assert mockserver.count(h, "/robots.txt") == 1, (h, mockserver.paths(h))
     assert sorted(pages_of(mockserver, a)) == ["/a1", "/a2"]
     assert pages_of(mockserver, b) == ["/b1"]
     assert pages_of(mockserver, c) == ["/c1"]
     assert pages_of(mockserver, d) == []
-    requested = len(phase_1) + len(phase_2)
+    assert pages_of(mockserver, e) == ["/e1"]
+    requested = sum(len(phase) for phase in phases)
     downloaded = len(crawler.spider.response_urls)
     forbidden = crawler.stat("robotstxt/forbidden")
-    assert (downloaded, forbidden) == (4, 6)
+    assert (downloaded, forbidden) == (5, 7)
     assert downloaded + forbidden == requested
     assert not crawler.stat("robotstxt/dropped_at_close")
     assert not crawler.messages(logging.ERROR)
@@ -498,6 +598,22 @@ async def test_redis_outage_mid_crawl_loses_nothing(
     outage = [m for m in warnings_of(crawler) if "unreachable" in m]
     assert len(outage) == 1, warnings_of(crawler)
     assert "process-local store" in outage[0]
+    # Several probes failed during the outage; each only at DEBUG.
+    assert len([m for m in crawler.messages() if "redis still unreachable" in m]) >= 2
+    back = [m for m in crawler.messages(logging.INFO) if "reachable again" in m]
+    assert len(back) == 1, back
+    client = redis_client(private_redis_server)
+    try:
+        assert client.exists(RedisStorage.origin_key(origin_of(u(e, "/"))))
+        assert not client.exists(RedisStorage.origin_key(origin_of(u(c, "/"))))
+    finally:
+        client.close()
     password = private_redis_server.password
     assert password
     assert not any(password in m for m in crawler.messages())
+
+
+def _reactor() -> Any:
+    from twisted.internet import reactor
+
+    return reactor
