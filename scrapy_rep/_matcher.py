@@ -211,13 +211,6 @@ _JOINED_FIX = re.compile(rb"%|[\x80-\xff]|\$(?!\n|\Z)")
 _SPECIAL = re.compile(rb"[*$]")
 
 
-def _index_key(guard: bytes) -> bytes:
-    if len(guard) < KEY_LEN:
-        return b""
-    key = guard[:KEY_LEN]
-    return _KEYS.setdefault(key, key) if len(_KEYS) < _KEYS_LIMIT else key
-
-
 def _indexed(order: list[int], guards: list[bytes]) -> tuple[list[int], Index]:
     """Reorder *order* (positions in *guards*, by precedence) for an index."""
     if len(order) < INDEX_MIN:

@@ -167,10 +167,6 @@ def _prepare(content: bytes | bytearray | memoryview | str, max_size: int) -> tu
         data = data[3:]
     if b"\r" in data:
         data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-    if len(data) > MAX_LINE:
-        lines = data.split(b"\n")
-        if max(map(len, lines)) > MAX_LINE:
-            data = b"\n".join([line[:MAX_LINE] for line in lines])
     return data, truncated
 
 
@@ -232,7 +228,10 @@ def parse(content: bytes | bytearray | memoryview | str, max_size: int) -> Parse
     # id(run) -> (run, [(kind, value)]): extension lines, applied per group at the end
     extras: dict[int, tuple[Run, list[tuple[int, bytes]]]] = {}
 
-    for lineno, line in enumerate(data.split(b"\n"), 1):
+    lines = data.split(b"\n")
+    if len(data) > MAX_LINE and max(map(len, lines)) > MAX_LINE:
+        lines = [line[:MAX_LINE] for line in lines]
+    for lineno, line in enumerate(lines, 1):
         key, colon, value = line.partition(b":")
         if colon:
             kind = kinds.get(key)
