@@ -304,7 +304,12 @@ async def test_one_stored_copy_serves_every_product_token(
 
 
 def start_process(
-    tmp_path: Path, env: dict[str, str], store: str, tag: str, urls: list[str]
+    tmp_path: Path,
+    env: dict[str, str],
+    store: str,
+    tag: str,
+    urls: list[str],
+    extra: tuple[str, ...] = (),
 ) -> tuple[subprocess.Popen[bytes], Path, Path]:
     result = tmp_path / f"result-{tag}.json"
     log = tmp_path / f"log-{tag}.txt"
@@ -314,6 +319,7 @@ def start_process(
             sys.executable, "-m", "scrapy", "runspider", str(SPIDER_FILE),
             "-s", f"TWISTED_DNS_RESOLVER={RESOLVER_SETTING}",
             "-s", f"REP_STORAGE={store}",
+            *extra,
         ]  # fmt: skip
         proc = subprocess.Popen(
             command,
@@ -389,6 +395,68 @@ def test_two_processes_fetch_each_robots_txt_once(
         assert "robotstxt/dropped_at_close" not in stats
         fetched += stats.get("robotstxt/request_count", 0)
     assert fetched == len(hosts)
+
+
+def stored_lease_expiry(store: str, origin: str) -> float:
+    """When the fetch lease of ``origin`` in ``store`` expires (0: no lease)."""
+    if store.startswith("sqlite:"):
+        conn = sqlite3.connect(store.removeprefix("sqlite:"))
+        try:
+            row = conn.execute(
+                "SELECT expires_at FROM leases WHERE origin = ?", (origin,)
+            ).fetchone()
+        finally:
+            conn.close()
+        return 0.0 if row is None else float(row[0])
+    import redis
+
+    client = redis.Redis.from_url(store)
+    try:
+        ttl_ms = client.pttl(RedisStorage.lease_key(origin))
+    finally:
+        client.close()
+    return 0.0 if ttl_ms < 0 else time.time() + ttl_ms / 1000
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_dead_lease_holder_does_not_strand_the_others(
+    mockserver: Any,
+    run_crawl: Any,
+    host: str,
+    tmp_path: Path,
+    subprocess_env: dict[str, str],
+    store: str,
+) -> None:
+    """A crawler process is killed (SIGKILL) while it holds an origin's fetch lease
+    (REP_LEASE_TIMEOUT=3). Another crawler sharing the store waits on that lease, takes
+    it over when it expires, fetches robots.txt itself and crawls normally."""
+    hanging = {"body": DISALLOW_PRIVATE, "delay": 10}
+    mockserver.configure(host, {"robots": [hanging, {"body": DISALLOW_PRIVATE}]})
+    (tmp_path / "go").write_text("go")
+    urls = [mockserver.url(host, "/a")]
+    proc, _, log = start_process(
+        tmp_path, subprocess_env, store, "doomed", urls, ("-s", "REP_LEASE_TIMEOUT=3")
+    )
+    try:
+        await wait_until(
+            lambda: mockserver.count(host, "/robots.txt") == 1 or proc.poll() is not None,
+            "the doomed process's robots.txt request",
+            timeout=60,
+        )
+        assert proc.poll() is None, log.read_text()[-3000:]
+    finally:
+        proc.kill()
+        proc.wait()
+
+    # The dead process's lease is still in the store, so the next crawl has to wait.
+    assert stored_lease_expiry(store, origin_of(mockserver.url(host, "/"))) > time.time()
+
+    urls = [mockserver.url(host, "/b"), mockserver.url(host, "/private/c")]
+    crawler = await run_crawl(urls, settings={**REP, "REP_STORAGE": store})
+    assert mockserver.paths(host) == ["/robots.txt", "/robots.txt", "/b"]
+    assert crawler.stat("robotstxt/request_count") == 1
+    assert crawler.stat("robotstxt/forbidden") == 1
+    assert crawler.spider.response_urls == [mockserver.url(host, "/b")]
 
 
 # -- a corrupted store is a miss ----------------------------------------------------------
