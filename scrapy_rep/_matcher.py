@@ -17,7 +17,8 @@ import re
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
-from itertools import accumulate, compress, count
+from itertools import accumulate, compress, count, repeat
+from operator import add, and_, itemgetter, lshift, or_, sub
 from typing import TypeAlias
 
 __all__ = [
@@ -168,7 +169,8 @@ def match_pieces(pieces: tuple[bytes, ...], anchored: bool, path: bytes) -> bool
 # (a parsed file stays a few KiB), sorted by precedence so that the first rule
 # that matches is the deciding one (RFC 9309 §2.2.2: longest pattern, allow on a
 # tie).  Precedence and line share one integer per rule in an array:
-#     code = (len(pattern) * 2 + allow) << 33 | (LINE_MAX - line) << 1
+#     code = precedence << 33 | line << 1 | disallow,
+#     precedence = 2 * len(pattern) - disallow   (so allow wins a tie).
 #
 # Plain-prefix rules ("literals") and wildcard rules are kept apart.  A URL path
 # can match a rule only if it starts with the rule's "guard" (the pattern itself
@@ -182,7 +184,7 @@ def match_pieces(pieces: tuple[bytes, ...], anchored: bool, path: bytes) -> bool
 
 Index: TypeAlias = "dict[bytes, slice] | None"
 # (literal guards, their index, wildcard guards, their index, probes, wildcard
-#  patterns, codes: literals' then wildcards')
+#  patterns, codes: the literals' then the wildcards')
 Group: TypeAlias = tuple[
     tuple[bytes, ...],
     Index,
@@ -203,8 +205,7 @@ _KEYS: dict[bytes, bytes] = {}
 _SPLIT: dict[bytes, tuple[tuple[bytes, ...], bool]] = {}
 _CACHE_LIMIT = 4096
 _KEYS_LIMIT = 65536
-_LOW = (1 << 33) - 1  # the line part of a code
-LINE_MAX = (1 << 32) - 1  # as in _parser
+_HEAD = itemgetter(slice(0, KEY_LEN))
 # In patterns joined by "\n": octets that make a pattern need normalising or the
 # general matcher.  (A "$" at a pattern's end needs only the latter.)
 _JOINED_FIX = re.compile(rb"%|[\x80-\xff]|\$(?!\n|\Z)")
@@ -215,7 +216,7 @@ def _indexed(order: list[int], guards: list[bytes]) -> tuple[list[int], Index]:
     """Reorder *order* (positions in *guards*, by precedence) for an index."""
     if len(order) < INDEX_MIN:
         return order, None
-    keys = [guards[i][:KEY_LEN] for i in order]
+    keys = list(map(_HEAD, map(guards.__getitem__, order)))
     if min(map(len, keys)) < KEY_LEN:
         keys = [k if len(k) == KEY_LEN else b"" for k in keys]
     by_key = sorted(range(len(order)), key=keys.__getitem__)  # stable
@@ -252,11 +253,9 @@ def compile_group(
         marks = array("q", [m for r in runs for m in r[1]])
     if not patterns:
         return EMPTY_GROUP
-    # mark = line * 2 + (1 for disallow); code = precedence << 33 | line part << 1
-    codes = [
-        (len(p) * 2 + 1 - (m & 1)) << 33 | (LINE_MAX - (m >> 1)) << 1
-        for p, m in zip(patterns, marks, strict=True)
-    ]
+    # mark = line * 2 + (1 for disallow); precedence = 2 * len - that bit (in C)
+    lens = list(map(len, patterns))
+    codes = list(map(sub, map(add, lens, lens), map(and_, marks, repeat(1))))
     # Rules needing attention are found by scanning all patterns joined, in C, and
     # mapping hits back to rules through the cumulative lengths.
     joined = b"\n".join(patterns)
@@ -266,10 +265,9 @@ def compile_group(
         for i in _rules_at(ends, _JOINED_FIX.finditer(joined)):
             raw = patterns[i]
             if _PATTERN_FIX.search(raw) is not None:
-                line = LINE_MAX - (codes[i] >> 1 & LINE_MAX)
-                originals.setdefault(line, raw.decode("utf-8", "replace"))
+                originals.setdefault(marks[i] >> 1, raw.decode("utf-8", "replace"))
                 pattern = patterns[i] = _PATTERN_FIX.sub(_fix, raw)
-                codes[i] = (len(pattern) * 2 + (codes[i] >> 33 & 1)) << 33 | (codes[i] & _LOW)
+                codes[i] = 2 * len(pattern) - (marks[i] & 1)
                 ends = None
         if ends is None:
             joined = b"\n".join(patterns)
@@ -292,7 +290,9 @@ def compile_group(
     literal.sort(key=codes.__getitem__, reverse=True)
     literal, lit_index = _indexed(literal, patterns)
     lits = tuple(map(patterns.__getitem__, literal))
-    lit_codes = array("q", map(codes.__getitem__, literal))
+    # one integer per rule: precedence in the high bits, the line mark below
+    packed = list(map(or_, map(lshift, codes, repeat(33)), marks))
+    lit_codes = array("q", map(packed.__getitem__, literal))
     if not wild:
         return lits, lit_index, (), None, (), (), lit_codes
     wild.sort(key=codes.__getitem__, reverse=True)
@@ -301,7 +301,7 @@ def compile_group(
     wild_guards = [p[0] for p in pieces]
     probes = [max(p[1:], key=len, default=b"") for p in pieces]
     order, wild_index = _indexed(list(range(len(wild))), wild_guards)
-    lit_codes.extend([codes[wild[i]] for i in order])
+    lit_codes.extend([packed[wild[i]] for i in order])
     return (
         lits,
         lit_index,
@@ -393,4 +393,6 @@ def pattern_at(group: Group, n: int) -> bytes:
     lits = group[0]
     if n >= len(lits):
         return group[5][n - len(lits)]
-    return lits[n] + b"*" * ((group[6][n] >> 34) - len(lits[n]))
+    code = group[6][n]
+    length = ((code >> 33) + (code & 1)) // 2
+    return lits[n] + b"*" * (length - len(lits[n]))

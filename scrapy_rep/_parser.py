@@ -16,7 +16,7 @@ import re
 import sys
 from array import array
 
-__all__ = ["LINE_BITS", "MAX_LINE", "ParseResult", "Run", "parse"]
+__all__ = ["MAX_LINE", "ParseResult", "Run", "parse"]
 
 # Google's library cuts lines at 8 x 2083 octets (2083 = the longest URL old IE
 # accepted); anything after that on the same line is ignored.
@@ -72,8 +72,6 @@ _SIGNAL_VALUES = {b"yes": True, b"no": False}
 
 # Rules of one user-agent run: raw patterns, and per rule line * 2 + (0 for allow,
 # 1 for disallow); compiling turns these into precedence codes (see _matcher).
-LINE_BITS = 32
-LINE_MAX = (1 << LINE_BITS) - 1
 Run = tuple[list[bytes], "array[int]"]
 
 

@@ -13,7 +13,7 @@ from scrapy_rep._matcher import (
     pattern_at,
     plain_path,
 )
-from scrapy_rep._parser import LINE_MAX, SIGNAL_KEYS, Run, parse
+from scrapy_rep._parser import SIGNAL_KEYS, Run, parse
 from scrapy_rep._useragent import token_key
 
 __all__ = ["DEFAULT_MAX_SIZE", "Decision", "RobotsTxt"]
@@ -22,6 +22,9 @@ __all__ = ["DEFAULT_MAX_SIZE", "Decision", "RobotsTxt"]
 DEFAULT_MAX_SIZE = 512_000
 
 _Text: TypeAlias = str | bytes | bytearray | memoryview
+
+
+_MARK = (1 << 33) - 1  # the line mark part of a rule's code (see _matcher)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +138,7 @@ class RobotsTxt:
         else:
             path = plain_path(_text(url))
         n = best_rule(group, path)
-        if n < 0 or group[6][n] >> 33 & 1:
+        if n < 0 or not group[6][n] & 1:  # the low bit is set for disallow rules
             return True
         return _is_robots_txt(path)
 
@@ -151,9 +154,8 @@ class RobotsTxt:
         n = best_rule(group, path)
         if n < 0:
             return Decision(True, None, None, (token,), "no-matching-rule")
-        code = group[6][n]
-        allow = bool(code >> 33 & 1)
-        line = LINE_MAX - (code >> 1 & LINE_MAX)
+        allow = not group[6][n] & 1
+        line = (group[6][n] & _MARK) >> 1
         text = (self._originals or {}).get(line)
         if text is None:
             text = pattern_at(group, n).decode("ascii")
