@@ -1,13 +1,15 @@
 """Real crawls against the persistent stores (SPEC section 2 caching and unreachable
 windows, section 3 "storage"): SQLite files and a real ``redis-server``.
 
-* a second crawl within the TTL is served by the store (no robots.txt request);
+* a second crawl within the TTL is served by the store (no robots.txt request), for
+  every product token (the store keeps robots.txt, not verdicts);
 * the last good copy stored by a PREVIOUS crawl applies once the origin has been
-  unreachable for longer than ``REP_UNREACHABLE_WAIT`` (an injected ``REP_CLOCK``);
-* two crawler processes sharing a store fetch each robots.txt exactly once;
+  unreachable for longer than ``REP_UNREACHABLE_WAIT`` (an injected ``REP_CLOCK``), and
+  the unreachable state itself (since when, next retry) survives a restart;
+* two crawler processes sharing a store fetch each robots.txt exactly once; a process
+  killed while it holds a fetch lease does not strand the others;
 * a corrupted store is a cache miss (refetch), never a crash or a lost request;
-* Redis going away mid-crawl degrades to in-process state without losing requests.
-"""
+* Redis going away mid-crawl degrades to in-process state without losing requests."""
 
 from __future__ import annotations
 
