@@ -176,6 +176,15 @@ class OriginCoordinator:
             # Another process is fetching this robots.txt; watch the store for its result.
             self._arm_timer(rt, self.clock() + SHARED_POLL_INTERVAL)
             return
+        if self.storage.shared:
+            # The previous holder may have stored its result between our read and our
+            # lease: look once more so one fetch serves every process.
+            stored = self.storage.get(rt.origin)
+            if stored is not None and not self.policy.evaluate(stored, self.clock()).fetch_due:
+                self.storage.release_lease(rt.origin, self.holder)
+                rt.record = stored
+                _reactor().callLater(0, self.wake, rt.origin)
+                return
         self._cancel_timer(rt)
         rt.fetching = True
         rt.fetches += 1
