@@ -231,7 +231,7 @@ def _indexed(order: list[int], guards: list[bytes]) -> tuple[list[int], Index]:
 
 def _rules_at(ends: list[int], hits: Iterator[re.Match[bytes]]) -> list[int]:
     """Indexes of the patterns (joined by one octet; *ends* = cumulative ends) hit."""
-    return sorted({bisect_right(ends, m.start()) for m in hits})
+    return sorted(set(map(bisect_right, repeat(ends), map(re.Match.start, hits))))
 
 
 def compile_group(

@@ -220,6 +220,7 @@ def parse(content: bytes | bytearray | memoryview | str, max_size: int) -> Parse
     tokens: list[str] = []  # the user-agent run being filled
     run: Run = ([], array("q"))
     patterns, marks = run
+    add_pattern, add_mark = patterns.append, marks.append  # bound once per run
     all_runs: list[Run] = []
     in_rules = False  # a rule has been seen since the last user-agent line
     derived = 0
@@ -244,8 +245,8 @@ def parse(content: bytes | bytearray | memoryview | str, max_size: int) -> Parse
                 in_rules = True
                 value = value.strip()
                 if value:  # an empty value means "no restriction": nothing to keep
-                    patterns.append(value)
-                    marks.append(lineno * 2 + kind)
+                    add_pattern(value)
+                    add_mark(lineno * 2 + kind)
                     if kind == _ALLOW:
                         # Google/Protego: "allow: /dir/index.htm[l]" also allows "/dir/"
                         # itself, as the extra rule "allow: /dir/$".
@@ -295,6 +296,7 @@ def parse(content: bytes | bytearray | memoryview | str, max_size: int) -> Parse
             if in_rules or not tokens:
                 run = ([], array("q"))
                 patterns, marks = run
+                add_pattern, add_mark = patterns.append, marks.append
                 all_runs.append(run)
                 tokens = []
                 in_rules = False
