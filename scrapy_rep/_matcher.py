@@ -177,14 +177,16 @@ def match_pieces(pieces: tuple[bytes, ...], anchored: bool, path: bytes) -> bool
 # for a literal, the part before the first "*" for a wildcard), and
 # bytes.startswith(tuple) tests many guards in one C call.  A wildcard rule also
 # needs its "probe", the longest literal piece after the first "*", somewhere in
-# the path; only then does the general matcher run.  Large groups get an index:
+# the path; only then does the general matcher run.  Each probe's rarest octet
+# ("marker") gates a whole list: bytes.translate drops the markers from the path in
+# one C call, and if nothing was dropped no probe can be there.  Large groups get an index:
 # guards sorted by their first two octets, {octets: slice}; guards shorter than
 # that sit under b"" and are tried for every path.
 # ---------------------------------------------------------------------------
 
 Index: TypeAlias = "dict[bytes, slice] | None"
 # (literal guards, their index, wildcard guards, their index, probes, wildcard
-#  patterns, codes: the literals' then the wildcards')
+#  patterns, codes: the literals' then the wildcards', marker octets)
 Group: TypeAlias = tuple[
     tuple[bytes, ...],
     Index,
@@ -193,11 +195,12 @@ Group: TypeAlias = tuple[
     tuple[bytes, ...],
     tuple[bytes, ...],
     "array[int]",
+    bytes,
 ]
 
 KEY_LEN = 2
 INDEX_MIN = 24  # below this many guards one startswith(tuple) beats an index
-EMPTY_GROUP: Group = ((), None, (), None, (), (), array("q"))
+EMPTY_GROUP: Group = ((), None, (), None, (), (), array("q"), b"")
 # Index keys recur across groups and files: share one object per key.
 _KEYS: dict[bytes, bytes] = {}
 # Split wildcard patterns, shared: the same few ("/*?", "/*.pdf$") recur across
@@ -206,6 +209,12 @@ _SPLIT: dict[bytes, tuple[tuple[bytes, ...], bool]] = {}
 _CACHE_LIMIT = 4096
 _KEYS_LIMIT = 65536
 _HEAD = itemgetter(slice(0, KEY_LEN))
+_SCAN = 6  # lists up to this long are scanned linearly
+# How common an octet is in URL paths, for picking a probe's marker octet: query
+# punctuation is rare, then ".-_", then letters and digits, "/" is everywhere.
+_RARITY = [
+    2 if chr(o).isalnum() else 1 if o in b"._-" else 3 if o == 0x2F else 0 for o in range(256)
+]
 # In patterns joined by "\n": octets that make a pattern need normalising or the
 # general matcher.  (A "$" at a pattern's end needs only the latter.)
 _JOINED_FIX = re.compile(rb"%|[\x80-\xff]|\$(?!\n|\Z)")
@@ -294,7 +303,7 @@ def compile_group(
     packed = list(map(or_, map(lshift, codes, repeat(33)), marks))
     lit_codes = array("q", map(packed.__getitem__, literal))
     if not wild:
-        return lits, lit_index, (), None, (), (), lit_codes
+        return lits, lit_index, (), None, (), (), lit_codes, b""
     wild.sort(key=codes.__getitem__, reverse=True)
     fulls = [patterns[i] for i in wild]
     pieces = [split_pattern(f)[0] for f in fulls]
@@ -310,7 +319,13 @@ def compile_group(
         tuple([strings.setdefault(probes[i], probes[i]) for i in order]),
         tuple(map(fulls.__getitem__, order)),
         lit_codes,
+        bytes([_marker(probes[i]) for i in order]),
     )
+
+
+def _marker(probe: bytes) -> int:
+    """The octet of *probe* least likely to be in a URL path (0 for no probe)."""
+    return min(probe, key=_RARITY.__getitem__, default=0)
 
 
 def _split(full: bytes) -> tuple[tuple[bytes, ...], bool]:
@@ -327,17 +342,30 @@ def _first_literal(guards: tuple[bytes, ...], start: int, path: bytes) -> int:
 
     bytes.startswith(tuple) rejects most paths in one C call.
     """
-    if path.startswith(guards):
-        for i, guard in enumerate(guards, start):
-            if path.startswith(guard):
-                return i
-    return -1
+    if not path.startswith(guards):
+        return -1
+    lo, hi = 0, len(guards)
+    # Narrow a long list by halves (each test one C call over a slice) before the
+    # linear scan: the first match is what we want, the list is precedence-ordered.
+    while hi - lo > _SCAN:
+        mid = (lo + hi) // 2
+        if path.startswith(guards[lo:mid]):
+            hi = mid
+        else:
+            lo = mid
+    for i in range(lo, hi):
+        if path.startswith(guards[i]):
+            return start + i
+    return -1  # not reached: some guard in [lo, hi) matches
 
 
 def _first_wild(group: Group, sl: slice, path: bytes, floor: int) -> int:
     guards = group[2][sl]
     if not path.startswith(guards):
         return -1
+    marks = group[7][sl]
+    if 0 not in marks and len(path.translate(None, marks)) == len(path):
+        return -1  # the path holds no rule's marker octet: no probe can occur in it
     fulls, codes = group[5], group[6]
     base = len(group[0])
     # Only rules whose probe occurs in the path are candidates; C-level filter.
@@ -356,7 +384,7 @@ _ALL = slice(None)
 
 def best_rule(group: Group, path: bytes) -> int:
     """Position (in the group's codes) of the deciding rule for *path*, or -1."""
-    lits, lit_index, wilds, wild_index, _, _, codes = group
+    lits, lit_index, wilds, wild_index, _, _, codes, _ = group
     if lit_index is None:
         best = _first_literal(lits, 0, path) if lits else -1
     else:

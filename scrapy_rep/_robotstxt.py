@@ -137,6 +137,8 @@ class RobotsTxt:
             path = (text if text[:1] == "/" else "/" + text).encode("ascii")
         else:
             path = plain_path(_text(url))
+        if group[1] is None and not path.startswith(group[0]) and not path.startswith(group[2]):
+            return True  # small group, and no rule's literal start matches: allowed
         n = best_rule(group, path)
         if n < 0 or not group[6][n] & 1:  # the low bit is set for disallow rules
             return True
