@@ -23,16 +23,15 @@ from typing import TypeAlias
 
 __all__ = [
     "EMPTY_GROUP",
+    "ESCAPE",
     "Group",
     "best_rule",
     "compile_group",
+    "fix_escape",
     "match_pieces",
-    "normalise_path",
     "normalise_pattern",
     "pattern_at",
-    "plain_path",
     "split_pattern",
-    "url_path",
 ]
 
 # RFC 3986 §2.3 unreserved characters: their %XX form equals the character itself.
@@ -42,39 +41,14 @@ _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01
 # unreserved characters (2D 2E 30-39 41-5A 5F 61-7A 7E).  Escapes already in
 # canonical form (upper-case, reserved or non-ASCII: "%2F", "%E3") are left alone,
 # so a pattern full of them costs one regex scan and no Python callback.
-_ESCAPE = rb"%(?:[0-9A-Fa-f][a-f]|[a-f][0-9A-F]|2[DE]|3[0-9]|4[1-9A-F]|5[0-9AF]|6[1-9A-F]|7[0-9AE])"
+ESCAPE = rb"%(?:[0-9A-Fa-f][a-f]|[a-f][0-9A-F]|2[DE]|3[0-9]|4[1-9A-F]|5[0-9AF]|6[1-9A-F]|7[0-9AE])"
 # In a pattern: those escapes, non-ASCII octets to escape, and a "$" that is not
 # the final character (only a final "$" anchors; elsewhere it is a literal "$",
 # which a URL carries as %24 after normalise_path).
-_PATTERN_FIX = re.compile(_ESCAPE + rb"|[\x80-\xff]|\$(?!\Z)")
-# In a URL: the same, plus literal "*" and "$", which must not look like pattern
-# syntax; RFC 9309 §2.2.3 (Figure 6) says %2A and %24 in a rule match them.
-_PATH_FIX = re.compile(_ESCAPE + rb"|[\x80-\xff*$]")
-
-# scheme "://" authority, or a network-path reference "//" authority (RFC 3986 §4.2),
-# then the path and query as group 1 (the fragment is never sent to a server).
-_AUTHORITY = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.\-]*:)?//[^/?#]*([^#]*)")
+_PATTERN_FIX = re.compile(ESCAPE + rb"|[\x80-\xff]|\$(?!\Z)")
 
 
-# The fast path of a check: path and query of an absolute or path-only URL that
-# needs no normalisation (ASCII, no "%", no "*" or "$"), in one regex call.
-_PLAIN = re.compile(
-    r"(?:(?:[A-Za-z][A-Za-z0-9+.\-]*:)?//[^/?#]*)?([^#%*$\x80-\U0010ffff]*)(?:#|\Z)"
-)
-
-
-def plain_path(url: str) -> bytes:
-    """Normalised path+query of *url* (see url_path and normalise_path)."""
-    m = _PLAIN.match(url)
-    if m is None:
-        return normalise_path(url_path(url))
-    path = m.group(1)
-    if path[:1] != "/":
-        path = "/" + path
-    return path.encode("ascii")
-
-
-def _fix(match: re.Match[bytes]) -> bytes:
+def fix_escape(match: re.Match[bytes]) -> bytes:
     text = match.group()
     if len(text) == 1:
         # a raw octet that must be escaped ("$" and "*" only reach here from a path)
@@ -97,35 +71,7 @@ def normalise_pattern(raw: bytes) -> bytes:
         return raw
     if _PATTERN_FIX.search(raw) is None:
         return raw
-    return _PATTERN_FIX.sub(_fix, raw)
-
-
-def normalise_path(path: str) -> bytes:
-    """Canonical form of a URL path+query, comparable with normalise_pattern output.
-
-    Patterns and paths are kept as ASCII bytes: a bytes object is 16 bytes smaller
-    than the equivalent str, which adds up over hundreds of thousands of rules.
-    """
-    if path.isascii() and "%" not in path and "*" not in path and "$" not in path:
-        return path.encode("ascii")
-    raw = path.encode("utf-8", "surrogatepass")
-    if _PATH_FIX.search(raw) is None:
-        return raw
-    return _PATH_FIX.sub(_fix, raw)
-
-
-def url_path(url: str) -> str:
-    """The path plus ``?query`` of *url* (no fragment); an empty path is ``/``.
-
-    *url* may be absolute (``https://h/p?q``), network-path (``//h/p``) or a path.
-    Anything else is taken as a path missing its leading slash.
-    """
-    if url[:1] == "/" and url[1:2] != "/":
-        hash_at = url.find("#")
-        return url if hash_at < 0 else url[:hash_at]
-    m = _AUTHORITY.match(url)
-    rest = m.group(1) if m else url.partition("#")[0]
-    return rest if rest[:1] == "/" else "/" + rest
+    return _PATTERN_FIX.sub(fix_escape, raw)
 
 
 def split_pattern(pattern: bytes) -> tuple[tuple[bytes, ...], bool]:
@@ -275,7 +221,7 @@ def compile_group(
             raw = patterns[i]
             if _PATTERN_FIX.search(raw) is not None:
                 originals.setdefault(marks[i] >> 1, raw.decode("utf-8", "replace"))
-                pattern = patterns[i] = _PATTERN_FIX.sub(_fix, raw)
+                pattern = patterns[i] = _PATTERN_FIX.sub(fix_escape, raw)
                 codes[i] = 2 * len(pattern) - (marks[i] & 1)
                 ends = None
         if ends is None:

@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from scrapy_rep._matcher import (
-    match_pieces,
-    normalise_path,
-    normalise_pattern,
-    plain_path,
-    split_pattern,
-    url_path,
-)
+from scrapy_rep._matcher import match_pieces, normalise_pattern, split_pattern
+from scrapy_rep._robotstxt import normalise_path, plain_path, url_path
 
 
 def matches(pattern: bytes, path: bytes) -> bool:

@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scrapy_rep import RobotsTxt
-from scrapy_rep._matcher import match_pieces, normalise_path, split_pattern
+from scrapy_rep._matcher import match_pieces, split_pattern
+from scrapy_rep._robotstxt import normalise_path
 
 UNRESERVED = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"
 
