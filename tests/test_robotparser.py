@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest_twisted
 from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware
 from scrapy.robotstxt import RobotParser as ScrapyRobotParser
 from scrapy.utils.misc import build_from_crawler, load_object
@@ -46,3 +49,28 @@ def test_stock_middleware_uses_it() -> None:
     assert mw._parserimpl is RobotParser
     parser = mw._parserimpl.from_crawler(crawler, BODY)
     assert not parser.allowed("https://example.com/anything", "SomeBot")
+
+
+@pytest_twisted.ensureDeferred
+async def test_real_crawl_with_stock_middleware(mockserver: Any, run_crawl: Any, host: str) -> None:
+    """A whole crawl: Scrapy's own RobotsTxtMiddleware with this parser plugged in.
+
+    Uses the shared crawl harness (tests/conftest.py) only through its fixtures.
+    """
+    mockserver.configure(
+        host,
+        {
+            "robots": {
+                "body": "User-agent: *\nDisallow: /\n\nUser-agent: mybot\nDisallow: /private\n"
+            }
+        },
+    )
+    crawler = await run_crawl(
+        [mockserver.url(host, "/ok"), mockserver.url(host, "/private/x")],
+        settings={
+            "ROBOTSTXT_PARSER": "scrapy_rep.RobotParser",
+            "USER_AGENT": "MyBot/1.0 (+https://mybot.example)",
+        },
+    )
+    assert crawler.spider.response_urls == [mockserver.url(host, "/ok")]
+    assert crawler.stat("robotstxt/forbidden") == 1
