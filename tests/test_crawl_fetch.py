@@ -192,10 +192,12 @@ async def test_max_age_expiry_refetches_mid_crawl(
     assert crawler.stat("robotstxt/refetch") == 1
     assert sorted(pages_of(mockserver, host)) == ["/new-0", "/new-1", "/old-2"]
     assert crawler.stat("robotstxt/forbidden") == 3
-    # /new-1 was decided by the old rules: it reached the server after the refetch
-    # started and before the server answered it (the answer was held 1 s).
+    # /new-1 was decided by the old rules: it is the request that found the copy expired
+    # and started the refetch, and it reached the server before the refetch was answered
+    # (the answer was held 1 s). It races the refetch to the server, so only the upper
+    # bound is certain.
     new_1 = times_of(mockserver, host, "/new-1")[0]
-    assert robots_t[1] <= new_1 < robots_t[1] + 1.0
+    assert new_1 < robots_t[1] + 1.0
     assert times_of(mockserver, host, "/old-2")[0] >= robots_t[1] + 1.0
 
 
