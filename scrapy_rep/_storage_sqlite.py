@@ -92,14 +92,21 @@ class SqliteStorage:
     @classmethod
     def from_spec(cls, spec: str, settings: Mapping[str, Any] | None = None) -> SqliteStorage:
         """``sqlite`` (project data dir), ``sqlite:PATH`` or ``sqlite:///abs/path``."""
-        return cls(cls.path_from_spec(spec))
+        path = cls.path_from_spec(spec)
+        assert path is not None  # create=True always finds a place
+        return cls(path)
 
     @staticmethod
-    def path_from_spec(spec: str) -> Path:
+    def path_from_spec(spec: str, *, create: bool = True) -> Path | None:
+        """The store file ``spec`` names. ``create=False`` creates no directory (for
+        read-only callers) and answers None when no project data dir can be found."""
         scheme, _, rest = spec.partition(":")
         if scheme.lower() != "sqlite":
             raise SettingError(f"REP_STORAGE: not a sqlite spec: {spec!r}")
         if not rest:
+            if not create:
+                data_dir = _project_data_dir_no_create()
+                return None if data_dir is None else data_dir / DEFAULT_FILENAME
             from scrapy.utils.project import data_path
 
             # data_path() creates the *directory* it returns, so ask for the data dir
@@ -347,3 +354,46 @@ class SqliteStorage:
 def _is_corruption(exc: sqlite3.Error) -> bool:
     text = str(exc).lower()
     return "malformed" in text or "not a database" in text or "corrupt" in text
+
+
+def _project_data_dir_no_create() -> Path | None:
+    """Where ``scrapy.utils.project.data_path`` would put files, without creating it."""
+    import os
+
+    from scrapy.utils.conf import closest_scrapy_cfg, get_config
+    from scrapy.utils.project import DATADIR_CFG_SECTION, inside_project
+
+    if not inside_project():
+        return Path(".scrapy").absolute()
+    project = os.environ.get("SCRAPY_PROJECT", "default")
+    cfg = get_config()
+    if cfg.has_option(DATADIR_CFG_SECTION, project):
+        return Path(cfg.get(DATADIR_CFG_SECTION, project)).absolute()
+    scrapy_cfg = closest_scrapy_cfg()
+    if not scrapy_cfg:
+        return None
+    return (Path(scrapy_cfg).parent / ".scrapy").resolve()
+
+
+def read_records_read_only(path: Path, origins: list[str]) -> dict[str, OriginRecord | None]:
+    """Read records without writing anything (no schema set-up, no lease clean-up).
+
+    Without a ``-wal`` file no writer is active and ``immutable`` reads without creating
+    ``-wal``/``-shm`` files; with one, ``mode=ro`` sees what the writer has committed.
+    Origins without a row are left out; a row that does not decode maps to None.
+    Raises ``sqlite3.Error`` when the file is not a store of this schema version.
+    """
+    flag = "mode=ro" if Path(f"{path}-wal").exists() else "immutable=1"
+    conn = sqlite3.connect(f"{path.absolute().as_uri()}?{flag}", uri=True, timeout=3.0)
+    try:
+        version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if version is None or str(version[0]) != str(DB_SCHEMA_VERSION):
+            raise sqlite3.DatabaseError(f"unknown schema version {version}")
+        result: dict[str, OriginRecord | None] = {}
+        for origin in origins:
+            row = conn.execute("SELECT record FROM origins WHERE origin = ?", (origin,)).fetchone()
+            if row is not None:
+                result[origin] = unpack_record(row[0])
+        return result
+    finally:
+        conn.close()

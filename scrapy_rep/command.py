@@ -11,7 +11,6 @@ reported as what a crawl would do now: hold the requests, and what applies later
 
 from __future__ import annotations
 
-import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -46,7 +45,7 @@ from scrapy_rep._origin import origin_of, robots_url
 from scrapy_rep._policy import DISALLOW_ALL, FALLBACK, STALE, FetchOutcome, RobotsPolicy
 from scrapy_rep._records import ALLOW_ALL, RULES, UNREACHABLE
 from scrapy_rep._robotstxt import RobotsTxt
-from scrapy_rep._storage_codec import unpack_record
+from scrapy_rep._store_view import read_store
 from scrapy_rep._useragent import product_token
 
 if TYPE_CHECKING:
@@ -60,7 +59,6 @@ if TYPE_CHECKING:
 # itself and could hold the command's own requests.
 _FORCED_PRIORITY = 100
 _BROWSER_TOKENS = frozenset({"mozilla", "opera", "safari", "chrome", "applewebkit"})
-_SQLITE_FILENAME = "scrapy_rep.sqlite3"  # as _storage_sqlite.DEFAULT_FILENAME
 
 
 class _RobotsFetchSpider(Spider):
@@ -213,7 +211,7 @@ class RobotsCommand(ScrapyCommand):
             by_url.append((url, origin))
         # Read the store before fetching, so the state shown is what a crawl starting
         # now would find.
-        stored = _read_store(self.settings, config, origins)
+        stored = read_store(self.settings, config, origins)
         outcomes = self._fetch_all(origins)
         if outcomes is None:
             return None
@@ -353,115 +351,6 @@ def _url_result(
 def _fallback_reason(verdict: Verdict) -> Verdict:
     reason = "fallback-allow" if verdict.verdict == ALLOWED else "fallback-disallow"
     return Verdict(verdict.verdict, reason=reason)
-
-
-# -- the store, read-only ----------------------------------------------------------------
-
-
-def _read_store(
-    settings: BaseSettings, config: Config, origins: list[str]
-) -> dict[str, StoredState] | None:
-    """What the configured store holds per origin; None when no store is configured.
-
-    A store counts as configured when REP_STORAGE is set (project settings or -s), or
-    inside a project, where crawls use the default SQLite store.
-    """
-    from scrapy.utils.project import inside_project
-
-    if settings.getpriority("REP_STORAGE") is None and not inside_project():
-        return None
-    spec = config.storage
-    lowered = spec.lower()
-    if lowered == "memory":
-        state = StoredState("memory", note="a memory store keeps nothing between runs")
-        return dict.fromkeys(origins, state)
-    if lowered == "sqlite" or lowered.startswith("sqlite:"):
-        return _read_sqlite(spec, origins)
-    return _read_other(settings, config, origins)
-
-
-def _read_sqlite(spec: str, origins: list[str]) -> dict[str, StoredState]:
-    path = _sqlite_path(spec)
-    if path is None:
-        state = StoredState("sqlite", note="no project data directory")
-        return dict.fromkeys(origins, state)
-    description = f"sqlite {path}"
-    if not path.exists():
-        # Opening it with SqliteStorage would create it: the command must not.
-        state = StoredState(description, note=f"{path} does not exist")
-        return dict.fromkeys(origins, state)
-    # SqliteStorage's own open writes (schema check, expired-lease clean-up), so read
-    # the file directly, read-only. Without a -wal file no writer is active and
-    # "immutable" reads without creating -wal/-shm files next to the store; with one,
-    # "mode=ro" sees what the writer has committed to its WAL.
-    wal = Path(f"{path}-wal")
-    flag = "mode=ro" if wal.exists() else "immutable=1"
-    result: dict[str, StoredState] = {}
-    try:
-        conn = sqlite3.connect(f"{path.absolute().as_uri()}?{flag}", uri=True, timeout=3.0)
-        try:
-            version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            if version is None or str(version[0]) != "1":
-                raise sqlite3.DatabaseError(f"unknown schema version {version}")
-            for origin in origins:
-                row = conn.execute(
-                    "SELECT record FROM origins WHERE origin = ?", (origin,)
-                ).fetchone()
-                record = None if row is None else unpack_record(row[0])
-                note = "" if row is None or record is not None else "unreadable entry"
-                result[origin] = StoredState(description, record, note)
-        finally:
-            conn.close()
-    except sqlite3.Error as exc:
-        state = StoredState(description, note=f"cannot read the store: {exc}")
-        return dict.fromkeys(origins, state)
-    return result
-
-
-def _sqlite_path(spec: str) -> Path | None:
-    """Where ``SqliteStorage.from_spec(spec)`` puts the file, without creating anything.
-
-    ``SqliteStorage.path_from_spec`` creates the data directory for plain ``sqlite``
-    (and Scrapy's ``project_data_dir`` does too), so that case is worked out here.
-    """
-    from scrapy_rep._storage_sqlite import SqliteStorage
-
-    _, _, rest = spec.partition(":")
-    if rest:
-        return SqliteStorage.path_from_spec(spec)
-    from scrapy.utils.conf import closest_scrapy_cfg, get_config
-    from scrapy.utils.project import DATADIR_CFG_SECTION, inside_project
-
-    if not inside_project():
-        return Path(".scrapy", _SQLITE_FILENAME).absolute()
-    import os
-
-    project = os.environ.get("SCRAPY_PROJECT", "default")
-    cfg = get_config()
-    if cfg.has_option(DATADIR_CFG_SECTION, project):
-        return Path(cfg.get(DATADIR_CFG_SECTION, project)).absolute() / _SQLITE_FILENAME
-    scrapy_cfg = closest_scrapy_cfg()
-    if not scrapy_cfg:
-        return None
-    return (Path(scrapy_cfg).parent / ".scrapy").resolve() / _SQLITE_FILENAME
-
-
-def _read_other(
-    settings: BaseSettings, config: Config, origins: list[str]
-) -> dict[str, StoredState]:
-    """Redis or a custom class: through the store interface, calling only ``get``."""
-    from scrapy_rep._storage import create_storage
-
-    try:
-        store = create_storage(config, settings)
-    except Exception as exc:  # a broken store must not hide the robots.txt verdicts
-        state = StoredState(config.storage.split("@")[-1], note=f"cannot open the store: {exc}")
-        return dict.fromkeys(origins, state)
-    try:
-        description = store.describe()
-        return {origin: StoredState(description, store.get(origin)) for origin in origins}
-    finally:
-        store.close()
 
 
 __all__ = ["RobotsCommand"]

@@ -1,0 +1,84 @@
+"""What a configured store holds per origin, read without writing (for ``scrapy robots``).
+
+The command must never change a crawl's state: an SQLite file is opened read-only and
+one that does not exist is not created; other stores are only asked ``get``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import TYPE_CHECKING
+
+from scrapy_rep._command_output import StoredState
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+    from scrapy_rep._config import Config
+
+
+def read_store(
+    settings: BaseSettings, config: Config, origins: list[str]
+) -> dict[str, StoredState] | None:
+    """What the configured store holds per origin; None when no store is configured.
+
+    A store counts as configured when REP_STORAGE is set (project settings or -s), or
+    inside a project, where crawls use the default SQLite store.
+    """
+    from scrapy.utils.project import inside_project
+
+    if settings.getpriority("REP_STORAGE") is None and not inside_project():
+        return None
+    spec = config.storage
+    lowered = spec.lower()
+    if lowered == "memory":
+        state = StoredState("memory", note="a memory store keeps nothing between runs")
+        return dict.fromkeys(origins, state)
+    if lowered == "sqlite" or lowered.startswith("sqlite:"):
+        return _read_sqlite(spec, origins)
+    return _read_other(settings, config, origins)
+
+
+def _read_sqlite(spec: str, origins: list[str]) -> dict[str, StoredState]:
+    from scrapy_rep._storage_sqlite import SqliteStorage, read_records_read_only
+
+    path = SqliteStorage.path_from_spec(spec, create=False)
+    if path is None:
+        state = StoredState("sqlite", note="no project data directory")
+        return dict.fromkeys(origins, state)
+    description = f"sqlite {path}"
+    if not path.exists():
+        # Opening it with SqliteStorage would create it: the command must not.
+        state = StoredState(description, note=f"{path} does not exist")
+        return dict.fromkeys(origins, state)
+    try:
+        records = read_records_read_only(path, origins)
+    except sqlite3.Error as exc:
+        state = StoredState(description, note=f"cannot read the store: {exc}")
+        return dict.fromkeys(origins, state)
+    result: dict[str, StoredState] = {}
+    for origin in origins:
+        if origin not in records:
+            result[origin] = StoredState(description)
+        else:
+            record = records[origin]
+            result[origin] = StoredState(description, record, "" if record else "unreadable entry")
+    return result
+
+
+def _read_other(
+    settings: BaseSettings, config: Config, origins: list[str]
+) -> dict[str, StoredState]:
+    """Redis or a custom class: through the store interface, calling only ``get``."""
+    from scrapy_rep._storage import create_storage
+
+    try:
+        store = create_storage(config, settings)
+    except Exception as exc:  # a broken store must not hide the robots.txt verdicts
+        state = StoredState(config.storage.split("@")[-1], note=f"cannot open the store: {exc}")
+        return dict.fromkeys(origins, state)
+    try:
+        description = store.describe()
+        return {origin: StoredState(description, store.get(origin)) for origin in origins}
+    finally:
+        store.close()
