@@ -163,8 +163,6 @@ def _prepare(content: bytes | bytearray | memoryview | str, max_size: int) -> tu
     data, truncated = _limit(_to_bytes(content), max_size)
     if data.startswith(_BOM):
         data = data[3:]
-    if b"\r" in data:
-        data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
     return data, truncated
 
 
@@ -227,7 +225,7 @@ def parse(content: bytes | bytearray | memoryview | str, max_size: int) -> Parse
     # id(run) -> (run, [(kind, value)]): extension lines, applied per group at the end
     extras: dict[int, tuple[Run, list[tuple[int, bytes]]]] = {}
 
-    lines = data.split(b"\n")
+    lines = data.splitlines()  # for bytes: LF, CRLF and CR only, in one pass
     if len(data) > MAX_LINE and max(map(len, lines)) > MAX_LINE:
         lines = [line[:MAX_LINE] for line in lines]
     for lineno, line in enumerate(lines, 1):
