@@ -82,6 +82,9 @@ def cause(body: bytes, url: str, ours: RobotsTxt, agent: str) -> str:
         return "literal * or $ in the URL compared as %2A / %24 (RFC 9309 §2.2.3)"
     if any(c in path for c in ' \\{}|^`"<>'):
         return "URL characters the binding's WHATWG URL parser escapes or rewrites"
+    segments = path.split("?")[0].split("/")
+    if "." in segments or ".." in segments:
+        return "dot segments ('.', '..') the binding's WHATWG URL parser removes"
     if path.endswith("?"):
         return "an empty query keeps its '?' (the binding's WHATWG URL parser drops it)"
     if decision.reason == "rule" and "$" in rule[:-1]:
