@@ -45,14 +45,15 @@ ESCAPE = rb"%(?:[0-9A-Fa-f][a-f]|[a-f][0-9A-F]|2[DE]|3[0-9]|4[1-9A-F]|5[0-9AF]|6
 # In a pattern: those escapes, non-ASCII octets to escape, and a "$" that is not
 # the final character (only a final "$" anchors; elsewhere it is a literal "$",
 # which a URL carries as %24 after normalise_path).
-_PATTERN_FIX = re.compile(ESCAPE + rb"|[\x80-\xff]|\$(?!\Z)")
+_PATTERN_FIX = re.compile(ESCAPE + rb"|[\x80-\xff]+|\$(?!\Z)")
 
 
 def fix_escape(match: re.Match[bytes]) -> bytes:
     text = match.group()
-    if len(text) == 1:
-        # a raw octet that must be escaped ("$" and "*" only reach here from a path)
-        return b"%%%02X" % text[0]
+    if text[0] != 0x25:
+        # raw octets that must be escaped: a run of non-ASCII ones, or a "$" or "*"
+        # (those two only reach here from a path)
+        return b"%" + text.hex("%").upper().encode("ascii")
     value = int(text[1:], 16)
     if value in _UNRESERVED:
         return bytes((value,))
@@ -156,14 +157,12 @@ _CACHE_LIMIT = 4096
 _KEYS_LIMIT = 65536
 _HEAD = itemgetter(slice(0, KEY_LEN))
 _SCAN = 6  # lists up to this long are scanned linearly
-# How common an octet is in URL paths, for picking a probe's marker octet: query
-# punctuation is rare, then ".-_", then letters and digits, "/" is everywhere.
-_RARITY = [
-    2 if chr(o).isalnum() else 1 if o in b"._-" else 3 if o == 0x2F else 0 for o in range(256)
-]
+# Octets to pass over when picking a probe's marker (see _marker), commonest last.
+_ALNUM = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+_COMMONER = (_ALNUM + b"._-/", _ALNUM + b"/", b"/")
 # In patterns joined by "\n": octets that make a pattern need normalising or the
 # general matcher.  (A "$" at a pattern's end needs only the latter.)
-_JOINED_FIX = re.compile(rb"%|[\x80-\xff]|\$(?!\n|\Z)")
+_JOINED_FIX = re.compile(ESCAPE + rb"|[\x80-\xff]|\$(?!\n|\Z)")
 _SPECIAL = re.compile(rb"[*$]")
 
 
@@ -215,8 +214,10 @@ def compile_group(
     # mapping hits back to rules through the cumulative lengths.
     joined = b"\n".join(patterns)
     ends: list[int] | None = None
-    if not joined.isascii() or b"%" in joined or b"$" in joined:
-        ends = list(accumulate([len(p) + 1 for p in patterns]))
+    dollars = joined.count(b"$")
+    mid_dollar = dollars and dollars != joined.count(b"$\n") + joined.endswith(b"$")
+    if (not joined.isascii() or b"%" in joined or mid_dollar) and _JOINED_FIX.search(joined):
+        ends = list(accumulate(map(add, lens, repeat(1))))
         for i in _rules_at(ends, _JOINED_FIX.finditer(joined)):
             raw = patterns[i]
             if _PATTERN_FIX.search(raw) is not None:
@@ -229,7 +230,7 @@ def compile_group(
     wild: list[int] = []
     if b"*" in joined or b"$" in joined:
         if ends is None:
-            ends = list(accumulate([len(p) + 1 for p in patterns]))
+            ends = list(accumulate(map(add, map(len, patterns), repeat(1))))
         for i in _rules_at(ends, _SPECIAL.finditer(joined)):
             pattern = patterns[i]
             stem = pattern if pattern.endswith(b"$") else pattern.rstrip(b"*")
@@ -270,8 +271,13 @@ def compile_group(
 
 
 def _marker(probe: bytes) -> int:
-    """The octet of *probe* least likely to be in a URL path (0 for no probe)."""
-    return min(probe, key=_RARITY.__getitem__, default=0)
+    """An octet of *probe* unlikely to be in a URL path (0 for no probe): query
+    punctuation first, then ".-_", then letters and digits, "/" last."""
+    for common in _COMMONER:
+        rare = probe.translate(None, common)
+        if rare:
+            return rare[0]
+    return probe[0] if probe else 0
 
 
 def _split(full: bytes) -> tuple[tuple[bytes, ...], bool]:

@@ -23,7 +23,7 @@ _Text: TypeAlias = str | bytes | bytearray | memoryview
 # URLs are normalised like patterns (RFC 9309 §2.2.2, see _matcher): escapes that
 # change, non-ASCII octets, plus literal "*" and "$", which must not look like
 # pattern syntax; RFC 9309 §2.2.3 (Figure 6) says %2A and %24 in a rule match them.
-_PATH_FIX = re.compile(ESCAPE + rb"|[\x80-\xff*$]")
+_PATH_FIX = re.compile(ESCAPE + rb"|[\x80-\xff]+|[*$]")
 
 # scheme "://" authority, or a network-path reference "//" authority (RFC 3986 §4.2),
 # then the path and query as group 1 (the fragment is never sent to a server).
