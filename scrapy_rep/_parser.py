@@ -215,7 +215,9 @@ def parse(content: bytes | bytearray | memoryview | str, max_size: int) -> Parse
     groups = res.groups
     originals = res.originals
     kinds = _KINDS
-    tokens: list[str] = []  # the user-agent run being filled
+    # tokens of the user-agent run being filled (a dict: constant-time membership,
+    # so a run of thousands of user-agent lines stays linear)
+    tokens: dict[str, None] = {}
     run: Run = ([], array("q"))
     patterns, marks = run
     add_pattern, add_mark = patterns.append, marks.append  # bound once per run
@@ -296,7 +298,7 @@ def parse(content: bytes | bytearray | memoryview | str, max_size: int) -> Parse
                 patterns, marks = run
                 add_pattern, add_mark = patterns.append, marks.append
                 all_runs.append(run)
-                tokens = []
+                tokens = {}
                 in_rules = False
             if value[:1] == b"*" and (len(value) == 1 or value[1:2].isspace()):
                 # Google: "*" followed by anything after whitespace is still global.
@@ -305,7 +307,7 @@ def parse(content: bytes | bytearray | memoryview | str, max_size: int) -> Parse
                 match = _UA_TOKEN.match(value)
                 token = sys.intern(match.group().decode("ascii").lower()) if match else ""
             if token not in tokens:
-                tokens.append(token)
+                tokens[token] = None
                 runs = groups.get(token)
                 if runs is None:
                     groups[token] = [run]

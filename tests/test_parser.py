@@ -362,3 +362,15 @@ def test_product_token() -> None:
     assert product_token(b"my_bot-x 1") == "my_bot-x"
     assert product_token("") == ""
     assert product_token("1bot") == ""
+
+
+def test_long_user_agent_run_shares_its_rules() -> None:
+    names = [
+        f"bot{chr(97 + i % 26)}{chr(97 + i // 26 % 26)}{chr(97 + i // 676)}" for i in range(3000)
+    ]
+    body = "".join(f"User-agent: {name}\n" for name in names) + "Disallow: /x\nCrawl-delay: 1\n"
+    robots = rt(body)
+    assert not robots.allowed("/x", names[0])
+    assert not robots.allowed("/x", names[-1])
+    assert robots.crawl_delay(names[1234]) == 1.0
+    assert robots.allowed("/x", "other")
