@@ -312,16 +312,25 @@ def _first_literal(guards: tuple[bytes, ...], start: int, path: bytes) -> int:
 
 
 def _first_wild(group: Group, sl: slice, path: bytes, floor: int) -> int:
+    """Position of the best wildcard rule of one list matching *path*, or -1.
+
+    Only rules whose precedence is above *floor* are considered.  Cheap tests
+    first: the list's best precedence, its guards, its marker octets.
+    """
+    start = sl.start or 0
+    base = len(group[0])
+    codes = group[6]
+    if codes[base + start] >> 33 <= floor:
+        return -1  # even the list's most specific rule cannot beat what was found
     guards = group[2][sl]
     if not path.startswith(guards):
         return -1
     marks = group[7][sl]
     if 0 not in marks and len(path.translate(None, marks)) == len(path):
         return -1  # the path holds no rule's marker octet: no probe can occur in it
-    fulls, codes = group[5], group[6]
-    base = len(group[0])
+    fulls = group[5]
     # Only rules whose probe occurs in the path are candidates; C-level filter.
-    for i in compress(count(sl.start or 0), map(path.__contains__, group[4][sl])):
+    for i in compress(count(start), map(path.__contains__, group[4][sl])):
         if codes[base + i] >> 33 <= floor:
             break
         if path.startswith(group[2][i]):
