@@ -120,27 +120,39 @@ class OriginCoordinator:
     def held_count(self) -> int:
         return sum(len(rt.held) for rt in self.origins.values())
 
-    def evaluate(self, origin: str) -> Evaluation:
-        """The origin's state now; starts a fetch or a timer when one is due."""
+    def evaluate(self, origin: str, *, reread: bool = False) -> Evaluation:
+        """The origin's state now; starts a fetch or a timer when one is due.
+
+        ``reread`` refreshes the record from a shared store first (timer polls). Each
+        store read costs a round trip (Redis) or a query (SQLite), so a record read in
+        this call is never read again in it.
+        """
         rt = self.runtime(origin)
+        just_read = False
         if not rt.loaded:
             rt.record = self.storage.get(origin)
-            rt.loaded = True
+            rt.loaded = just_read = True
             if rt.record is not None:
                 self._inc("robotstxt/cache_hit")
+        elif reread and self.storage.shared and not rt.fetching:
+            just_read = self._refresh(rt)
         evaluation = self.policy.evaluate(rt.record, self.clock())
-        if evaluation.fetch_due and not rt.fetching and self.storage.shared:
+        if evaluation.fetch_due and not rt.fetching and self.storage.shared and not just_read:
             # Another process may already have refreshed it.
-            stored = self.storage.get(origin)
-            if stored is not None and stored != rt.record:
-                rt.record = stored
-                evaluation = self.policy.evaluate(stored, self.clock())
+            just_read = self._refresh(rt)
+            evaluation = self.policy.evaluate(rt.record, self.clock())
         if evaluation.fetch_due and not rt.fetching:
-            self._start_fetch(rt)
+            self._start_fetch(rt, just_read=just_read)
         elif not evaluation.ready and not rt.fetching:
             self._arm_timer(rt, evaluation.wake_at)
         self._note_source(rt, evaluation)
         return evaluation
+
+    def _refresh(self, rt: OriginRuntime) -> bool:
+        stored = self.storage.get(rt.origin)
+        if stored is not None:
+            rt.record = stored
+        return True
 
     # -- holding -----------------------------------------------------------------------
 
@@ -169,16 +181,17 @@ class OriginCoordinator:
 
     # -- fetching ----------------------------------------------------------------------
 
-    def _start_fetch(self, rt: OriginRuntime) -> None:
+    def _start_fetch(self, rt: OriginRuntime, *, just_read: bool = False) -> None:
         if self.closed:
             return
         if not self.storage.acquire_lease(rt.origin, self.holder, self._lease_ttl()):
             # Another process is fetching this robots.txt; watch the store for its result.
             self._arm_timer(rt, self.clock() + SHARED_POLL_INTERVAL)
             return
-        if self.storage.shared:
-            # The previous holder may have stored its result between our read and our
-            # lease: look once more so one fetch serves every process.
+        if self.storage.shared and not just_read:
+            # The previous holder may have stored its result between our last read and
+            # our lease: look once more so one fetch serves every process. (Right after
+            # a read the window is a round trip; a second fetch there is harmless.)
             stored = self.storage.get(rt.origin)
             if stored is not None and not self.policy.evaluate(stored, self.clock()).fetch_due:
                 self.storage.release_lease(rt.origin, self.holder)
@@ -244,22 +257,17 @@ class OriginCoordinator:
             logger.info("robots.txt of %s is reachable again (%s)", rt.origin, outcome.detail)
         if self.closed:
             return
-        self.wake(rt.origin)
+        self.wake(rt.origin, reread=False)
 
     # -- waking ------------------------------------------------------------------------
 
-    def wake(self, origin: str) -> None:
+    def wake(self, origin: str, *, reread: bool = True) -> None:
         """Re-evaluate an origin; release its requests if it is ready."""
         rt = self.runtime(origin)
         rt.timer = None
         if self.closed:
             return
-        if self.storage.shared and not rt.fetching:
-            stored = self.storage.get(origin)
-            if stored is not None:
-                rt.record = stored
-                rt.loaded = True
-        evaluation = self.evaluate(origin)
+        evaluation = self.evaluate(origin, reread=reread)
         if not self.releasable(evaluation):
             return
         now = self.clock()
