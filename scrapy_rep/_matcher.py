@@ -17,8 +17,8 @@ import re
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
-from itertools import accumulate, compress, count, repeat
-from operator import add, and_, itemgetter, lshift, or_, sub
+from itertools import accumulate, compress, count, pairwise, repeat
+from operator import add, and_, lshift, or_, sub
 from typing import TypeAlias
 
 __all__ = [
@@ -28,10 +28,12 @@ __all__ = [
     "best_rule",
     "compile_group",
     "fix_escape",
+    "literal_rule",
     "match_pieces",
     "normalise_pattern",
     "pattern_at",
     "split_pattern",
+    "wild_rule",
 ]
 
 # RFC 3986 §2.3 unreserved characters: their %XX form equals the character itself.
@@ -121,66 +123,41 @@ def match_pieces(pieces: tuple[bytes, ...], anchored: bool, path: bytes) -> bool
 #
 # Plain-prefix rules ("literals") and wildcard rules are kept apart.  A URL path
 # can match a rule only if it starts with the rule's "guard" (the pattern itself
-# for a literal, the part before the first "*" for a wildcard), and
-# bytes.startswith(tuple) tests many guards in one C call.  A wildcard rule also
-# needs its "probe", the longest literal piece after the first "*", somewhere in
-# the path; only then does the general matcher run.  Each probe's rarest octet
-# ("marker") gates a whole list: bytes.translate drops the markers from the path in
-# one C call, and if nothing was dropped no probe can be there.  Large groups get an index:
-# guards sorted by their first two octets, {octets: slice}; guards shorter than
-# that sit under b"" and are tried for every path.
+# for a literal, the part before the first "*" for a wildcard).  The distinct
+# guards of each kind are kept sorted, with each one's parent (its longest proper
+# prefix among them): the guards a path starts with are then one guard and its
+# ancestors, found by one bisect and a short walk (see literal_rule).  Wildcard
+# rules sit in one bucket per guard, by precedence; a rule also needs its "probe",
+# the longest literal piece after the first "*", somewhere in the path before the
+# general matcher runs.
 # ---------------------------------------------------------------------------
 
-Index: TypeAlias = "dict[bytes, slice] | None"
-# (literal guards, their index, wildcard guards, their index, probes, wildcard
-#  patterns, codes: the literals' then the wildcards', marker octets)
+# (literal guards, sorted; their parents; wildcard guards, sorted; their parents;
+#  the probes of each bucket's rules, the patterns of the wildcard rules bucket by
+#  bucket; codes: the
+#  literals' then the wildcards'; where each guard's bucket starts (and the end);
+#  each literal's deciding rule on its chain or None when that is always itself)
 Group: TypeAlias = tuple[
     tuple[bytes, ...],
-    Index,
-    tuple[bytes, ...],
-    Index,
-    tuple[bytes, ...],
+    "array[int]",
     tuple[bytes, ...],
     "array[int]",
-    bytes,
+    tuple[tuple[bytes, ...], ...],
+    tuple[bytes, ...],
+    "array[int]",
+    "array[int]",
+    "array[int] | None",
 ]
 
-KEY_LEN = 2
-INDEX_MIN = 24  # below this many guards one startswith(tuple) beats an index
-EMPTY_GROUP: Group = ((), None, (), None, (), (), array("q"), b"")
-# Index keys recur across groups and files: share one object per key.
-_KEYS: dict[bytes, bytes] = {}
+EMPTY_GROUP: Group = ((), array("i"), (), array("i"), (), (), array("q"), array("i"), None)
 # Split wildcard patterns, shared: the same few ("/*?", "/*.pdf$") recur across
 # sites, and a pattern is split only when a path passes its guard and probe.
 _SPLIT: dict[bytes, tuple[tuple[bytes, ...], bool]] = {}
 _CACHE_LIMIT = 4096
-_KEYS_LIMIT = 65536
-_HEAD = itemgetter(slice(0, KEY_LEN))
-_SCAN = 6  # lists up to this long are scanned linearly
-# Octets to pass over when picking a probe's marker (see _marker), commonest last.
-_ALNUM = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-_COMMONER = (_ALNUM + b"._-/", _ALNUM + b"/", b"/")
 # In patterns joined by "\n": octets that make a pattern need normalising or the
 # general matcher.  (A "$" at a pattern's end needs only the latter.)
 _JOINED_FIX = re.compile(ESCAPE + rb"|[\x80-\xff]|\$(?!\n|\Z)")
 _SPECIAL = re.compile(rb"[*$]")
-
-
-def _indexed(order: list[int], guards: list[bytes]) -> tuple[list[int], Index]:
-    """Reorder *order* (positions in *guards*, by precedence) for an index."""
-    if len(order) < INDEX_MIN:
-        return order, None
-    keys = list(map(_HEAD, map(guards.__getitem__, order)))
-    if min(map(len, keys)) < KEY_LEN:
-        keys = [k if len(k) == KEY_LEN else b"" for k in keys]
-    by_key = sorted(range(len(order)), key=keys.__getitem__)  # stable
-    keys = list(map(keys.__getitem__, by_key))
-    index = {}
-    for k in dict.fromkeys(keys):
-        if len(_KEYS) < _KEYS_LIMIT:
-            k = _KEYS.setdefault(k, k)
-        index[k] = slice(bisect_left(keys, k), bisect_right(keys, k))
-    return list(map(order.__getitem__, by_key)), index
 
 
 def _rules_at(ends: list[int], hits: Iterator[re.Match[bytes]]) -> list[int]:
@@ -243,41 +220,114 @@ def compile_group(
     literal = list(range(len(patterns)))
     if wild:
         literal = sorted(set(literal).difference(wild))
-    literal.sort(key=codes.__getitem__, reverse=True)
-    literal, lit_index = _indexed(literal, patterns)
-    lits = tuple(map(patterns.__getitem__, literal))
     # one integer per rule: precedence in the high bits, the line mark below
     packed = list(map(or_, map(lshift, codes, repeat(33)), marks))
-    lit_codes = array("q", map(packed.__getitem__, literal))
+    lits, parents, lit_codes, chain = _literals(literal, patterns, codes, packed)
     if not wild:
-        return lits, lit_index, (), None, (), (), lit_codes, b""
+        return lits, parents, (), array("i"), (), (), lit_codes, array("i"), chain
+    # by guard, then by precedence (both sorts are stable: file order on ties)
     wild.sort(key=codes.__getitem__, reverse=True)
-    fulls = [patterns[i] for i in wild]
-    pieces = [split_pattern(f)[0] for f in fulls]
-    wild_guards = [p[0] for p in pieces]
-    probes = [max(p[1:], key=len, default=b"") for p in pieces]
-    order, wild_index = _indexed(list(range(len(wild))), wild_guards)
+    pieces = [split_pattern(patterns[i])[0] for i in wild]
+    order = sorted(range(len(wild)), key=[p[0] for p in pieces].__getitem__)
+    guards = [pieces[i][0] for i in order]
+    distinct = list(dict.fromkeys(guards))
+    starts = array("i", [bisect_left(guards, g) for g in distinct])
+    starts.append(len(guards))
+    probes = [max(pieces[i][1:], key=len, default=b"") for i in order]
     lit_codes.extend([packed[wild[i]] for i in order])
     return (
         lits,
-        lit_index,
-        tuple(map(wild_guards.__getitem__, order)),
-        wild_index,
-        tuple([strings.setdefault(probes[i], probes[i]) for i in order]),
-        tuple(map(fulls.__getitem__, order)),
+        parents,
+        tuple(distinct),
+        _parents(distinct),
+        tuple(
+            [tuple([strings.setdefault(p, p) for p in probes[a:b]]) for a, b in pairwise(starts)]
+        ),
+        tuple([patterns[wild[i]] for i in order]),
         lit_codes,
-        bytes([_marker(probes[i]) for i in order]),
+        starts,
+        chain,
     )
 
 
-def _marker(probe: bytes) -> int:
-    """An octet of *probe* unlikely to be in a URL path (0 for no probe): query
-    punctuation first, then ".-_", then letters and digits, "/" last."""
-    for common in _COMMONER:
-        rare = probe.translate(None, common)
-        if rare:
-            return rare[0]
-    return probe[0] if probe else 0
+def _parents(guards: list[bytes]) -> array[int]:
+    """Each sorted guard's longest proper prefix among them (-1 for none)."""
+    parents = array("i")
+    stack: list[int] = []
+    for node, guard in enumerate(guards):
+        while stack and not guard.startswith(guards[stack[-1]]):
+            stack.pop()
+        parents.append(stack[-1] if stack else -1)
+        stack.append(node)
+    return parents
+
+
+def _literals(
+    literal: list[int], patterns: list[bytes], codes: list[int], packed: list[int]
+) -> tuple[tuple[bytes, ...], array[int], array[int], array[int] | None]:
+    """The literal rules as a sorted prefix forest (see literal_rule).
+
+    Returns the distinct guards in sorted order, each one's parent (the position of
+    its longest proper prefix among them, -1 for none), their packed codes (of the
+    deciding rule among equal guards) and, when some ancestor can outrank its
+    descendant (a literal written with trailing "*"s keeps their length), the
+    position of the deciding rule on each guard's chain of prefixes.
+    """
+    # equal guards together, the deciding one first (precedence, then file order)
+    literal.sort(key=codes.__getitem__, reverse=True)
+    literal.sort(key=patterns.__getitem__)
+    lits: list[bytes] = []
+    parents = array("i")
+    lit_codes = array("q")
+    chain = array("i")
+    ranked = False  # whether some guard's deciding rule is an ancestor's
+    stack: list[int] = []  # positions of the prefixes of the last guard
+    prev = None
+    for j in literal:
+        guard = patterns[j]
+        if guard == prev:
+            continue
+        prev = guard
+        while stack and not guard.startswith(lits[stack[-1]]):
+            stack.pop()
+        node = len(lits)
+        lits.append(guard)
+        lit_codes.append(packed[j])
+        if stack:
+            parent = stack[-1]
+            parents.append(parent)
+            up = chain[parent]
+            # the ancestor wins on higher precedence, or equal precedence and an
+            # earlier line (codes are then equal down to the line bits)
+            if lit_codes[up] >> 33 > codes[j] or (
+                lit_codes[up] >> 33 == codes[j] and lit_codes[up] < packed[j]
+            ):
+                chain.append(up)
+                ranked = True
+                stack.append(node)
+                continue
+        else:
+            parents.append(-1)
+        chain.append(node)
+        stack.append(node)
+    return tuple(lits), parents, lit_codes, chain if ranked else None
+
+
+def literal_rule(group: Group, path: bytes) -> int:
+    """Position of the deciding literal rule for *path*, or -1.
+
+    The guards that *path* starts with are the ancestors (prefixes) of one guard,
+    and the largest guard not above *path* in sort order is either one of them or
+    shares with *path* every one of them: so one bisect and a short walk up the
+    chain of prefixes find the longest, in C calls but for the walk.
+    """
+    lits = group[0]
+    n = bisect_right(lits, path) - 1
+    parents = group[1]
+    while n >= 0 and not path.startswith(lits[n]):
+        n = parents[n]
+    chain = group[8]
+    return n if chain is None or n < 0 else chain[n]
 
 
 def _split(full: bytes) -> tuple[tuple[bytes, ...], bool]:
@@ -289,89 +339,42 @@ def _split(full: bytes) -> tuple[tuple[bytes, ...], bool]:
     return found
 
 
-def _first_literal(guards: tuple[bytes, ...], start: int, path: bytes) -> int:
-    """Position of the first guard that *path* starts with (offset by *start*), or -1.
+def wild_rule(group: Group, path: bytes, best: int) -> int:
+    """The deciding rule for *path* given *best*, its deciding literal rule (or -1).
 
-    bytes.startswith(tuple) rejects most paths in one C call.
+    Walks the wildcard guards that *path* starts with (as literal_rule does) and, in
+    each one's bucket, tries the rules that would outrank the best so far.
     """
-    if not path.startswith(guards):
-        return -1
-    lo, hi = 0, len(guards)
-    # Narrow a long list by halves (each test one C call over a slice) before the
-    # linear scan: the first match is what we want, the list is precedence-ordered.
-    while hi - lo > _SCAN:
-        mid = (lo + hi) // 2
-        if path.startswith(guards[lo:mid]):
-            hi = mid
-        else:
-            lo = mid
-    for i in range(lo, hi):
-        if path.startswith(guards[i]):
-            return start + i
-    return -1  # not reached: some guard in [lo, hi) matches
-
-
-def _first_wild(group: Group, sl: slice, path: bytes, floor: int) -> int:
-    """Position of the best wildcard rule of one list matching *path*, or -1.
-
-    Only rules whose precedence is above *floor* are considered.  Cheap tests
-    first: the list's best precedence, its guards, its marker octets.
-    """
-    start = sl.start or 0
-    base = len(group[0])
+    guards = group[2]
+    k = bisect_right(guards, path) - 1
+    if k < 0:
+        return best
     codes = group[6]
-    if codes[base + start] >> 33 <= floor:
-        return -1  # even the list's most specific rule cannot beat what was found
-    guards = group[2][sl]
-    if not path.startswith(guards):
-        return -1
-    marks = group[7][sl]
-    if 0 not in marks and len(path.translate(None, marks)) == len(path):
-        return -1  # the path holds no rule's marker octet: no probe can occur in it
-    fulls = group[5]
-    # Only rules whose probe occurs in the path are candidates; C-level filter.
-    for i in compress(count(start), map(path.__contains__, group[4][sl])):
-        if codes[base + i] >> 33 <= floor:
-            break
-        if path.startswith(group[2][i]):
-            pieces, anchored = _split(fulls[i])
-            if match_pieces(pieces, anchored, path):
-                return base + i
-    return -1
-
-
-_ALL = slice(None)
+    base = len(group[0])
+    floor = codes[best] >> 33 if best >= 0 else -1
+    parents, probes, starts = group[3], group[4], group[7]
+    while k >= 0:
+        start = starts[k]
+        if codes[base + start] >> 33 > floor and path.startswith(guards[k]):
+            # only rules whose probe occurs in the path, filtered in C (count, not
+            # "in": bytes.__contains__ goes through the buffer protocol, 2x slower)
+            for i in compress(count(start), map(path.count, probes[k])):
+                rank = codes[base + i] >> 33
+                if rank <= floor:
+                    break
+                pieces, anchored = _split(group[5][i])
+                if match_pieces(pieces, anchored, path):
+                    best = base + i
+                    floor = rank
+                    break
+        k = parents[k]
+    return best
 
 
 def best_rule(group: Group, path: bytes) -> int:
     """Position (in the group's codes) of the deciding rule for *path*, or -1."""
-    lits, lit_index, wilds, wild_index, _, _, codes, _ = group
-    if lit_index is None:
-        best = _first_literal(lits, 0, path) if lits else -1
-    else:
-        best = -1
-        sl = lit_index.get(path[:KEY_LEN])
-        if sl is not None:
-            best = _first_literal(lits[sl], sl.start, path)
-        sl = lit_index.get(b"")
-        if sl is not None:
-            other = _first_literal(lits[sl], sl.start, path)
-            if other >= 0 and (best < 0 or codes[other] > codes[best]):
-                best = other
-    if not wilds:
-        return best
-    floor = codes[best] >> 33 if best >= 0 else -1
-    if wild_index is None:
-        found = _first_wild(group, _ALL, path, floor)
-        return found if found >= 0 else best
-    for key in (path[:KEY_LEN], b""):
-        sl = wild_index.get(key)
-        if sl is not None:
-            found = _first_wild(group, sl, path, floor)
-            if found >= 0:
-                best = found
-                floor = codes[found] >> 33
-    return best
+    best = literal_rule(group, path)
+    return wild_rule(group, path, best) if group[2] else best
 
 
 def pattern_at(group: Group, n: int) -> bytes:

@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from scrapy_rep._matcher import ESCAPE, Group, best_rule, compile_group, fix_escape, pattern_at
+from scrapy_rep._matcher import (
+    ESCAPE,
+    Group,
+    best_rule,
+    compile_group,
+    fix_escape,
+    pattern_at,
+    wild_rule,
+)
 from scrapy_rep._parser import SIGNAL_KEYS, Run, parse
 from scrapy_rep._useragent import token_key
 
@@ -35,6 +44,11 @@ _AUTHORITY = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.\-]*:)?//[^/?#]*([^#]*)")
 _PLAIN = re.compile(
     r"(?:(?:[A-Za-z][A-Za-z0-9+.\-]*:)?//[^/?#]*)?([^#%*$\x80-\U0010ffff]*)(?:#|\Z)"
 )
+
+
+# The fast path of a check: an http(s) or path-only URL whose path and query need
+# no normalisation (ASCII, no "%", "*" or "$") and that has no fragment.
+_SIMPLE = re.compile(r"(?:https?://[^/?#]*|(?!//))(/[^#%*$\x80-\U0010ffff]*)\Z")
 
 
 def plain_path(url: str) -> bytes:
@@ -178,21 +192,29 @@ class RobotsTxt:
 
     def allowed(self, url: _Text, user_agent: _Text) -> bool:
         """Whether *user_agent* may fetch *url*."""
-        # The hot path of a crawl: kept to a handful of calls.
+        # The hot path of a crawl: kept to a handful of C calls for the common
+        # case, a plain ASCII http(s) or path-only URL and a group of few rules.
         group = self._agent_group if user_agent == self._agent else self._choose(user_agent)
         if group is None:
             return True
-        # plain_path(), inlined: one regex call for the common plain ASCII URL
-        m = _PLAIN.match(url) if isinstance(url, str) else None
-        if m is not None:
-            text = m[1]
-            path = (text if text[:1] == "/" else "/" + text).encode("ascii")
-        else:
-            path = plain_path(_text(url))
-        if group[1] is None and not path.startswith(group[0]) and not path.startswith(group[2]):
-            return True  # small group, and no rule's literal start matches: allowed
-        n = best_rule(group, path)
-        if n < 0 or not group[6][n] & 1:  # the low bit is set for disallow rules
+        # the common URL, plain ASCII http(s) or path-only, in one regex call
+        m = _SIMPLE.match(url) if url.__class__ is str else None
+        path = m[1].encode() if m is not None else plain_path(_text(url))
+        # literal_rule(), inlined
+        lits = group[0]
+        best = bisect_right(lits, path) - 1
+        if best >= 0:
+            parents = group[1]
+            while not path.startswith(lits[best]):
+                best = parents[best]
+                if best < 0:
+                    break
+            else:
+                if group[8] is not None:
+                    best = group[8][best]
+        if group[2] and path.startswith(group[2]):
+            best = wild_rule(group, path, best)
+        if best < 0 or not group[6][best] & 1:  # the low bit is set for disallow rules
             return True
         return _is_robots_txt(path)
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from scrapy_rep import RobotsTxt
 from scrapy_rep._matcher import match_pieces, split_pattern
-from scrapy_rep._robotstxt import normalise_path
+from scrapy_rep._robotstxt import _SIMPLE, normalise_path, plain_path
 
 UNRESERVED = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"
 
@@ -134,3 +134,62 @@ def test_normalise_path_is_ascii_and_idempotent(path: str) -> None:
     once = normalise_path(path)
     assert once.isascii()
     assert normalise_path(once.decode()) == once
+
+
+def _brute_force(rules: list[tuple[bool, str]], path: str) -> tuple[bool, set[int | None]]:
+    """Verdict and the lines that may decide it (rules on lines 2, 3, ...), by a
+    plain scan: the longest pattern wins, allow on a tie; equal rules are equal."""
+    best: tuple[int, bool] | None = None
+    lines: set[int | None] = {None}
+    for line, (allow, pattern) in enumerate(rules, 2):
+        full = "/" + pattern
+        if "$" in full[:-1] or not _reference(full, path):
+            continue
+        candidate = (len(full), allow)
+        if best is None or candidate > best:
+            best, lines = candidate, {line}
+        elif candidate == best:
+            lines.add(line)
+    return (True if best is None else best[1]), lines
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.booleans(), st.text(alphabet="/ab*$", max_size=7)), max_size=120),
+    st.lists(st.text(alphabet="/ab", max_size=10), min_size=1, max_size=8),
+)
+def test_prefix_forest_agrees_with_brute_force(
+    rules: list[tuple[bool, str]], paths: list[str]
+) -> None:
+    """Sorted literal guards (bisect + walk up the prefixes), wildcard buckets and
+    the fast URL path pick the rule, and line, that a plain scan picks."""
+    body = "User-agent: *\n" + "".join(
+        f"{'Allow' if allow else 'Disallow'}: /{pattern}\n" for allow, pattern in rules
+    )
+    robots = RobotsTxt.parse(body)
+    for raw in paths:
+        path = "/" + raw.lstrip("/")
+        allowed, line = _brute_force(rules, path)
+        assert robots.allowed("https://example.com" + path, "bot") is allowed
+        decision = robots.explain(path, "bot")
+        assert decision.allowed is allowed
+        assert decision.line in line
+
+
+def test_thousands_of_literal_rules() -> None:
+    rules = [f"Disallow: /d{i}/\nAllow: /d{i}/open{i % 7}\n" for i in range(2500)]
+    robots = RobotsTxt.parse("User-agent: *\n" + "".join(rules))
+    assert robots.rule_count == 5000
+    for i in (0, 1, 17, 1234, 2499):
+        assert not robots.allowed(f"https://h/d{i}/x", "bot")
+        assert robots.allowed(f"https://h/d{i}/open{i % 7}/y", "bot")
+        assert robots.explain(f"/d{i}/open{i % 7}", "bot").line == 2 * i + 3
+    assert robots.allowed("https://h/d2500/", "bot")
+    assert robots.allowed("https://h/e", "bot")
+
+
+@given(st.text(alphabet="/ab%*$#?:.hpst\xe9", max_size=24))
+def test_fast_url_path_agrees(url: str) -> None:
+    m = _SIMPLE.match(url)
+    if m is not None:
+        assert m[1].encode() == plain_path(url)
