@@ -13,22 +13,7 @@ import pytest_twisted
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Request
 
-REP: dict[str, Any] = {
-    "ADDONS": {"scrapy_rep.Addon": 0},
-    "REP_STORAGE": "memory",
-    "RETRY_ENABLED": False,
-    "REP_RETRY_BACKOFF": 0.2,
-    "REP_FETCH_TIMEOUT": 1,
-}
-DISALLOW_PRIVATE = "User-agent: *\nDisallow: /private\n"
-
-
-def pages_of(mockserver: Any, host: str) -> list[str]:
-    return [p for p in mockserver.paths(host) if p != "/robots.txt"]
-
-
-def times_of(mockserver: Any, host: str, path: str) -> list[float]:
-    return [e["t"] for e in mockserver.log(host) if e["path"] == path]
+from tests.crawl_helpers import DISALLOW_PRIVATE, REP, pages_of, times_of
 
 
 def page_times(mockserver: Any, host: str) -> list[float]:

@@ -16,24 +16,10 @@ import pytest
 import pytest_twisted
 from scrapy.exceptions import CannotResolveHostError, IgnoreRequest
 
-REP: dict[str, Any] = {
-    "ADDONS": {"scrapy_rep.Addon": 0},
-    "REP_STORAGE": "memory",
-    "RETRY_ENABLED": False,
-    "REP_RETRY_BACKOFF": 0.2,
-    "REP_FETCH_TIMEOUT": 1,
-}
-DISALLOW_PRIVATE = "User-agent: *\nDisallow: /private\n"
+from tests.crawl_helpers import DISALLOW_PRIVATE, REP, pages_of, times_of
+
 # Long enough that faults can cut it in the middle of the body.
 PADDED_RULES = DISALLOW_PRIVATE + "# " + "x" * 3000 + "\n"
-
-
-def pages_of(mockserver: Any, host: str) -> list[str]:
-    return [p for p in mockserver.paths(host) if p != "/robots.txt"]
-
-
-def times_of(mockserver: Any, host: str, path: str) -> list[float]:
-    return [e["t"] for e in mockserver.log(host) if e["path"] == path]
 
 
 def free_port() -> int:
