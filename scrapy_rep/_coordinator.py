@@ -142,7 +142,7 @@ class OriginCoordinator:
             just_read = self._refresh(rt)
             evaluation = self.policy.evaluate(rt.record, self.clock())
         if evaluation.fetch_due and not rt.fetching:
-            self._start_fetch(rt, just_read=just_read)
+            self._start_fetch(rt)
         elif not evaluation.ready and not rt.fetching:
             self._arm_timer(rt, evaluation.wake_at)
         self._note_source(rt, evaluation)
@@ -181,17 +181,17 @@ class OriginCoordinator:
 
     # -- fetching ----------------------------------------------------------------------
 
-    def _start_fetch(self, rt: OriginRuntime, *, just_read: bool = False) -> None:
+    def _start_fetch(self, rt: OriginRuntime) -> None:
         if self.closed:
             return
         if not self.storage.acquire_lease(rt.origin, self.holder, self._lease_ttl()):
             # Another process is fetching this robots.txt; watch the store for its result.
             self._arm_timer(rt, self.clock() + SHARED_POLL_INTERVAL)
             return
-        if self.storage.shared and not just_read:
-            # The previous holder may have stored its result between our last read and
-            # our lease: look once more so one fetch serves every process. (Right after
-            # a read the window is a round trip; a second fetch there is harmless.)
+        if self.storage.shared:
+            # The previous holder may have stored its result and released the lease
+            # between our last read and our lease (a poll that read just before its
+            # write): look once more, so one fetch serves every process.
             stored = self.storage.get(rt.origin)
             if stored is not None and not self.policy.evaluate(stored, self.clock()).fetch_due:
                 self.storage.release_lease(rt.origin, self.holder)
