@@ -108,7 +108,9 @@ def create_storage(config: Config, settings: Mapping[str, Any] | None = None) ->
     if lowered == "sqlite" or lowered.startswith("sqlite:"):
         from scrapy_rep._storage_sqlite import SqliteStorage
 
-        return SqliteStorage.from_spec(spec, settings)
+        return SqliteStorage.from_spec(
+            spec, settings, fallback_max_origins=config.memory_max_origins
+        )
     if lowered.startswith(("redis://", "rediss://", "unix://")):
         from scrapy_rep._storage_redis import RedisStorage
 

@@ -90,11 +90,17 @@ class SqliteStorage:
     # -- construction -------------------------------------------------------------
 
     @classmethod
-    def from_spec(cls, spec: str, settings: Mapping[str, Any] | None = None) -> SqliteStorage:
+    def from_spec(
+        cls,
+        spec: str,
+        settings: Mapping[str, Any] | None = None,
+        *,
+        fallback_max_origins: int = 10_000,
+    ) -> SqliteStorage:
         """``sqlite`` (project data dir), ``sqlite:PATH`` or ``sqlite:///abs/path``."""
         path = cls.path_from_spec(spec)
         assert path is not None  # create=True always finds a place
-        return cls(path)
+        return cls(path, fallback_max_origins=fallback_max_origins)
 
     @staticmethod
     def path_from_spec(spec: str, *, create: bool = True) -> Path | None:
