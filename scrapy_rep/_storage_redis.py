@@ -25,7 +25,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 from scrapy_rep._config import Config, SettingError
 from scrapy_rep._records import OriginRecord
 from scrapy_rep._storage import MemoryStorage
-from scrapy_rep._storage_codec import pack_record, unpack_record
+from scrapy_rep._storage_codec import pack_record, unpack_stored
 
 if TYPE_CHECKING:
     import redis
@@ -254,7 +254,7 @@ class RedisStorage:
     def get(self, origin: str) -> OriginRecord | None:
         key = self.origin_key(origin)
         raw = self._call(lambda: self._client.get(key))
-        record = unpack_record(raw)
+        record = unpack_stored(raw, self.describe())
         # The fallback holds what was learned during an outage; it is empty otherwise.
         return record if record is not None else self._fallback.get(origin)
 

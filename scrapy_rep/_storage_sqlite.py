@@ -38,7 +38,7 @@ from typing import Any
 from scrapy_rep._config import SettingError
 from scrapy_rep._records import OriginRecord
 from scrapy_rep._storage import MemoryStorage
-from scrapy_rep._storage_codec import pack_record, unpack_record
+from scrapy_rep._storage_codec import pack_record, unpack_record, unpack_stored
 
 try:  # POSIX only: serialises open/recovery between processes (see _open_lock)
     import fcntl
@@ -274,7 +274,7 @@ class SqliteStorage:
                     raw = None if row is None else row[0]
                 except sqlite3.Error as exc:
                     self._log_once("read", exc)
-        record = unpack_record(raw)
+        record = unpack_stored(raw, f"sqlite {self.path}")
         return record if record is not None else self._fallback.get(origin)
 
     def put(self, origin: str, record: OriginRecord) -> None:

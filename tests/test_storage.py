@@ -188,6 +188,22 @@ def test_corrupt_entry_is_a_miss(store: RobotsStorage, raw: bytes) -> None:
     assert store.get("https://a.test") == RECORD
 
 
+def test_unreadable_entries_are_logged_once_per_store(
+    store: RobotsStorage, caplog: pytest.LogCaptureFixture
+) -> None:
+    from scrapy_rep import _storage_codec
+
+    _storage_codec._warned_unreadable.clear()
+    write_raw(store, "https://a.test", b"junk")
+    write_raw(store, "https://b.test", b"more junk")
+    with caplog.at_level("WARNING", logger="scrapy_rep"):
+        assert store.get("https://a.test") is None
+        assert store.get("https://b.test") is None
+        assert store.get("https://missing.test") is None  # absent is not unreadable
+    unreadable = [r for r in caplog.records if "unreadable" in r.getMessage()]
+    assert len(unreadable) == 1
+
+
 def test_plain_json_entry_is_read(store: RobotsStorage) -> None:
     write_raw(store, "https://a.test", encode_record(RECORD))
     assert store.get("https://a.test") == RECORD
