@@ -21,6 +21,9 @@ from itertools import accumulate, compress, count, pairwise, repeat
 from operator import add, and_, lshift, or_, sub
 from typing import TypeAlias
 
+from scrapy_rep._forest import literals, plain_literals
+from scrapy_rep._forest import parents as forest_parents
+
 __all__ = [
     "EMPTY_GROUP",
     "ESCAPE",
@@ -157,7 +160,6 @@ _CACHE_LIMIT = 4096
 # In patterns joined by "\n": octets that make a pattern need normalising or the
 # general matcher.  (A "$" at a pattern's end needs only the latter.)
 _JOINED_FIX = re.compile(ESCAPE + rb"|[\x80-\xff]|\$(?!\n|\Z)")
-_SPECIAL = re.compile(rb"[*$]")
 
 
 def _rules_at(ends: list[int], hits: Iterator[re.Match[bytes]]) -> list[int]:
@@ -205,10 +207,15 @@ def compile_group(
         if ends is None:
             joined = b"\n".join(patterns)
     wild: list[int] = []
+    starred = False  # some literal was written with trailing "*"s
     if b"*" in joined or b"$" in joined:
-        if ends is None:
-            ends = list(accumulate(map(add, map(len, patterns), repeat(1))))
-        for i in _rules_at(ends, _SPECIAL.finditer(joined)):
+        # after normalisation a "$" can only be a pattern's last octet
+        special = map(
+            or_,
+            map(bytes.count, patterns, repeat(b"*")),
+            map(bytes.endswith, patterns, repeat(b"$")),
+        )
+        for i in compress(count(), special):
             pattern = patterns[i]
             stem = pattern if pattern.endswith(b"$") else pattern.rstrip(b"*")
             if b"*" in stem or stem.endswith(b"$"):
@@ -217,14 +224,19 @@ def compile_group(
                 # only trailing "*"s: a plain prefix that matches like "/a" but keeps
                 # its own length for precedence (as in Google's library)
                 patterns[i] = stem
+                starred = True
     literal = list(range(len(patterns)))
     if wild:
         literal = sorted(set(literal).difference(wild))
     # one integer per rule: precedence in the high bits, the line mark below
     packed = list(map(or_, map(lshift, codes, repeat(33)), marks))
-    lits, parents, lit_codes, chain = _literals(literal, patterns, codes, packed)
+    if starred:
+        lits, lit_parents, lit_codes, chain = literals(literal, patterns, codes, packed)
+    else:
+        lits, lit_parents, lit_codes = plain_literals(literal, patterns, codes, packed)
+        chain = None
     if not wild:
-        return lits, parents, (), array("i"), (), (), lit_codes, array("i"), chain
+        return lits, lit_parents, (), array("i"), (), (), lit_codes, array("i"), chain
     # by guard, then by precedence (both sorts are stable: file order on ties)
     wild.sort(key=codes.__getitem__, reverse=True)
     pieces = [split_pattern(patterns[i])[0] for i in wild]
@@ -237,9 +249,9 @@ def compile_group(
     lit_codes.extend([packed[wild[i]] for i in order])
     return (
         lits,
-        parents,
+        lit_parents,
         tuple(distinct),
-        _parents(distinct),
+        forest_parents(distinct),
         tuple(
             [tuple([strings.setdefault(p, p) for p in probes[a:b]]) for a, b in pairwise(starts)]
         ),
@@ -248,69 +260,6 @@ def compile_group(
         starts,
         chain,
     )
-
-
-def _parents(guards: list[bytes]) -> array[int]:
-    """Each sorted guard's longest proper prefix among them (-1 for none)."""
-    parents = array("i")
-    stack: list[int] = []
-    for node, guard in enumerate(guards):
-        while stack and not guard.startswith(guards[stack[-1]]):
-            stack.pop()
-        parents.append(stack[-1] if stack else -1)
-        stack.append(node)
-    return parents
-
-
-def _literals(
-    literal: list[int], patterns: list[bytes], codes: list[int], packed: list[int]
-) -> tuple[tuple[bytes, ...], array[int], array[int], array[int] | None]:
-    """The literal rules as a sorted prefix forest (see literal_rule).
-
-    Returns the distinct guards in sorted order, each one's parent (the position of
-    its longest proper prefix among them, -1 for none), their packed codes (of the
-    deciding rule among equal guards) and, when some ancestor can outrank its
-    descendant (a literal written with trailing "*"s keeps their length), the
-    position of the deciding rule on each guard's chain of prefixes.
-    """
-    # equal guards together, the deciding one first (precedence, then file order)
-    literal.sort(key=codes.__getitem__, reverse=True)
-    literal.sort(key=patterns.__getitem__)
-    lits: list[bytes] = []
-    parents = array("i")
-    lit_codes = array("q")
-    chain = array("i")
-    ranked = False  # whether some guard's deciding rule is an ancestor's
-    stack: list[int] = []  # positions of the prefixes of the last guard
-    prev = None
-    for j in literal:
-        guard = patterns[j]
-        if guard == prev:
-            continue
-        prev = guard
-        while stack and not guard.startswith(lits[stack[-1]]):
-            stack.pop()
-        node = len(lits)
-        lits.append(guard)
-        lit_codes.append(packed[j])
-        if stack:
-            parent = stack[-1]
-            parents.append(parent)
-            up = chain[parent]
-            # the ancestor wins on higher precedence, or equal precedence and an
-            # earlier line (codes are then equal down to the line bits)
-            if lit_codes[up] >> 33 > codes[j] or (
-                lit_codes[up] >> 33 == codes[j] and lit_codes[up] < packed[j]
-            ):
-                chain.append(up)
-                ranked = True
-                stack.append(node)
-                continue
-        else:
-            parents.append(-1)
-        chain.append(node)
-        stack.append(node)
-    return tuple(lits), parents, lit_codes, chain if ranked else None
 
 
 def literal_rule(group: Group, path: bytes) -> int:
