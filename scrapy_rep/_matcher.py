@@ -21,8 +21,8 @@ from itertools import accumulate, compress, count, pairwise, repeat
 from operator import add, and_, lshift, or_, sub
 from typing import TypeAlias
 
-from scrapy_rep._forest import literals, plain_literals
 from scrapy_rep._forest import parents as forest_parents
+from scrapy_rep._forest import plain_literals, ranked_chain
 
 __all__ = [
     "EMPTY_GROUP",
@@ -230,11 +230,8 @@ def compile_group(
         literal = sorted(set(literal).difference(wild))
     # one integer per rule: precedence in the high bits, the line mark below
     packed = list(map(or_, map(lshift, codes, repeat(33)), marks))
-    if starred:
-        lits, lit_parents, lit_codes, chain = literals(literal, patterns, codes, packed)
-    else:
-        lits, lit_parents, lit_codes = plain_literals(literal, patterns, codes, packed)
-        chain = None
+    lits, lit_parents, lit_codes = plain_literals(literal, patterns, codes, packed)
+    chain = ranked_chain(lit_parents, lit_codes) if starred else None
     if not wild:
         return lits, lit_parents, (), array("i"), (), (), lit_codes, array("i"), chain
     # by guard, then by precedence (both sorts are stable: file order on ties)
