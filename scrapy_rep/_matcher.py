@@ -18,7 +18,7 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from itertools import accumulate, compress, count, pairwise, repeat
-from operator import add, and_, lshift, or_, sub
+from operator import add, and_, itemgetter, lshift, or_, sub
 from typing import TypeAlias
 
 from scrapy_rep._forest import parents as forest_parents
@@ -236,14 +236,19 @@ def compile_group(
         return lits, lit_parents, (), array("i"), (), (), lit_codes, array("i"), chain
     # by guard, then by precedence (both sorts are stable: file order on ties)
     wild.sort(key=codes.__getitem__, reverse=True)
-    pieces = [split_pattern(patterns[i])[0] for i in wild]
-    order = sorted(range(len(wild)), key=[p[0] for p in pieces].__getitem__)
-    guards = [pieces[i][0] for i in order]
+    wild_patterns = list(map(patterns.__getitem__, wild))
+    # as split_pattern does: one final "$" off, then split on "*"
+    pieces = list(
+        map(bytes.split, map(bytes.removesuffix, wild_patterns, repeat(b"$")), repeat(b"*"))
+    )
+    heads = list(map(itemgetter(0), pieces))
+    order = sorted(range(len(wild)), key=heads.__getitem__)
+    guards = list(map(heads.__getitem__, order))
     distinct = list(dict.fromkeys(guards))
     starts = array("i", [bisect_left(guards, g) for g in distinct])
     starts.append(len(guards))
     probes = [max(pieces[i][1:], key=len, default=b"") for i in order]
-    lit_codes.extend([packed[wild[i]] for i in order])
+    lit_codes.extend(map(packed.__getitem__, map(wild.__getitem__, order)))
     return (
         lits,
         lit_parents,
@@ -252,7 +257,7 @@ def compile_group(
         tuple(
             [tuple([strings.setdefault(p, p) for p in probes[a:b]]) for a, b in pairwise(starts)]
         ),
-        tuple([patterns[wild[i]] for i in order]),
+        tuple(map(wild_patterns.__getitem__, order)),
         lit_codes,
         starts,
         chain,
