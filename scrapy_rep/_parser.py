@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 import sys
 from array import array
+from collections.abc import Iterable
+from itertools import compress
 
 __all__ = ["MAX_LINE", "ParseResult", "Run", "parse"]
 
@@ -57,6 +59,8 @@ _FIELD = re.compile(b"|".join(b"(" + re.escape(name) + b")" for name, _ in _PREF
 _FIELD_KINDS = (_OTHER, *(kind for _, kind in _PREFIXES))
 # First octets a colon-less field line can start with.
 _FIELD_START = frozenset(b"uUaAdDsScCrR \t\v\f")
+# A line can hold a field only if its first non-blank octet can start a field name.
+_MAYBE_FIELD = re.compile(rb"[ \t\x0b\x0c]*[uUaAdDsScCrR]").match
 # Field names as written -> kind: a bounded memo of the case-folding prefix scan.
 _KINDS: dict[bytes, int] = {}
 _KINDS_LIMIT = 4096
@@ -230,7 +234,13 @@ def parse(content: bytes | bytearray | memoryview | str, max_size: int) -> Parse
     lines = data.splitlines()  # for bytes: LF, CRLF and CR only, in one pass
     if len(data) > MAX_LINE and max(map(len, lines)) > MAX_LINE:
         lines = [line[:MAX_LINE] for line in lines]
-    for lineno, line in enumerate(lines, 1):
+    numbered: Iterable[tuple[int, bytes]] = enumerate(lines, 1)
+    if data.count(b"<") * 4 > len(lines):
+        # Mostly page markup (an HTML page served as robots.txt): only lines whose
+        # first non-blank octet can start a field name can matter, and one C-level
+        # regex match per line finds them.
+        numbered = compress(numbered, map(_MAYBE_FIELD, lines))
+    for lineno, line in numbered:
         key, colon, value = line.partition(b":")
         if colon:
             kind = kinds.get(key)
