@@ -61,6 +61,7 @@ _FIELD_KINDS = (_OTHER, *(kind for _, kind in _PREFIXES))
 _FIELD_START = frozenset(b"uUaAdDsScCrR \t\v\f")
 # A line can hold a field only if its first non-blank octet can start a field name.
 _MAYBE_FIELD = re.compile(rb"[ \t\x0b\x0c]*[uUaAdDsScCrR]").match
+_MARKUP_START = re.compile(rb"\s*<").match
 # Field names as written -> kind: a bounded memo of the case-folding prefix scan.
 _KINDS: dict[bytes, int] = {}
 _KINDS_LIMIT = 4096
@@ -235,7 +236,7 @@ def parse(content: bytes | bytearray | memoryview | str, max_size: int) -> Parse
     if len(data) > MAX_LINE and max(map(len, lines)) > MAX_LINE:
         lines = [line[:MAX_LINE] for line in lines]
     numbered: Iterable[tuple[int, bytes]] = enumerate(lines, 1)
-    if data.count(b"<") * 4 > len(lines):
+    if _MARKUP_START(data) or data.count(b"<") * 4 > len(lines):
         # Mostly page markup (an HTML page served as robots.txt): only lines whose
         # first non-blank octet can start a field name can matter, and one C-level
         # regex match per line finds them.
