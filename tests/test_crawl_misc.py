@@ -11,6 +11,7 @@ import pytest
 import pytest_twisted
 
 from scrapy_rep._config import SettingError
+from tests.crawl_helpers import DISALLOW_PRIVATE, pages_of
 
 REP: dict[str, Any] = {
     "ADDONS": {"scrapy_rep.Addon": 0},
@@ -18,11 +19,6 @@ REP: dict[str, Any] = {
     "RETRY_ENABLED": False,
 }
 STOCK = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
-DISALLOW_PRIVATE = "User-agent: *\nDisallow: /private\n"
-
-
-def pages_of(mockserver: Any, host: str) -> list[str]:
-    return [p for p in mockserver.paths(host) if p != "/robots.txt"]
 
 
 def enabled_middlewares(crawler: Any) -> str:

@@ -32,6 +32,7 @@ from scrapy_rep._origin import origin_of
 from scrapy_rep._storage_redis import RedisStorage
 from tests import redis_server as redis_helper
 from tests.conftest import RESOLVER_SETTING, TESTS_DIR, ListSpider
+from tests.crawl_helpers import DISALLOW_PRIVATE, pages_of
 from tests.redis_server import RedisServer
 
 redis_server = redis_helper.redis_server
@@ -44,7 +45,6 @@ REP: dict[str, Any] = {
     "REP_MAX_RETRY_BACKOFF": 0.5,
     "REP_FETCH_TIMEOUT": 3,
 }
-DISALLOW_PRIVATE = "User-agent: *\nDisallow: /private\n"
 HOUR = 3600.0
 DAY = 24 * HOUR
 SPIDER_FILE = TESTS_DIR / "spiders_for_subprocess.py"
@@ -111,10 +111,6 @@ async def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await task.deferLater(_reactor(), 0.05, lambda: None)
-
-
-def pages_of(mockserver: Any, host: str) -> list[str]:
-    return [p for p in mockserver.paths(host) if p != "/robots.txt"]
 
 
 def warnings_of(crawler: Any) -> list[str]:
