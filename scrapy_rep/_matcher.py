@@ -136,7 +136,7 @@ def match_pieces(pieces: tuple[bytes, ...], anchored: bool, path: bytes) -> bool
 # ---------------------------------------------------------------------------
 
 # (literal guards, sorted; their parents; wildcard guards, sorted; their parents;
-#  the probes of each bucket's rules, the patterns of the wildcard rules bucket by
+#  the probes of each bucket's rules (as str), the patterns of the wildcard rules bucket by
 #  bucket; codes: the
 #  literals' then the wildcards'; where each guard's bucket starts (and the end);
 #  each literal's deciding rule on its chain or None when that is always itself)
@@ -145,7 +145,7 @@ Group: TypeAlias = tuple[
     "array[int]",
     tuple[bytes, ...],
     "array[int]",
-    tuple[tuple[bytes, ...], ...],
+    tuple[tuple[str, ...], ...],
     tuple[bytes, ...],
     "array[int]",
     "array[int]",
@@ -162,6 +162,14 @@ _CACHE_LIMIT = 4096
 _JOINED_FIX = re.compile(ESCAPE + rb"|[\x80-\xff]|\$(?!\n|\Z)")
 
 
+def _text(strings: dict[bytes, str], probe: bytes) -> str:
+    # probes are kept as str (normalised patterns are ASCII), one object per file
+    found = strings.get(probe)
+    if found is None:
+        found = strings[probe] = probe.decode("ascii")
+    return found
+
+
 def _rules_at(ends: list[int], hits: Iterator[re.Match[bytes]]) -> list[int]:
     """Indexes of the patterns (joined by one octet; *ends* = cumulative ends) hit."""
     return sorted(set(map(bisect_right, repeat(ends), map(re.Match.start, hits))))
@@ -169,13 +177,13 @@ def _rules_at(ends: list[int], hits: Iterator[re.Match[bytes]]) -> list[int]:
 
 def compile_group(
     runs: list[tuple[list[bytes], array[int]]],
-    strings: dict[bytes, bytes],
+    strings: dict[bytes, str],
     originals: dict[int, str],
 ) -> Group:
     """Compile the rules of all the runs (merged same-name groups) one crawler obeys.
 
     Each run holds raw patterns and line marks as _parser makes them; *strings* dedupes
-    equal byte strings across the groups of one file; *originals* receives
+    the probes (kept as str) across the groups of one file; *originals* receives
     {line: pattern as written} for patterns that normalisation changed.  Most rules are plain ASCII
     prefixes, so per-rule work is left to C-level sort/map calls where possible.
     """
@@ -254,9 +262,7 @@ def compile_group(
         lit_parents,
         tuple(distinct),
         forest_parents(distinct),
-        tuple(
-            [tuple([strings.setdefault(p, p) for p in probes[a:b]]) for a, b in pairwise(starts)]
-        ),
+        tuple([tuple([_text(strings, p) for p in probes[a:b]]) for a, b in pairwise(starts)]),
         tuple(map(wild_patterns.__getitem__, order)),
         lit_codes,
         starts,
@@ -290,8 +296,10 @@ def _split(full: bytes) -> tuple[tuple[bytes, ...], bool]:
     return found
 
 
-def wild_rule(group: Group, path: bytes, best: int) -> int:
+def wild_rule(group: Group, path: bytes, best: int, text: str | None = None) -> int:
     """The deciding rule for *path* given *best*, its deciding literal rule (or -1).
+
+    *text* is *path* as str, if the caller has it (probes are str: see compile_group).
 
     Walks the wildcard guards that *path* starts with (as literal_rule does) and, in
     each one's bucket, tries the rules that would outrank the best so far.
@@ -304,17 +312,19 @@ def wild_rule(group: Group, path: bytes, best: int) -> int:
     base = len(group[0])
     floor = codes[best] >> 33 if best >= 0 else -1
     parents, probes, starts = group[3], group[4], group[7]
+    if text is None:
+        text = path.decode("ascii")  # normalised paths are ASCII
     while k >= 0:
         start = starts[k]
         if codes[base + start] >> 33 > floor and path.startswith(guards[k]):
             bucket = probes[k]
-            # only rules whose probe occurs in the path, filtered in C (count, not
-            # "in": bytes.__contains__ goes through the buffer protocol, 2x slower);
-            # a bucket of one rule, the most common, without the iterator machinery
+            # only rules whose probe occurs in the path, filtered in C (on str: the
+            # bytes methods take their argument through the buffer protocol, ~1.5x
+            # slower); a bucket of one rule, the most common, without iterators
             if len(bucket) == 1:
-                hits: Iterable[int] = (start,) if path.count(bucket[0]) else ()
+                hits: Iterable[int] = (start,) if bucket[0] in text else ()
             else:
-                hits = compress(count(start), map(path.count, bucket))
+                hits = compress(count(start), map(text.__contains__, bucket))
             for i in hits:
                 rank = codes[base + i] >> 33
                 if rank <= floor:

@@ -199,7 +199,12 @@ class RobotsTxt:
             return True
         # the common URL, plain ASCII http(s) or path-only, in one regex call
         m = _SIMPLE.match(url) if url.__class__ is str else None
-        path = m[1].encode() if m is not None else plain_path(_text(url))
+        if m is not None:
+            text = m[1]
+            path = text.encode()
+        else:
+            path = plain_path(_text(url))
+            text = None
         # literal_rule(), inlined
         lits = group[0]
         best = bisect_right(lits, path) - 1
@@ -213,7 +218,7 @@ class RobotsTxt:
                 if group[8] is not None:
                     best = group[8][best]
         if group[2] and path.startswith(group[2]):
-            best = wild_rule(group, path, best)
+            best = wild_rule(group, path, best, text)
         if best < 0 or not group[6][best] & 1:  # the low bit is set for disallow rules
             return True
         return _is_robots_txt(path)
