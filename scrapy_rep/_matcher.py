@@ -162,14 +162,6 @@ _CACHE_LIMIT = 4096
 _JOINED_FIX = re.compile(ESCAPE + rb"|[\x80-\xff]|\$(?!\n|\Z)")
 
 
-def _text(strings: dict[bytes, str], probe: bytes) -> str:
-    # probes are kept as str (normalised patterns are ASCII), one object per file
-    found = strings.get(probe)
-    if found is None:
-        found = strings[probe] = probe.decode("ascii")
-    return found
-
-
 def _rules_at(ends: list[int], hits: Iterator[re.Match[bytes]]) -> list[int]:
     """Indexes of the patterns (joined by one octet; *ends* = cumulative ends) hit."""
     return sorted(set(map(bisect_right, repeat(ends), map(re.Match.start, hits))))
@@ -256,13 +248,15 @@ def compile_group(
     starts = array("i", [bisect_left(guards, g) for g in distinct])
     starts.append(len(guards))
     probes = [max(pieces[i][1:], key=len, default=b"") for i in order]
+    # kept as str (normalised patterns are ASCII), one object per probe per file
+    texts = list(map(strings.setdefault, probes, map(bytes.decode, probes)))
     lit_codes.extend(map(packed.__getitem__, map(wild.__getitem__, order)))
     return (
         lits,
         lit_parents,
         tuple(distinct),
         forest_parents(distinct),
-        tuple([tuple([_text(strings, p) for p in probes[a:b]]) for a, b in pairwise(starts)]),
+        tuple([tuple(texts[a:b]) for a, b in pairwise(starts)]),
         tuple(map(wild_patterns.__getitem__, order)),
         lit_codes,
         starts,
