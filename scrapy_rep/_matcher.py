@@ -73,7 +73,9 @@ def normalise_pattern(raw: bytes) -> bytes:
     Invalid UTF-8 is escaped octet by octet, as Google's library does, so a Latin-1
     robots.txt still matches the Latin-1 escapes its own site uses.
     """
-    if raw.isascii() and b"%" not in raw and b"$" not in raw[:-1]:
+    # 0x25 is "%", 0x24 "$" (and 0x2A "*" below): an int membership test is one
+    # memchr, several times faster than b"%" in
+    if raw.isascii() and 0x25 not in raw and 0x24 not in raw[:-1]:
         return raw
     if _PATTERN_FIX.search(raw) is None:
         return raw
@@ -195,7 +197,7 @@ def compile_group(
     ends: list[int] | None = None
     dollars = joined.count(b"$")
     mid_dollar = dollars and dollars != joined.count(b"$\n") + joined.endswith(b"$")
-    if (not joined.isascii() or b"%" in joined or mid_dollar) and _JOINED_FIX.search(joined):
+    if (not joined.isascii() or 0x25 in joined or mid_dollar) and _JOINED_FIX.search(joined):
         ends = list(accumulate(map(add, lens, repeat(1))))
         for i in _rules_at(ends, _JOINED_FIX.finditer(joined)):
             raw = patterns[i]
@@ -208,7 +210,7 @@ def compile_group(
             joined = b"\n".join(patterns)
     wild: list[int] = []
     starred = False  # some literal was written with trailing "*"s
-    if b"*" in joined or b"$" in joined:
+    if 0x2A in joined or 0x24 in joined:
         # after normalisation a "$" can only be a pattern's last octet
         special = map(
             or_,
@@ -218,7 +220,7 @@ def compile_group(
         for i in compress(count(), special):
             pattern = patterns[i]
             stem = pattern if pattern.endswith(b"$") else pattern.rstrip(b"*")
-            if b"*" in stem or stem.endswith(b"$"):
+            if 0x2A in stem or stem.endswith(b"$"):
                 wild.append(i)
             else:
                 # only trailing "*"s: a plain prefix that matches like "/a" but keeps
