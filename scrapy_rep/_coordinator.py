@@ -117,9 +117,6 @@ class OriginCoordinator:
         """True while anything could still produce or release a request."""
         return any(rt.fetching or rt.held or rt.waiters for rt in self.origins.values())
 
-    def held_count(self) -> int:
-        return sum(len(rt.held) for rt in self.origins.values())
-
     def evaluate(self, origin: str, *, reread: bool = False) -> Evaluation:
         """The origin's state now; starts a fetch or a timer when one is due.
 

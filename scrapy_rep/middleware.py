@@ -26,7 +26,6 @@ from scrapy_rep._decide import Decider
 from scrapy_rep._fetcher import FETCH_META_KEY, RobotsFetcher
 from scrapy_rep._origin import origin_of
 from scrapy_rep._policy import RobotsPolicy
-from scrapy_rep._records import UNREACHABLE
 from scrapy_rep._storage import create_storage
 
 if TYPE_CHECKING:
@@ -248,11 +247,3 @@ class RobotsTxtMiddleware:
 
         log_summary(self.coordinator, self.stats)
         self.storage.close()
-
-    # -- helpers for callers -----------------------------------------------------------
-
-    def state_of(self, origin: str) -> str:
-        rt = self.coordinator.origins.get(origin)
-        if rt is None or rt.record is None:
-            return "unknown"
-        return UNREACHABLE if rt.record.unreachable else (rt.record.kind or "unknown")
