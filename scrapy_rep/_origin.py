@@ -24,6 +24,27 @@ def _ascii_host(host: str) -> str:
         return host
 
 
+# (scheme, netloc) as written -> origin: a crawl sends thousands of requests to each
+# origin, and this makes the per-request cost one dict lookup.  Bounded: cleared whole
+# when full (a crawl of more hosts than this only loses the memo, never correctness).
+_BY_NETLOC: dict[tuple[str, str], str | None] = {}
+_BY_NETLOC_LIMIT = 8192
+
+
+def origin_of_parts(scheme: str, netloc: str) -> str | None:
+    """origin_of for a URL already split (``urlsplit``/``urlparse_cached``), memoised."""
+    key = (scheme, netloc)
+    try:
+        return _BY_NETLOC[key]
+    except KeyError:
+        pass
+    origin = origin_of(f"{scheme}://{netloc}/") if scheme and netloc else None
+    if len(_BY_NETLOC) >= _BY_NETLOC_LIMIT:
+        _BY_NETLOC.clear()
+    _BY_NETLOC[key] = origin
+    return origin
+
+
 def origin_of(url: str) -> str | None:
     """``scheme://host[:port]`` for an http(s) URL, or None when robots.txt does not apply."""
     try:
