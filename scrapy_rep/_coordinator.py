@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import Deferred
 
-from scrapy_rep._policy import FALLBACK, STALE, Evaluation, FetchOutcome, RobotsPolicy
+from scrapy_rep._policy import FALLBACK, FRESH, STALE, Evaluation, FetchOutcome, RobotsPolicy
 from scrapy_rep._records import UNREACHABLE, OriginRecord
 from scrapy_rep._report import SummaryTotals
 
@@ -49,6 +49,9 @@ class OriginRuntime:
     waiters: list[Deferred[None]] = field(default_factory=list)
     timer: DelayedCall | None = None
     last_source: str = ""
+    # (valid until, the record it was made from, the evaluation): a fresh copy's
+    # evaluation cannot change before the copy expires, so requests reuse it
+    fresh: tuple[float, OriginRecord, Evaluation] | None = None
     # for the per-origin summary
     fetches: int = 0
     delayed: int = 0
@@ -125,6 +128,9 @@ class OriginCoordinator:
         this call is never read again in it.
         """
         rt = self.runtime(origin)
+        fresh = rt.fresh
+        if fresh is not None and not reread and rt.record is fresh[1] and self.clock() < fresh[0]:
+            return fresh[2]  # the per-request fast path: same record, not expired
         just_read = False
         if not rt.loaded:
             rt.record = self.storage.get(origin)
@@ -143,6 +149,9 @@ class OriginCoordinator:
         elif not evaluation.ready and not rt.fetching:
             self._arm_timer(rt, evaluation.wake_at)
         self._note_source(rt, evaluation)
+        record = rt.record
+        if evaluation.source == FRESH and record is not None and not evaluation.fetch_due:
+            rt.fresh = (record.expires_at, record, evaluation)
         return evaluation
 
     def _refresh(self, rt: OriginRuntime) -> bool:

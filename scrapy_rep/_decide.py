@@ -12,6 +12,7 @@ import logging
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
+from scrapy import signals
 from scrapy.exceptions import IgnoreRequest
 
 from scrapy_rep._coordinator import WAITED_META_KEY
@@ -154,6 +155,12 @@ class Decider:
         key = downloader.get_slot_key(request)
         if self._slot_delays.get(key, 0.0) >= delay:
             return
+        if not self._slot_delays:
+            # Listen from the first Crawl-delay on: until then there is nothing to
+            # re-assert, and a receiver costs every request a signal dispatch.
+            self.crawler.signals.connect(
+                self.on_reached_downloader, signal=signals.request_reached_downloader
+            )
         self._slot_delays[key] = delay
         # per_slot_settings is what a new slot reads, so the delay survives the slot
         # being garbage-collected after 60 s idle (SCRAPY_NOTES: Slots).

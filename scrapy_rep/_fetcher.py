@@ -48,7 +48,10 @@ class RobotsFetcher:
         self.crawler = crawler
         self.config = config
         self.clock = clock
-        crawler.signals.connect(self._on_bytes_received, signal=signals.bytes_received)
+        # The size cap listens to bytes_received only while a robots.txt fetch is in
+        # flight: the signal fires for every chunk of every page, and each receiver
+        # costs the whole crawl a dispatch per chunk.
+        self._in_flight = 0
 
     def _request(self, url: str, origin: str) -> Request:
         maxsize = self.config.max_size * _DECOMPRESSED_FACTOR
@@ -82,6 +85,18 @@ class RobotsFetcher:
             raise StopDownload(fail=False)
 
     async def fetch(self, origin: str) -> FetchOutcome:
+        signal_manager = self.crawler.signals
+        if not self._in_flight:
+            signal_manager.connect(self._on_bytes_received, signal=signals.bytes_received)
+        self._in_flight += 1
+        try:
+            return await self._fetch(origin)
+        finally:
+            self._in_flight -= 1
+            if not self._in_flight:
+                signal_manager.disconnect(self._on_bytes_received, signal=signals.bytes_received)
+
+    async def _fetch(self, origin: str) -> FetchOutcome:
         stats = self.crawler.stats
         assert stats is not None
         assert self.crawler.engine is not None

@@ -91,7 +91,6 @@ class RobotsTxtMiddleware:
         connect(self._on_spider_idle, signal=signals.spider_idle)
         connect(self._on_spider_opened, signal=signals.spider_opened)
         connect(self._on_spider_closed, signal=signals.spider_closed)
-        connect(self.decider.on_reached_downloader, signal=signals.request_reached_downloader)
         logger.info(
             "scrapy-rep: obeying robots.txt (%s), store: %s",
             "enforcing" if config.enforce else "audit mode: nothing is dropped or delayed",
