@@ -57,8 +57,8 @@ class Decider:
             raw = getattr(self.spider, "robotstxt_user_agent", None)
         if not raw:
             raw = self.config.robotstxt_user_agent
-        if not raw:
-            raw = request.headers.get(b"User-Agent")
+        if not raw and request.headers:  # (Headers.get normalises the key: skip it
+            raw = request.headers.get(b"User-Agent")  # when there are no headers)
         if not raw:
             raw = self.config.user_agent
         token = product_token(raw)
@@ -95,8 +95,10 @@ class Decider:
             "product_token": token,
             "source": evaluation.source or "unreachable",
             "robots": rt.record.last_outcome if rt.record is not None else "",
-            "waited": round(request.meta.get(WAITED_META_KEY, 0.0), 3),
+            "waited": request.meta.get(WAITED_META_KEY, 0.0),
         }
+        if decision["waited"]:
+            decision["waited"] = round(decision["waited"], 3)
         if not evaluation.ready:  # audit mode only: an enforcing crawl would wait
             decision.update(allowed=True, reason="unreachable: would delay")
             self.stats.inc_value("robotstxt/audit/would_delay")

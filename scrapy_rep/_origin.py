@@ -7,6 +7,7 @@ scheme and host lower-cased, IDN hosts as punycode, default ports folded.
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urlsplit
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -24,24 +25,31 @@ def _ascii_host(host: str) -> str:
         return host
 
 
-# (scheme, netloc) as written -> origin: a crawl sends thousands of requests to each
+# "scheme://authority" as written -> origin: a crawl sends thousands of requests to each
 # origin, and this makes the per-request cost one dict lookup.  Bounded: cleared whole
 # when full (a crawl of more hosts than this only loses the memo, never correctness).
-_BY_NETLOC: dict[tuple[str, str], str | None] = {}
-_BY_NETLOC_LIMIT = 8192
+_BY_PREFIX: dict[str, str | None] = {}
+_BY_PREFIX_LIMIT = 8192
 
 
-def origin_of_parts(scheme: str, netloc: str) -> str | None:
-    """origin_of for a URL already split (``urlsplit``/``urlparse_cached``), memoised."""
-    key = (scheme, netloc)
+# "scheme://authority" at the start of a URL, as written
+_PREFIX = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^/?#]*").match
+
+
+def origin_of_memo(url: str) -> str | None:
+    """origin_of, memoised on the URL's ``scheme://authority`` prefix."""
+    m = _PREFIX(url)
+    if m is None:
+        return origin_of(url)  # no authority: not an http(s) URL robots.txt covers
+    prefix = m.group()
     try:
-        return _BY_NETLOC[key]
+        return _BY_PREFIX[prefix]
     except KeyError:
         pass
-    origin = origin_of(f"{scheme}://{netloc}/") if scheme and netloc else None
-    if len(_BY_NETLOC) >= _BY_NETLOC_LIMIT:
-        _BY_NETLOC.clear()
-    _BY_NETLOC[key] = origin
+    origin = origin_of(prefix + "/")
+    if len(_BY_PREFIX) >= _BY_PREFIX_LIMIT:
+        _BY_PREFIX.clear()
+    _BY_PREFIX[prefix] = origin
     return origin
 
 

@@ -18,14 +18,13 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request, signals
 from scrapy.exceptions import DontCloseSpider, IgnoreRequest, NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
-from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.misc import load_object
 
 from scrapy_rep._config import Config
 from scrapy_rep._coordinator import OriginCoordinator
 from scrapy_rep._decide import Decider
 from scrapy_rep._fetcher import FETCH_META_KEY, RobotsFetcher
-from scrapy_rep._origin import origin_of_parts
+from scrapy_rep._origin import origin_of_memo
 from scrapy_rep._policy import RobotsPolicy
 from scrapy_rep._storage import create_storage
 
@@ -111,9 +110,7 @@ class RobotsTxtMiddleware:
         meta = request.meta
         if meta.get("dont_obey_robotstxt") or FETCH_META_KEY in meta:
             return None
-        # urlparse_cached: the split URL is shared with Scrapy's own components
-        parts = urlparse_cached(request)
-        return origin_of_parts(parts.scheme, parts.netloc)
+        return origin_of_memo(request.url)
 
     # -- scheduling-time gate ----------------------------------------------------------
 

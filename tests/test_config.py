@@ -6,7 +6,7 @@ import pytest
 from scrapy.settings import Settings
 
 from scrapy_rep._config import Config, SettingError
-from scrapy_rep._origin import origin_of
+from scrapy_rep._origin import origin_of, origin_of_memo
 
 
 def test_defaults_follow_the_spec():
@@ -111,6 +111,9 @@ def test_lease_timeout_covers_the_whole_fetch_budget():
 )
 def test_origin_normalisation(url, origin):
     assert origin_of(url) == origin
+    # the middleware's memoised form (keyed on "scheme://authority") agrees, twice
+    assert origin_of_memo(url) == origin
+    assert origin_of_memo(url) == origin
 
 
 def test_scheme_is_part_of_the_origin():

@@ -193,3 +193,43 @@ def test_fast_url_path_agrees(url: str) -> None:
     m = _SIMPLE.match(url)
     if m is not None:
         assert m[1].encode() == plain_path(url)
+
+
+_URL_PARTS = st.sampled_from(
+    [
+        "http",
+        "https",
+        "HTTP",
+        "ftp",
+        "h",
+        "://",
+        ":",
+        "/",
+        "?",
+        "#",
+        "@",
+        ".",
+        "[",
+        "]",
+        "a",
+        "B",
+        "xn--",
+        "ü",
+        "8080",
+        ":80",
+        ":443",
+        "user:pw@",
+        "%41",
+        "\\",
+        " ",
+    ]
+)
+
+
+@given(st.lists(_URL_PARTS, max_size=12).map("".join))
+@settings(max_examples=500)
+def test_memoised_origin_agrees_with_origin_of(url: str) -> None:
+    from scrapy_rep._origin import origin_of, origin_of_memo
+
+    assert origin_of_memo(url) == origin_of(url)
+    assert origin_of_memo(url) == origin_of(url)  # from the memo this time
