@@ -1,8 +1,10 @@
 """Shared plumbing for the crawl benchmarks: the local server and a crawl runner.
 
-The benchmarks reuse the test suite's mock server (``tests/mockserver.py``, a standalone
-script) and its resolver (``*.test`` names → 127.0.0.1, nothing else resolves), so they
-never touch the network.
+The benchmarks serve from ``_fast_server.py`` (keep-alive, one asyncio loop: fast
+enough that the crawler, not the server, sets the pace) or, with ``mock``, the test
+suite's scriptable mock server (``tests/mockserver.py``, a thread and a connection per
+request).  Both take the same ``/__mock/config`` calls, and the test suite's resolver
+(``*.test`` names → 127.0.0.1, nothing else resolves) keeps every run off the network.
 """
 
 from __future__ import annotations
@@ -33,10 +35,17 @@ OFF = {"ROBOTSTXT_OBEY": False}
 REP = {"ROBOTSTXT_OBEY": True, "ADDONS": {"scrapy_rep.Addon": 0}, "REP_STORAGE": "memory"}
 
 
+SERVERS = {
+    "fast": Path(__file__).resolve().parent / "_fast_server.py",
+    "mock": REPO_ROOT / "tests" / "mockserver.py",
+}
+
+
 class LocalServer:
-    def __init__(self) -> None:
+    def __init__(self, kind: str = "fast") -> None:
+        self.kind = kind
         self.proc = subprocess.Popen(
-            [sys.executable, str(REPO_ROOT / "tests" / "mockserver.py")],
+            [sys.executable, str(SERVERS[kind])],
             stdout=subprocess.PIPE,
             text=True,
         )
