@@ -40,22 +40,30 @@ def parents(guards: list[bytes]) -> array[int]:
 
 
 def plain_literals(
-    literal: list[int], patterns: list[bytes], codes: list[int], packed: list[int]
+    literal: list[int] | None, patterns: list[bytes], codes: list[int], packed: list[int]
 ) -> tuple[tuple[bytes, ...], array[int], array[int]]:
-    """The literal rules as a sorted prefix forest, in mostly C-level calls.
+    """The literal rules (positions in *patterns*; None: all of them) as a sorted
+    prefix forest, in mostly C-level calls.
 
     Returns the distinct guards in sorted order, each one's parent (see parents) and
     their packed codes (of the deciding rule among equal guards).
     """
-    first = dict(zip(map(patterns.__getitem__, literal), literal, strict=True))
-    if len(first) < len(literal):
+    if literal is None:  # the common case: every rule is a plain prefix
+        first = dict(zip(patterns, packed, strict=True))
+        if len(first) == len(patterns):
+            lits = sorted(first)
+            lit_codes = array("q", map(first.__getitem__, lits))
+            return tuple(lits), parents(lits), lit_codes
+        literal = list(range(len(patterns)))
+    by_guard = dict(zip(map(patterns.__getitem__, literal), literal, strict=True))
+    if len(by_guard) < len(literal):
         # equal guards: the deciding rule is the one of highest precedence, then
         # the first in file order, and it must be the last one the dict sees
         literal.sort(key=codes.__getitem__, reverse=True)
         literal.reverse()
-        first = dict(zip(map(patterns.__getitem__, literal), literal, strict=True))
-    lits = sorted(first)
-    lit_codes = array("q", map(packed.__getitem__, map(first.__getitem__, lits)))
+        by_guard = dict(zip(map(patterns.__getitem__, literal), literal, strict=True))
+    lits = sorted(by_guard)
+    lit_codes = array("q", map(packed.__getitem__, map(by_guard.__getitem__, lits)))
     return tuple(lits), parents(lits), lit_codes
 
 

@@ -17,6 +17,7 @@ import re
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator
+from functools import partial
 from itertools import accumulate, compress, count, pairwise, repeat
 from operator import add, and_, contains, itemgetter, lshift, or_, sub
 from typing import TypeAlias
@@ -164,6 +165,10 @@ _CACHE_LIMIT = 4096
 _JOINED_FIX = re.compile(ESCAPE + rb"|[\x80-\xff]|\$(?!\n|\Z)")
 
 
+_longest = partial(max, key=len, default=b"")
+_AFTER_FIRST = itemgetter(slice(1, None))
+
+
 def _rules_at(ends: list[int], hits: Iterator[re.Match[bytes]]) -> list[int]:
     """Indexes of the patterns (joined by one octet; *ends* = cumulative ends) hit."""
     return sorted(set(map(bisect_right, repeat(ends), map(re.Match.start, hits))))
@@ -212,24 +217,23 @@ def compile_group(
     starred = False  # some literal was written with trailing "*"s
     if 0x2A in joined or 0x24 in joined:
         # after normalisation a "$" can only be a pattern's last octet
-        special = map(
-            or_,
-            map(bytes.count, patterns, repeat(b"*")),
-            map(bytes.endswith, patterns, repeat(b"$")),
+        anchored = list(map(bytes.endswith, patterns, repeat(b"$")))
+        special = list(compress(count(), map(or_, map(contains, patterns, repeat(0x2A)), anchored)))
+        # A rule is a wildcard rule if it ends with "$" or keeps a "*" once its
+        # trailing "*"s are gone; these are decided in C calls, one pass each.
+        stems = list(map(bytes.rstrip, map(patterns.__getitem__, special), repeat(b"*")))
+        is_wild = list(
+            map(or_, map(anchored.__getitem__, special), map(contains, stems, repeat(0x2A)))
         )
-        for i in compress(count(), special):
-            pattern = patterns[i]
-            stem = pattern if pattern.endswith(b"$") else pattern.rstrip(b"*")
-            if 0x2A in stem or stem.endswith(b"$"):
-                wild.append(i)
-            else:
-                # only trailing "*"s: a plain prefix that matches like "/a" but keeps
-                # its own length for precedence (as in Google's library)
-                patterns[i] = stem
-                starred = True
-    literal = list(range(len(patterns)))
-    if wild:
-        literal = sorted(set(literal).difference(wild))
+        wild = list(compress(special, is_wild))
+        if len(wild) < len(special):
+            # only trailing "*"s: a plain prefix that matches like "/a" but keeps its
+            # own length for precedence (as in Google's library)
+            for i, stem, flag in zip(special, stems, is_wild, strict=True):
+                if not flag:
+                    patterns[i] = stem
+            starred = True
+    literal = sorted(set(range(len(patterns))).difference(wild)) if wild else None
     # one integer per rule: precedence in the high bits, the line mark below
     packed = list(map(or_, map(lshift, codes, repeat(33)), marks))
     lits, lit_parents, lit_codes = plain_literals(literal, patterns, codes, packed)
@@ -249,7 +253,8 @@ def compile_group(
     distinct = list(dict.fromkeys(guards))
     starts = array("i", [bisect_left(guards, g) for g in distinct])
     starts.append(len(guards))
-    probes = [max(pieces[i][1:], key=len, default=b"") for i in order]
+    # each rule's probe: its longest piece after the first (b"" for "/a$", no "*")
+    probes = list(map(_longest, map(_AFTER_FIRST, map(pieces.__getitem__, order))))
     # kept as str (normalised patterns are ASCII), one object per probe per file
     texts = list(map(strings.setdefault, probes, map(bytes.decode, probes)))
     lit_codes.extend(map(packed.__getitem__, map(wild.__getitem__, order)))

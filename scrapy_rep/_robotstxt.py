@@ -149,13 +149,10 @@ class RobotsTxt:
         """Parse *content* (bytes or str); never raises for any content."""
         res = parse(content, max_size)
         self = cls()
-        # Only the default group is compiled now.  A named group is compiled the
-        # first time a crawler with that token asks (see _group): a crawler uses
-        # one token, and most files name many crawlers it will never be.
-        groups: dict[str, Group | list[Run]] = dict(res.groups)
-        if "*" in groups:
-            groups["*"] = compile_group(res.groups["*"], {}, res.originals)
-        self._groups = groups
+        # No group is compiled now: each is compiled the first time a crawler that
+        # obeys it asks (see _group).  A crawler uses one token, and most files name
+        # many crawlers it will never be (Protego builds its index lazily alike).
+        self._groups = dict(res.groups)
         self._originals = res.originals or None
         self._delays = res.delays or None
         self._rates = res.rates or None
@@ -221,7 +218,8 @@ class RobotsTxt:
             best = wild_rule(group, path, best, text)
         if best < 0 or not group[6][best] & 1:  # the low bit is set for disallow rules
             return True
-        return _is_robots_txt(path)
+        # _is_robots_txt(path), inlined: /robots.txt is always allowed (RFC 9309 2.2.2)
+        return path[:11] == b"/robots.txt" and (len(path) == 11 or path[11] == 0x3F)
 
     def explain(self, url: _Text, user_agent: _Text) -> Decision:
         """Like :meth:`allowed`, with the deciding line, rule and group."""
