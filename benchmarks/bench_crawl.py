@@ -20,7 +20,8 @@ the server, sets the pace, so a middleware's cost shows.
    any robots.txt middleware makes; target: >= 0.95x of the stock middleware). Both
    shapes: sqlite and redis stores >= 0.9x of memory.
 
-Runs are interleaved and the median of ``--repeat`` runs is reported.
+Runs are interleaved; rates are medians of ``--repeat`` rounds and ratios the median
+of the ratios within each round.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ SHAPES = (
 )
 
 
-async def overhead(server: LocalServer, repeat: int) -> dict[str, dict[str, float]]:
+async def overhead(server: LocalServer, repeat: int) -> dict[str, dict[str, list[float]]]:
     return {
         label: await overhead_shape(server, repeat, label, origins, pages)
         for label, origins, pages, _ in SHAPES
@@ -89,7 +90,9 @@ async def overhead(server: LocalServer, repeat: int) -> dict[str, dict[str, floa
 
 async def overhead_shape(
     server: LocalServer, repeat: int, label: str, n_origins: int, n_pages: int
-) -> dict[str, float]:
+) -> dict[str, list[float]]:
+    """Pages/s of each mode, one figure per round (the modes run back to back in each
+    round, so the ratio of two modes is taken within a round: see paired)."""
     tag = label.split()[0]
     hosts = [f"ov{tag}-{i}.test" for i in range(n_origins)]
     modes: list[tuple[str, dict[str, Any]]] = [
@@ -116,7 +119,9 @@ async def overhead_shape(
                     for h in hosts
                 }
             )
-            for name, mode in modes:
+            # the order rotates each round, so no mode always runs first or last
+            shift = run % len(modes)
+            for name, mode in modes[shift:] + modes[:shift]:
                 mode = dict(mode)
                 if mode.get("REP_STORAGE") == "sqlite:PATH":
                     # A fresh file per run: a warm store would skip the robots.txt fetches.
@@ -129,7 +134,7 @@ async def overhead_shape(
                 started, spider = await crawl(urls, {**mode, **settings})
                 elapsed = max(spider.done_at.values()) - started
                 results.setdefault(name, []).append(spider.pages / elapsed)
-        return {key: median(values) for key, values in results.items()}
+        return results
     finally:
         if redis is not None:
             redis.stop()
@@ -143,7 +148,7 @@ def _flush_redis(url: str) -> None:
 
 
 def report(
-    hol: dict[str, float] | None, over: dict[str, dict[str, float]] | None, stall: float
+    hol: dict[str, float] | None, over: dict[str, dict[str, list[float]]] | None, stall: float
 ) -> None:
     if hol is not None:
         hol_report(hol, stall)
@@ -162,16 +167,27 @@ def hol_report(hol: dict[str, float], stall: float) -> None:
         print(f"{name:<12} {base:>12.2f} {slow:>14.2f} {slow / base:>6.2f}x  {target}")
 
 
-def overhead_report(label: str, over: dict[str, float]) -> None:
-    print(f"\nOverhead: {label}")
+def paired(over: dict[str, list[float]], name: str, reference: str) -> float:
+    """Median over the rounds of name's rate / reference's rate in the same round.
+
+    This machine's speed drifts by 10-20 % over minutes (a shared VM); modes run back to
+    back within a round see the same drift, so per-round ratios are far steadier than a
+    ratio of medians.
+    """
+    return median([a / b for a, b in zip(over[name], over[reference], strict=True)])
+
+
+def overhead_report(label: str, over: dict[str, list[float]]) -> None:
+    print(f"\nOverhead: {label} ({len(over['off'])} rounds; ratios: median of per-round ratios)")
     print(f"{'mode':<20} {'pages/s':>9} {'vs off':>8} {'vs stock':>9} {'vs rep/memory':>14}")
-    for name, rate in over.items():
+    for name, rates in over.items():
         print(
-            f"{name:<20} {rate:>9.0f} {rate / over['off']:>7.2f}x {rate / over['stock']:>8.2f}x "
-            f"{rate / over['scrapy-rep/memory']:>13.2f}x"
+            f"{name:<20} {median(rates):>9.0f} {paired(over, name, 'off'):>7.2f}x "
+            f"{paired(over, name, 'stock'):>8.2f}x "
+            f"{paired(over, name, 'scrapy-rep/memory'):>13.2f}x"
         )
     reference = next(ref for name, *_, ref in SHAPES if name == label)
-    rep_ratio = over["scrapy-rep/memory"] / over[reference]
+    rep_ratio = paired(over, "scrapy-rep/memory", reference)
     what = "ROBOTSTXT_OBEY off" if reference == "off" else "the stock middleware"
     print(
         f"scrapy-rep vs {what}: {rep_ratio:.2f}x (target >= 0.95x: "
@@ -180,7 +196,7 @@ def overhead_report(label: str, over: dict[str, float]) -> None:
     for store in ("sqlite", "redis"):
         key = f"scrapy-rep/{store}"
         if key in over:
-            ratio = over[key] / over["scrapy-rep/memory"]
+            ratio = paired(over, key, "scrapy-rep/memory")
             print(
                 f"{store} store vs memory: {ratio:.2f}x (target >= 0.9x: "
                 f"{'PASS' if ratio >= 0.9 else 'FAIL'})"
