@@ -18,6 +18,7 @@ from twisted.internet.defer import Deferred
 from scrapy_rep._policy import FALLBACK, FRESH, STALE, Evaluation, FetchOutcome, RobotsPolicy
 from scrapy_rep._records import UNREACHABLE, OriginRecord
 from scrapy_rep._report import SummaryTotals
+from scrapy_rep._storage import acquire_and_read, put_and_release
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -190,20 +191,23 @@ class OriginCoordinator:
     def _start_fetch(self, rt: OriginRuntime) -> None:
         if self.closed:
             return
-        if not self.storage.acquire_lease(rt.origin, self.holder, self._lease_ttl()):
+        # The previous holder may have stored its result and released the lease
+        # between our last read and our lease (a poll that read just before its
+        # write): a shared store is read once more, so one fetch serves every process.
+        held, stored = acquire_and_read(self.storage, rt.origin, self.holder, self._lease_ttl())
+        if not held:
             # Another process is fetching this robots.txt; watch the store for its result.
             self._arm_timer(rt, self.clock() + SHARED_POLL_INTERVAL)
             return
-        if self.storage.shared:
-            # The previous holder may have stored its result and released the lease
-            # between our last read and our lease (a poll that read just before its
-            # write): look once more, so one fetch serves every process.
-            stored = self.storage.get(rt.origin)
-            if stored is not None and not self.policy.evaluate(stored, self.clock()).fetch_due:
-                self.storage.release_lease(rt.origin, self.holder)
-                rt.record = stored
-                _reactor().callLater(0, self.wake, rt.origin)
-                return
+        if (
+            self.storage.shared
+            and stored is not None
+            and not self.policy.evaluate(stored, self.clock()).fetch_due
+        ):
+            self.storage.release_lease(rt.origin, self.holder)
+            rt.record = stored
+            _reactor().callLater(0, self.wake, rt.origin)
+            return
         self._cancel_timer(rt)
         rt.fetching = True
         rt.fetches += 1
@@ -236,8 +240,7 @@ class OriginCoordinator:
         was_unreachable = rt.record is not None and rt.record.unreachable
         stored = self.storage.get(rt.origin) if self.storage.shared else rt.record
         record = self.policy.after_fetch(stored or rt.record, outcome, now)
-        self.storage.put(rt.origin, record)
-        self.storage.release_lease(rt.origin, self.holder)
+        put_and_release(self.storage, rt.origin, record, self.holder)
         rt.record = record
         rt.loaded = True
         if record.unreachable and not was_unreachable:

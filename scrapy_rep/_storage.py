@@ -99,6 +99,35 @@ class MemoryStorage:
         return f"memory (at most {self._max} origins)"
 
 
+def acquire_and_read(
+    storage: RobotsStorage, origin: str, holder: str, ttl: float
+) -> tuple[bool, OriginRecord | None]:
+    """Take the fetch lease and, when the store is shared and the lease was won, read
+    the record again (another process may have just stored it).
+
+    A store may do both in one round trip with ``acquire_lease_and_get`` (Redis
+    pipelines them); any other store gets the two calls.
+    """
+    combined = getattr(storage, "acquire_lease_and_get", None)
+    if combined is not None:
+        held, record = combined(origin, holder, ttl)
+        return bool(held), record
+    if not storage.acquire_lease(origin, holder, ttl):
+        return False, None
+    return True, storage.get(origin) if storage.shared else None
+
+
+def put_and_release(storage: RobotsStorage, origin: str, record: OriginRecord, holder: str) -> None:
+    """Store a fetch's record and give up the lease: one round trip when the store has
+    ``put_and_release_lease`` (Redis pipelines them), else the two calls."""
+    combined = getattr(storage, "put_and_release_lease", None)
+    if combined is not None:
+        combined(origin, record, holder)
+        return
+    storage.put(origin, record)
+    storage.release_lease(origin, holder)
+
+
 def create_storage(config: Config, settings: Mapping[str, Any] | None = None) -> RobotsStorage:
     """Build the store ``REP_STORAGE`` names."""
     spec = config.storage
