@@ -333,7 +333,9 @@ class RedisStorage:
         def store_and_release() -> list[Any]:
             pipe = self._client.pipeline(transaction=False)
             pipe.set(key, blob, px=self._record_ttl_ms)
-            self._release_script(keys=[lease_key], args=[holder], client=pipe)
+            # EVAL, not the registered script: in a pipeline that costs an extra SCRIPT
+            # EXISTS round trip first; the script is short and Redis caches it
+            pipe.eval(_RELEASE_LUA, 1, lease_key, holder)
             return list(pipe.execute())
 
         result = self._call(store_and_release)

@@ -67,6 +67,7 @@ def test_redis_pipelines_each_pair(redis_server: RedisServer) -> None:
     # [SET NX, GET lease, GET record], [SET record, the release script (a GET and a DEL
     # inside)], then our own GET: no command beyond the two pipelines' own
     assert (calls.get("set"), calls.get("get"), calls.get("del")) == (2, 4, 1), calls
+    assert "script|exists" not in calls, calls  # no hidden extra round trip
     backend.close()
 
 
