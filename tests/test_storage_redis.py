@@ -1,0 +1,133 @@
+"""Redis store: URLs and secrets, keys and TTLs, refused keys, outages and recovery.
+
+The contract every backend keeps is in test_storage.py; runs a real redis-server.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import pytest
+
+from scrapy_rep._config import Config, SettingError
+from scrapy_rep._storage import create_storage
+from scrapy_rep._storage_redis import RedisStorage, mask_url
+from tests import redis_server as redis_helper
+from tests.redis_server import RedisServer, free_port
+from tests.test_storage import RECORD
+
+# The fixtures live in the helper module (tests/conftest.py belongs to the harness).
+redis_server = redis_helper.redis_server
+private_redis_server = redis_helper.private_redis_server
+
+SQLITE_LOGGER = "scrapy_rep._storage_sqlite"
+REDIS_LOGGER = "scrapy_rep._storage_redis"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+# ---------------------------------------------------------------------------
+# Redis
+# ---------------------------------------------------------------------------
+
+
+def test_mask_url() -> None:
+    assert mask_url("redis://user:pw@h:6379/0") == "redis://user:***@h:6379/0"
+    assert mask_url("rediss://:pw@h/1") == "rediss://:***@h/1"
+    assert mask_url("redis://h:6379/0") == "redis://h:6379/0"
+    assert mask_url("redis://token@h") == "redis://***@h"
+    assert mask_url("unix:///tmp/r.sock?db=2&password=pw") == "unix:///tmp/r.sock?db=2&password=***"
+
+
+def test_redis_missing_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "redis", None)
+    with pytest.raises(SettingError, match=r"pip install scrapy-rep\[redis\]"):
+        RedisStorage.from_url("redis://localhost", Config())
+
+
+def test_redis_bad_url() -> None:
+    with pytest.raises(SettingError, match="REP_STORAGE"):
+        RedisStorage.from_url("redis://:pw@host:notaport/0", Config())
+
+
+def test_redis_keys_and_record_ttl(redis_server: RedisServer) -> None:
+    config = Config(stale_max_age=1000.0, unreachable_wait=500.0)
+    store = create_storage(Config(storage=redis_server.url), None)
+    assert isinstance(store, RedisStorage)
+    store.close()
+    store = RedisStorage.from_url(redis_server.url, config)
+    store.put("https://a.test", RECORD)
+    assert store.acquire_lease("https://a.test", "p1", 30)
+    client = store._client
+    assert client.get("scrapy-rep:v1:lease:https://a.test") == b"p1"
+    ttl_ms = client.pttl("scrapy-rep:v1:origin:https://a.test")
+    assert 1500_000 < ttl_ms <= (1500 + 86_400) * 1000
+    store.close()
+
+
+def test_redis_wrong_type_key_is_a_miss(
+    redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = RedisStorage.from_url(redis_server.url, Config())
+    store._client.flushdb()
+    store._client.rpush(store.origin_key("https://a.test"), b"x")
+    with caplog.at_level(logging.WARNING, logger=REDIS_LOGGER):
+        assert store.get("https://a.test") is None
+        assert store.get("https://a.test") is None
+    assert len(caplog.records) == 1
+    assert not store.degraded
+    store.close()
+
+
+def test_redis_outage_falls_back_and_recovers(
+    private_redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = private_redis_server
+    secret = server.password
+    assert secret is not None and secret in server.url
+    # reconnect_interval=0: probe on every call, so the test needs no sleeping.
+    store = RedisStorage.from_url(server.url, Config(), reconnect_interval=0)
+    assert secret not in store.describe()
+    assert f"redis://:***@127.0.0.1:{server.port}/0" in store.describe()
+    store.put("https://before.test", RECORD)
+    assert store.get("https://before.test") == RECORD
+
+    caplog.set_level(logging.DEBUG, logger=REDIS_LOGGER)
+    server.stop()
+    store.put("https://during.test", RECORD)
+    for _ in range(5):
+        assert store.get("https://during.test") == RECORD
+        assert store.get("https://before.test") is None  # only Redis had it
+    assert store.acquire_lease("https://x.test", "p1", 60)  # local lease now
+    assert not store.acquire_lease("https://x.test", "p2", 60)
+    store.release_lease("https://x.test", "p1")
+    assert store.degraded
+    assert "unreachable" in store.describe() and secret not in store.describe()
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1, [r.getMessage() for r in warnings]
+
+    server.start()  # same port, empty data set
+    assert store.get("https://during.test") == RECORD  # the outage-era copy survives
+    assert not store.degraded
+    store.put("https://after.test", RECORD)
+    assert store._client.exists(store.origin_key("https://after.test"))
+    assert store.acquire_lease("https://after.test", "p1", 60)
+    assert not store.acquire_lease("https://after.test", "p2", 60)
+    infos = [r for r in caplog.records if r.levelno == logging.INFO]
+    assert len(infos) == 1 and "reachable again" in infos[0].getMessage()
+    assert len([r for r in caplog.records if r.levelno >= logging.WARNING]) == 1
+    assert secret not in caplog.text
+    store.close()
+
+
+def test_redis_unreachable_at_start_does_not_raise(caplog: pytest.LogCaptureFixture) -> None:
+    url = f"redis://user:topsecret@127.0.0.1:{free_port()}/0"
+    with caplog.at_level(logging.WARNING, logger=REDIS_LOGGER):
+        store = RedisStorage.from_url(url, Config(), reconnect_interval=3600)
+        store.put("https://a.test", RECORD)
+        assert store.get("https://a.test") == RECORD
+        assert store.acquire_lease("https://a.test", "p1", 60)
+    assert len(caplog.records) == 1
+    assert "topsecret" not in caplog.text and "user:***@" in caplog.text
+    store.close()
