@@ -75,7 +75,9 @@ def test_redis_wrong_type_key_is_a_miss(
     with caplog.at_level(logging.WARNING, logger=REDIS_LOGGER):
         assert store.get("https://a.test") is None
         assert store.get("https://a.test") is None
-    assert len(caplog.records) == 1
+    # only this store's records: the handler also sees other loggers' warnings, such
+    # as a ResourceWarning (py.warnings) for an earlier test's client collected now
+    assert len([r for r in caplog.records if r.name == REDIS_LOGGER]) == 1
     assert not store.degraded
     store.close()
 
