@@ -27,6 +27,12 @@ REDIS_LOGGER = "scrapy_rep._storage_redis"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+def ours(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    """This package's log records: the capture also sees other loggers, such as a
+    ResourceWarning (py.warnings) for an earlier test's client collected meanwhile."""
+    return [r for r in caplog.records if r.name.startswith("scrapy_rep")]
+
+
 # ---------------------------------------------------------------------------
 # Redis
 # ---------------------------------------------------------------------------
@@ -75,9 +81,7 @@ def test_redis_wrong_type_key_is_a_miss(
     with caplog.at_level(logging.WARNING, logger=REDIS_LOGGER):
         assert store.get("https://a.test") is None
         assert store.get("https://a.test") is None
-    # only this store's records: the handler also sees other loggers' warnings, such
-    # as a ResourceWarning (py.warnings) for an earlier test's client collected now
-    assert len([r for r in caplog.records if r.name == REDIS_LOGGER]) == 1
+    assert len(ours(caplog)) == 1
     assert not store.degraded
     store.close()
 
@@ -106,7 +110,7 @@ def test_redis_outage_falls_back_and_recovers(
     store.release_lease("https://x.test", "p1")
     assert store.degraded
     assert "unreachable" in store.describe() and secret not in store.describe()
-    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    warnings = [r for r in ours(caplog) if r.levelno >= logging.WARNING]
     assert len(warnings) == 1, [r.getMessage() for r in warnings]
 
     server.start()  # same port, empty data set
@@ -116,9 +120,9 @@ def test_redis_outage_falls_back_and_recovers(
     assert store._client.exists(store.origin_key("https://after.test"))
     assert store.acquire_lease("https://after.test", "p1", 60)
     assert not store.acquire_lease("https://after.test", "p2", 60)
-    infos = [r for r in caplog.records if r.levelno == logging.INFO]
+    infos = [r for r in ours(caplog) if r.levelno == logging.INFO]
     assert len(infos) == 1 and "reachable again" in infos[0].getMessage()
-    assert len([r for r in caplog.records if r.levelno >= logging.WARNING]) == 1
+    assert len([r for r in ours(caplog) if r.levelno >= logging.WARNING]) == 1
     assert secret not in caplog.text
     store.close()
 
@@ -130,6 +134,6 @@ def test_redis_unreachable_at_start_does_not_raise(caplog: pytest.LogCaptureFixt
         store.put("https://a.test", RECORD)
         assert store.get("https://a.test") == RECORD
         assert store.acquire_lease("https://a.test", "p1", 60)
-    assert len(caplog.records) == 1
+    assert len(ours(caplog)) == 1
     assert "topsecret" not in caplog.text and "user:***@" in caplog.text
     store.close()

@@ -29,6 +29,12 @@ REDIS_LOGGER = "scrapy_rep._storage_redis"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+def ours(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    """This package's log records: the capture also sees other loggers, such as a
+    ResourceWarning (py.warnings) for an earlier test's client collected meanwhile."""
+    return [r for r in caplog.records if r.name.startswith("scrapy_rep")]
+
+
 # ---------------------------------------------------------------------------
 # SQLite
 # ---------------------------------------------------------------------------
@@ -138,7 +144,7 @@ def test_sqlite_survives_kill_9_mid_write(tmp_path: Path, caplog: pytest.LogCapt
         proc.wait()
         with caplog.at_level(logging.WARNING, logger=SQLITE_LOGGER):
             store = SqliteStorage(path)
-        assert not caplog.records, "the killed writer left an unusable store"
+        assert not ours(caplog), "the killed writer left an unusable store"
         assert all(store.get(f"https://o{i}.test") is not None for i in range(400))
         store.close()
     with sqlite3.connect(path) as conn:
@@ -156,7 +162,7 @@ def test_sqlite_corrupt_file_is_moved_aside(
         fh.write(b"this is not a sqlite header!" * 8)
     with caplog.at_level(logging.WARNING, logger=SQLITE_LOGGER):
         store = SqliteStorage(path)
-    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    warnings = [r for r in ours(caplog) if r.levelno == logging.WARNING]
     assert len(warnings) == 1
     assert "moved it to" in warnings[0].getMessage()
     assert list(tmp_path.glob("robots.db.corrupt-*"))
@@ -183,7 +189,7 @@ def test_sqlite_unknown_schema_is_replaced(
         conn.close()
     with caplog.at_level(logging.WARNING, logger=SQLITE_LOGGER):
         store = SqliteStorage(path)
-    assert len(caplog.records) == 1
+    assert len(ours(caplog)) == 1
     store.put("https://a.test", RECORD)
     assert store.get("https://a.test") == RECORD
     store.close()
@@ -201,8 +207,8 @@ def test_sqlite_runtime_errors_fall_back_and_log_once(
             assert store.get("https://a.test") == RECORD  # from the fallback
         assert store.acquire_lease("https://a.test", "p1", 60)
         assert not store.acquire_lease("https://a.test", "p2", 60)
-    kinds = {r.getMessage().split(" failed")[0] for r in caplog.records}
-    assert len(caplog.records) == len(kinds) == 3  # write, read, lease: once each
+    kinds = {r.getMessage().split(" failed")[0] for r in ours(caplog)}
+    assert len(ours(caplog)) == len(kinds) == 3  # write, read, lease: once each
 
 
 def test_sqlite_unopenable_path_runs_on_fallback(
@@ -211,7 +217,7 @@ def test_sqlite_unopenable_path_runs_on_fallback(
     (tmp_path / "adir.db").mkdir()
     with caplog.at_level(logging.WARNING, logger=SQLITE_LOGGER):
         store = SqliteStorage(tmp_path / "adir.db")
-    assert len(caplog.records) == 1
+    assert len(ours(caplog)) == 1
     assert "fallback" in store.describe()
     store.put("https://a.test", RECORD)
     assert store.get("https://a.test") == RECORD
