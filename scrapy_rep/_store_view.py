@@ -78,7 +78,13 @@ def _read_other(
         state = StoredState(config.storage.split("@")[-1], note=f"cannot open the store: {exc}")
         return dict.fromkeys(origins, state)
     try:
+        found = {origin: store.get(origin) for origin in origins}
         description = store.describe()
-        return {origin: StoredState(description, store.get(origin)) for origin in origins}
+        if getattr(store, "degraded", False):
+            # Redis answers from an empty process-local fallback during an outage: say
+            # so, rather than report that the store holds nothing.
+            state = StoredState(description, note="the store is unreachable")
+            return dict.fromkeys(origins, state)
+        return {origin: StoredState(description, found[origin]) for origin in origins}
     finally:
         store.close()

@@ -428,3 +428,18 @@ def test_listed_in_help_and_project_default_store(
     expected = project / ".scrapy" / "scrapy_rep.sqlite3"
     assert f"stored (sqlite {expected}): no stored state" in result.stdout
     assert not (project / ".scrapy").exists()
+
+
+def test_unreachable_redis_store_is_reported(
+    mockserver: MockServer, host: str, subprocess_env: dict[str, str], workdir: Path
+) -> None:
+    from tests.redis_server import free_port
+
+    url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    result = robots(
+        [mockserver.url(host, "/a"), "-s", f"REP_STORAGE={url}", "--json"], subprocess_env, workdir
+    )
+    assert result.returncode in (0, 1), result.stderr
+    stored = as_json(result)["origins"][0]["stored"]
+    assert "unreachable" in stored["store"]
+    assert stored["note"] == "the store is unreachable"
