@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +84,27 @@ def install_reactor() -> Any:
 
     reactor.installNameResolver(LocalResolver(reactor))  # type: ignore[attr-defined]
     return reactor
+
+
+def run_on_reactor(reactor: Any, main: Callable[[], Coroutine[Any, Any, None]]) -> bool:
+    """Run the coroutine *main* on the installed reactor until it ends.
+
+    Returns False when it raised (its traceback is printed).
+    """
+    from scrapy.utils.defer import deferred_from_coro
+
+    succeeded: list[bool] = []
+
+    def finish(result: Any) -> None:
+        if hasattr(result, "printTraceback"):
+            result.printTraceback()
+        else:
+            succeeded.append(True)
+        reactor.stop()
+
+    reactor.callWhenRunning(lambda: deferred_from_coro(main()).addBoth(finish))
+    reactor.run()
+    return bool(succeeded)
 
 
 def make_spider_class() -> type:

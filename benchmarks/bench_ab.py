@@ -25,7 +25,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _harness import OFF, REP, STOCK, LocalServer, crawl, install_reactor, median
+from _harness import (
+    OFF,
+    REP,
+    STOCK,
+    LocalServer,
+    crawl,
+    install_reactor,
+    median,
+    run_on_reactor,
+)
 
 SHAPES = {"steady": (10, 300), "many": (100, 10)}
 SETTINGS = {"CONCURRENT_REQUESTS": 32, "CONCURRENT_REQUESTS_PER_DOMAIN": 8}
@@ -97,21 +106,13 @@ def main() -> None:
         url = redis.url if redis is not None else None
         outcome["r"] = await ab(server, (args.a, args.b), args.shape, args.rounds, url)
 
-    from scrapy.utils.defer import deferred_from_coro
-
-    def finish(result: Any) -> None:
-        if hasattr(result, "printTraceback"):
-            result.printTraceback()
-        reactor.stop()
-
-    reactor.callWhenRunning(lambda: deferred_from_coro(run()).addBoth(finish))
     try:
-        reactor.run()
+        succeeded = run_on_reactor(reactor, run)
     finally:
         server.stop()
         if redis is not None:
             redis.stop()
-    if "r" not in outcome:
+    if not succeeded:
         sys.exit("benchmark failed (see the traceback above)")
     res = outcome["r"]
     n_origins, n_pages = SHAPES[args.shape]

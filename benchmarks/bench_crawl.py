@@ -39,7 +39,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _harness import OFF, REP, STOCK, LocalServer, crawl, install_reactor, median
+from _harness import (
+    OFF,
+    REP,
+    STOCK,
+    LocalServer,
+    crawl,
+    install_reactor,
+    median,
+    run_on_reactor,
+)
 
 
 def _hol_hosts(server: LocalServer, stall: float, run: int) -> tuple[list[str], list[str]]:
@@ -229,19 +238,11 @@ def main() -> None:
         if args.only != "hol":
             outcome["over"] = await overhead(server, args.repeat)
 
-    from scrapy.utils.defer import deferred_from_coro
-
-    def finish(result: Any) -> None:
-        if hasattr(result, "printTraceback"):
-            result.printTraceback()
-        reactor.stop()
-
-    reactor.callWhenRunning(lambda: deferred_from_coro(run_all()).addBoth(finish))
     try:
-        reactor.run()
+        succeeded = run_on_reactor(reactor, run_all)
     finally:
         server.stop()
-    if not outcome or (args.only is None and "over" not in outcome):
+    if not succeeded:
         sys.exit("benchmark failed (see the traceback above)")
     report(outcome.get("hol"), outcome.get("over"), args.stall)
 

@@ -90,15 +90,14 @@ class Decider:
     ) -> None:
         """Record the decision on the request; raise IgnoreRequest to drop it."""
         token = self.token_for(request)
+        waited = request.meta.get(WAITED_META_KEY, 0.0)
         decision: dict[str, Any] = {
             "origin": origin,
             "product_token": token,
             "source": evaluation.source or "unreachable",
             "robots": rt.record.last_outcome if rt.record is not None else "",
-            "waited": request.meta.get(WAITED_META_KEY, 0.0),
+            "waited": round(waited, 3) if waited else 0.0,  # (round() only when needed)
         }
-        if decision["waited"]:
-            decision["waited"] = round(decision["waited"], 3)
         if not evaluation.ready:  # audit mode only: an enforcing crawl would wait
             decision.update(allowed=True, reason="unreachable: would delay")
             self.stats.inc_value("robotstxt/audit/would_delay")

@@ -39,15 +39,16 @@ _PATH_FIX = re.compile(ESCAPE + rb"|[\x80-\xff]+|[*$]")
 _AUTHORITY = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.\-]*:)?//[^/?#]*([^#]*)")
 
 
-# The fast path of a check: path and query of an absolute or path-only URL that
-# needs no normalisation (ASCII, no "%", no "*" or "$"), in one regex call.
+# plain_path's fast path: path and query of an absolute or path-only URL, of any
+# scheme and with or without a fragment, that needs no normalisation (ASCII, no "%",
+# no "*" or "$"), in one regex call.
 _PLAIN = re.compile(
     r"(?:(?:[A-Za-z][A-Za-z0-9+.\-]*:)?//[^/?#]*)?([^#%*$\x80-\U0010ffff]*)(?:#|\Z)"
 )
 
 
-# The fast path of a check: an http(s) or path-only URL whose path and query need
-# no normalisation (ASCII, no "%", "*" or "$") and that has no fragment.
+# allowed()'s narrower fast path: an http(s) or path-only URL without a fragment, so
+# the match is the path itself (no slash to add, nothing to cut).
 _SIMPLE = re.compile(r"(?:https?://[^/?#]*|(?!//))(/[^#%*$\x80-\U0010ffff]*)\Z")
 
 

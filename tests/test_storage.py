@@ -9,6 +9,7 @@ No assertion depends on how long something took.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import time
 import zlib
@@ -33,9 +34,6 @@ from tests.redis_server import RedisServer
 redis_server = redis_helper.redis_server
 private_redis_server = redis_helper.private_redis_server
 
-SQLITE_LOGGER = "scrapy_rep._storage_sqlite"
-REDIS_LOGGER = "scrapy_rep._storage_redis"
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 RECORD = OriginRecord(
     kind=RULES,
@@ -44,6 +42,12 @@ RECORD = OriginRecord(
     expires_at=1_700_086_400.0,
     last_outcome="200",
 )
+
+
+def ours(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    """This package's log records: the capture also sees other loggers, such as a
+    ResourceWarning (py.warnings) for an earlier test's client collected meanwhile."""
+    return [r for r in caplog.records if r.name.startswith("scrapy_rep")]
 
 
 # ---------------------------------------------------------------------------

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -16,21 +15,13 @@ from scrapy_rep._storage import create_storage
 from scrapy_rep._storage_redis import RedisStorage, mask_url
 from tests import redis_server as redis_helper
 from tests.redis_server import RedisServer, free_port
-from tests.test_storage import RECORD
+from tests.test_storage import RECORD, ours
 
 # The fixtures live in the helper module (tests/conftest.py belongs to the harness).
 redis_server = redis_helper.redis_server
 private_redis_server = redis_helper.private_redis_server
 
-SQLITE_LOGGER = "scrapy_rep._storage_sqlite"
 REDIS_LOGGER = "scrapy_rep._storage_redis"
-REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
-def ours(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
-    """This package's log records: the capture also sees other loggers, such as a
-    ResourceWarning (py.warnings) for an earlier test's client collected meanwhile."""
-    return [r for r in caplog.records if r.name.startswith("scrapy_rep")]
 
 
 # ---------------------------------------------------------------------------

@@ -17,22 +17,10 @@ import pytest
 
 from scrapy_rep._config import SettingError
 from scrapy_rep._storage_sqlite import DEFAULT_FILENAME, SqliteStorage
-from tests import redis_server as redis_helper
-from tests.test_storage import RECORD
-
-# The fixtures live in the helper module (tests/conftest.py belongs to the harness).
-redis_server = redis_helper.redis_server
-private_redis_server = redis_helper.private_redis_server
+from tests.test_storage import RECORD, ours
 
 SQLITE_LOGGER = "scrapy_rep._storage_sqlite"
-REDIS_LOGGER = "scrapy_rep._storage_redis"
 REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
-def ours(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
-    """This package's log records: the capture also sees other loggers, such as a
-    ResourceWarning (py.warnings) for an earlier test's client collected meanwhile."""
-    return [r for r in caplog.records if r.name.startswith("scrapy_rep")]
 
 
 # ---------------------------------------------------------------------------
