@@ -29,12 +29,15 @@ __all__ = [
     "EMPTY_GROUP",
     "ESCAPE",
     "Group",
+    "Rules",
     "best_rule",
     "compile_group",
     "fix_escape",
     "literal_rule",
     "match_pieces",
+    "merged_rules",
     "normalise_pattern",
+    "normalised_rules",
     "pattern_at",
     "split_pattern",
     "wild_rule",
@@ -174,11 +177,44 @@ def _rules_at(ends: list[int], hits: Iterator[re.Match[bytes]]) -> list[int]:
     return sorted(set(map(bisect_right, repeat(ends), map(re.Match.start, hits))))
 
 
-def compile_group(
-    runs: list[tuple[list[bytes], array[int]]],
-    strings: dict[bytes, str],
-    originals: dict[int, str],
-) -> Group:
+Rules: TypeAlias = tuple[list[bytes], "array[int]"]
+
+
+def merged_rules(runs: list[Rules]) -> Rules:
+    """Patterns and line marks of all the runs (merged same-name groups), in file order.
+
+    A single run's own lists are returned, not copies: callers copy before changing.
+    """
+    if len(runs) == 1:
+        return runs[0]
+    return [p for r in runs for p in r[0]], array("q", [m for r in runs for m in r[1]])
+
+
+def normalised_rules(
+    patterns: list[bytes], marks: array[int], originals: dict[int, str]
+) -> tuple[list[bytes], bytes]:
+    """*patterns* in canonical form (a new list if any changed) and joined by "\n".
+
+    Rules needing attention are found by scanning all patterns joined, in C, and
+    mapping hits back to rules through the cumulative lengths; *originals* receives
+    {line: pattern as written} for the patterns that change.
+    """
+    joined = b"\n".join(patterns)
+    dollars = joined.count(b"$")
+    mid_dollar = dollars and dollars != joined.count(b"$\n") + joined.endswith(b"$")
+    if (not joined.isascii() or 0x25 in joined or mid_dollar) and _JOINED_FIX.search(joined):
+        ends = list(accumulate(map(add, map(len, patterns), repeat(1))))
+        fixed = list(patterns)
+        for i in _rules_at(ends, _JOINED_FIX.finditer(joined)):
+            raw = patterns[i]
+            if _PATTERN_FIX.search(raw) is not None:
+                originals.setdefault(marks[i] >> 1, raw.decode("utf-8", "replace"))
+                fixed[i] = _PATTERN_FIX.sub(fix_escape, raw)
+        return fixed, b"\n".join(fixed)
+    return patterns, joined
+
+
+def compile_group(runs: list[Rules], strings: dict[bytes, str], originals: dict[int, str]) -> Group:
     """Compile the rules of all the runs (merged same-name groups) one crawler obeys.
 
     Each run holds raw patterns and line marks as _parser makes them; *strings* dedupes
@@ -186,33 +222,13 @@ def compile_group(
     {line: pattern as written} for patterns that normalisation changed.  Most rules are plain ASCII
     prefixes, so per-rule work is left to C-level sort/map calls where possible.
     """
-    if len(runs) == 1:
-        patterns, marks = list(runs[0][0]), runs[0][1]
-    else:
-        patterns = [p for r in runs for p in r[0]]
-        marks = array("q", [m for r in runs for m in r[1]])
+    patterns, marks = merged_rules(runs)
     if not patterns:
         return EMPTY_GROUP
+    patterns, joined = normalised_rules(patterns, marks, originals)
     # mark = line * 2 + (1 for disallow); precedence = 2 * len - that bit (in C)
     lens = list(map(len, patterns))
     codes = list(map(sub, map(add, lens, lens), map(and_, marks, repeat(1))))
-    # Rules needing attention are found by scanning all patterns joined, in C, and
-    # mapping hits back to rules through the cumulative lengths.
-    joined = b"\n".join(patterns)
-    ends: list[int] | None = None
-    dollars = joined.count(b"$")
-    mid_dollar = dollars and dollars != joined.count(b"$\n") + joined.endswith(b"$")
-    if (not joined.isascii() or 0x25 in joined or mid_dollar) and _JOINED_FIX.search(joined):
-        ends = list(accumulate(map(add, lens, repeat(1))))
-        for i in _rules_at(ends, _JOINED_FIX.finditer(joined)):
-            raw = patterns[i]
-            if _PATTERN_FIX.search(raw) is not None:
-                originals.setdefault(marks[i] >> 1, raw.decode("utf-8", "replace"))
-                pattern = patterns[i] = _PATTERN_FIX.sub(fix_escape, raw)
-                codes[i] = 2 * len(pattern) - (marks[i] & 1)
-                ends = None
-        if ends is None:
-            joined = b"\n".join(patterns)
     wild: list[int] = []
     starred = False  # some literal was written with trailing "*"s
     if 0x2A in joined or 0x24 in joined:
@@ -229,6 +245,8 @@ def compile_group(
         if len(wild) < len(special):
             # only trailing "*"s: a plain prefix that matches like "/a" but keeps its
             # own length for precedence (as in Google's library)
+            if patterns is runs[0][0]:
+                patterns = list(patterns)  # the run's own list stays as parsed
             for i, stem, flag in zip(special, stems, is_wild, strict=True):
                 if not flag:
                     patterns[i] = stem

@@ -7,6 +7,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import TypeAlias
 
+from scrapy_rep._interpreted import COMPILE_AFTER, Scan, prepare_scan, scan_allows
 from scrapy_rep._matcher import (
     ESCAPE,
     Group,
@@ -126,6 +127,7 @@ class RobotsTxt:
         "_groups",
         "_originals",
         "_rates",
+        "_scans",
         "_signals",
         "rule_count",
         "sitemaps",
@@ -141,6 +143,8 @@ class RobotsTxt:
         self._rates: dict[str, tuple[int, float]] | None = None
         self._signals: dict[str, dict[str, bool]] | None = None
         self._originals: dict[int, str] | None = None
+        # token -> (checks left before compiling, the scan) of groups not compiled yet
+        self._scans: dict[str, tuple[int, Scan]] | None = None
         self.sitemaps: list[str] = []
         self.truncated = False
         self.rule_count = 0
@@ -150,9 +154,10 @@ class RobotsTxt:
         """Parse *content* (bytes or str); never raises for any content."""
         res = parse(content, max_size)
         self = cls()
-        # No group is compiled now: each is compiled the first time a crawler that
-        # obeys it asks (see _group).  A crawler uses one token, and most files name
+        # No group is compiled now: a crawler uses one token, and most files name
         # many crawlers it will never be (Protego builds its index lazily alike).
+        # A group's first checks scan its rules; it is compiled when used more (see
+        # _first_use and _interpreted).
         self._groups = dict(res.groups)
         self._originals = res.originals or None
         self._delays = res.delays or None
@@ -169,6 +174,10 @@ class RobotsTxt:
             if self._originals is None:
                 self._originals = {}
             group = self._groups[token] = compile_group(group, {}, self._originals)
+            if self._scans is not None:
+                self._scans.pop(token, None)
+                if not self._scans:
+                    self._scans = None  # an emptied dict keeps its table: free it
         return group
 
     def _token(self, user_agent: _Text) -> str | None:
@@ -179,20 +188,41 @@ class RobotsTxt:
             token = "*" if "*" in self._groups else None
         return token
 
-    def _choose(self, user_agent: _Text) -> Group | None:
-        """The compiled group for *user_agent*, remembered for the next call: a
-        crawler asks with the same user agent again and again."""
+    def _first_use(self, url: _Text, user_agent: _Text) -> bool | None:
+        """allowed() for a user agent other than the remembered one.
+
+        While its group has checks left to scan (see _interpreted), answers by
+        scanning.  Otherwise remembers the agent and its compiled group (None: no
+        group applies) for allowed() to use, as a crawler asks with the same user
+        agent again and again, and returns None.
+        """
         token = self._token(user_agent)
-        group = None if token is None else self._group(token)
-        if isinstance(user_agent, (str, bytes)):
-            self._agent, self._agent_group = user_agent, group
-        return group
+        group = None
+        if token is not None:
+            found = self._groups[token]
+            if isinstance(found, list):
+                if self._scans is None:
+                    self._scans = {}
+                left, scan = self._scans.get(token) or (COMPILE_AFTER, prepare_scan(found))
+                if left > 0:
+                    self._scans[token] = (left - 1, scan)
+                    path = plain_path(_text(url))
+                    return _is_robots_txt(path) or scan_allows(scan, path)
+            group = self._group(token)
+        # (a bytearray or memoryview is kept as bytes: it compares equal to those)
+        agent = user_agent if isinstance(user_agent, (str, bytes)) else bytes(user_agent)
+        self._agent, self._agent_group = agent, group
+        return None
 
     def allowed(self, url: _Text, user_agent: _Text) -> bool:
         """Whether *user_agent* may fetch *url*."""
         # The hot path of a crawl: kept to a handful of C calls for the common
         # case, a plain ASCII http(s) or path-only URL and a group of few rules.
-        group = self._agent_group if user_agent == self._agent else self._choose(user_agent)
+        if user_agent != self._agent:
+            verdict = self._first_use(url, user_agent)
+            if verdict is not None:
+                return verdict
+        group = self._agent_group
         if group is None:
             return True
         # the common URL, plain ASCII http(s) or path-only, in one regex call
