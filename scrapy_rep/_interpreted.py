@@ -22,7 +22,7 @@ from typing import TypeAlias
 
 from scrapy_rep._matcher import Rules, match_pieces, merged_rules, normalised_rules, split_pattern
 
-__all__ = ["COMPILE_AFTER", "Scan", "prepare_scan", "scan_allows"]
+__all__ = ["COMPILE_AFTER", "Scan", "prepare_scan", "scan_allows", "scan_best"]
 
 # Checks a group answers by scanning before it is compiled (see the module docstring).
 COMPILE_AFTER = 8
@@ -34,10 +34,13 @@ Scan: TypeAlias = tuple[list[bytes], "array[int]", "list[bytes] | None"]
 _GUARD = itemgetter(0)
 
 
-def prepare_scan(runs: list[Rules]) -> Scan:
-    """What scan_allows needs for the rules of *runs*: C-level passes, no per-rule loop."""
+def prepare_scan(runs: list[Rules], originals: dict[int, str]) -> Scan:
+    """What the scans need for the rules of *runs*: C-level passes, no per-rule loop.
+
+    *originals* receives {line: pattern as written} as compile_group would fill it.
+    """
     patterns, marks = merged_rules(runs)
-    patterns, joined = normalised_rules(patterns, marks, {})
+    patterns, joined = normalised_rules(patterns, marks, originals)
     if 0x2A not in joined and 0x24 not in joined:  # no "*" or "$": plain prefixes
         return patterns, marks, None
     # after normalisation a "$" can only be a pattern's last octet
@@ -70,3 +73,31 @@ def scan_allows(scan: Scan, path: bytes) -> bool:
             ):
                 best = rank
     return not best & 1  # the low bit of a rank is set for disallow rules
+
+
+def scan_best(scan: Scan, path: bytes) -> int:
+    """Position of the deciding rule for the normalised *path* in the scan, or -1.
+
+    For explain(): among rules of equal precedence (equal length and kind, so the
+    verdict is the same) it picks the one the compiled group picks, so that the line
+    reported does not change when the group is compiled.  The compiled group prefers
+    a plain prefix (a literal, maybe written with trailing "*"s) to a wildcard rule,
+    the first literal in file order, and the wildcard rule with the longest guard,
+    then the first in file order.
+    """
+    guards, marks, patterns = scan
+    best = -1
+    best_key = (0, 0, 0, 0)
+    for i in compress(count(), map(path.startswith, guards)):
+        guard = guards[i]
+        pattern = guard if patterns is None else patterns[i]
+        if len(pattern) != len(guard) and not match_pieces(*split_pattern(pattern), path):
+            continue
+        rank = 2 * len(pattern) - (marks[i] & 1)
+        if pattern[-1:] != b"$" and pattern.rstrip(b"*") == guard:
+            key = (rank, 1, 0, -i)  # a literal
+        else:
+            key = (rank, 0, len(guard), -i)
+        if key > best_key:
+            best, best_key = i, key
+    return best

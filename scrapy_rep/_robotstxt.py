@@ -8,7 +8,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from scrapy_rep._interpreted import COMPILE_AFTER, Scan, prepare_scan, scan_allows
+from scrapy_rep._interpreted import COMPILE_AFTER, Scan, prepare_scan, scan_allows, scan_best
 from scrapy_rep._matcher import (
     ESCAPE,
     Group,
@@ -172,6 +172,22 @@ class RobotsTxt:
         self.rule_count = res.rule_count
         return self
 
+    def _scan(self, token: str) -> Scan | None:
+        """The scan of *token*'s group while it has checks left to scan, counting this
+        one; None once the group is, or is due to be, compiled (see _interpreted)."""
+        runs = self._groups[token]
+        if not isinstance(runs, list):
+            return None
+        if self._scans is None:
+            self._scans = {}
+        if self._originals is None:
+            self._originals = {}
+        left, scan = self._scans.get(token) or (COMPILE_AFTER, prepare_scan(runs, self._originals))
+        if left <= 0:
+            return None
+        self._scans[token] = (left - 1, scan)
+        return scan
+
     def _group(self, token: str) -> Group:
         group = self._groups[token]
         if isinstance(group, list):
@@ -203,15 +219,10 @@ class RobotsTxt:
         token = self._token(user_agent)
         group = None
         if token is not None:
-            found = self._groups[token]
-            if isinstance(found, list):
-                if self._scans is None:
-                    self._scans = {}
-                left, scan = self._scans.get(token) or (COMPILE_AFTER, prepare_scan(found))
-                if left > 0:
-                    self._scans[token] = (left - 1, scan)
-                    path = plain_path(_text(url))
-                    return _is_robots_txt(path) or scan_allows(scan, path)
+            scan = self._scan(token)
+            if scan is not None:
+                path = plain_path(_text(url))
+                return _is_robots_txt(path) or scan_allows(scan, path)
             group = self._group(token)
         # (a bytearray or memoryview is kept as bytes: it compares equal to those)
         agent = user_agent if isinstance(user_agent, (str, bytes)) else bytes(user_agent)
@@ -264,15 +275,25 @@ class RobotsTxt:
             return Decision(True, None, None, (), "robots.txt-always-allowed")
         if token is None:
             return Decision(True, None, None, (), "no-matching-group")
-        group = self._group(token)
-        n = best_rule(group, path)
-        if n < 0:
-            return Decision(True, None, None, (token,), "no-matching-rule")
-        allow = not group[6][n] & 1
-        line = (group[6][n] & _MARK) >> 1
+        scan = self._scan(token)
+        if scan is not None:
+            n = scan_best(scan, path)
+            if n < 0:
+                return Decision(True, None, None, (token,), "no-matching-rule")
+            mark = scan[1][n]
+            pattern = (scan[0] if scan[2] is None else scan[2])[n]
+        else:
+            group = self._group(token)
+            n = best_rule(group, path)
+            if n < 0:
+                return Decision(True, None, None, (token,), "no-matching-rule")
+            mark = group[6][n] & _MARK
+            pattern = pattern_at(group, n)
+        allow = not mark & 1
+        line = mark >> 1
         text = (self._originals or {}).get(line)
         if text is None:
-            text = pattern_at(group, n).decode("ascii")
+            text = pattern.decode("ascii")
         rule = ("Allow: " if allow else "Disallow: ") + text
         return Decision(allow, line, rule, (token,), "rule")
 

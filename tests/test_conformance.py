@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from scrapy_rep import RobotsTxt
+from scrapy_rep._interpreted import COMPILE_AFTER
 
 CASES: list[dict[str, Any]] = json.loads(
     (Path(__file__).parent / "data" / "rfc_cases.json").read_text(encoding="utf-8")
@@ -23,10 +24,14 @@ def test_case_count() -> None:
 def test_case(case: dict[str, Any]) -> None:
     rt = RobotsTxt.parse(case["robots_txt"].encode("utf-8"))
     assert rt.allowed(case["url"], case["user_agent"]) is case["allowed"], case["note"]
-    decision = rt.explain(case["url"], case["user_agent"])  # compiles the group
+    decision = rt.explain(case["url"], case["user_agent"])
     assert decision.allowed is case["allowed"]
-    # the first check scanned the rules (see _interpreted); this one is compiled
-    assert rt.allowed(case["url"], case["user_agent"]) is case["allowed"], case["note"]
+    # those checks scanned the group's rules (see _interpreted); now compiled:
+    compiled = RobotsTxt.parse(case["robots_txt"].encode("utf-8"))
+    for _ in range(COMPILE_AFTER + 1):
+        compiled.allowed("/", case["user_agent"])
+    assert compiled.allowed(case["url"], case["user_agent"]) is case["allowed"], case["note"]
+    assert compiled.explain(case["url"], case["user_agent"]) == decision
 
 
 @pytest.mark.parametrize("case", CASES[:20], ids=[c["id"] for c in CASES[:20]])

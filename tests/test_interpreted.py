@@ -33,6 +33,16 @@ _PATHS = st.lists(
 )
 
 
+def compiled(body: str, agent: str = "bot") -> RobotsTxt:
+    """*body* parsed, with the group *agent* obeys already compiled."""
+    robots = RobotsTxt.parse(body)
+    for _ in range(COMPILE_AFTER + 1):
+        robots.allowed("/", agent)
+    token = robots._token(agent)
+    assert token is None or isinstance(robots._groups[token], tuple)
+    return robots
+
+
 def _file(groups: list[tuple[str, list[tuple[str, str]]]]) -> str:
     return "".join(
         f"User-agent: {agent}\n" + "".join(f"{field}: /{pattern}\n" for field, pattern in rules)
@@ -46,13 +56,12 @@ def test_scanned_checks_agree_with_the_compiled_group(
     groups: list[tuple[str, list[tuple[str, str]]]], paths: list[str]
 ) -> None:
     body = _file(groups)  # same-name groups merge: several runs per group
-    compiled = RobotsTxt.parse(body)
-    compiled.explain("/", "bot")  # compiles the group before any check
+    reference = compiled(body)
     scanned = RobotsTxt.parse(body)
     for path in paths:
         url = "https://example.com" + path
-        assert scanned.allowed(url, "bot") is compiled.allowed(url, "bot"), path
-        assert scanned.allowed(path.encode(), "bot") is compiled.allowed(path, "bot"), path
+        assert scanned.allowed(url, "bot") is reference.allowed(url, "bot"), path
+        assert scanned.allowed(path.encode(), "bot") is reference.allowed(path, "bot"), path
 
 
 def test_a_group_is_compiled_after_its_scanned_checks() -> None:
@@ -79,14 +88,31 @@ def test_scans_are_counted_per_group() -> None:
     assert isinstance(robots._groups["*"], list)
 
 
-def test_explain_compiles_a_group_still_being_scanned() -> None:
-    robots = RobotsTxt.parse("User-agent: *\nDisallow: /x%61\n")
+def test_explain_scans_too_and_counts_towards_compiling() -> None:
+    robots = RobotsTxt.parse("User-agent: *\nDisallow: /x%61\nAllow: /x%61/index.html\n")
     assert not robots.allowed("/xa", "bot")
-    decision = robots.explain("/x%61b", "bot")
-    assert decision.rule == "Disallow: /x%61"
+    for _ in range(COMPILE_AFTER - 1):
+        assert robots.explain("/x%61b", "bot").rule == "Disallow: /x%61"
+    assert isinstance(robots._groups["*"], list)
+    decision = robots.explain("/xa/", "bot")  # the derived "Allow: /xa/$" of line 3
+    assert (decision.allowed, decision.line, decision.rule) == (True, 3, "Allow: /x%61/index.html")
+    assert isinstance(robots._groups["*"], tuple)
     assert robots._scans is None
-    assert not robots.allowed("/xab", "bot")
-    assert robots.allowed("/y", "bot")
+    assert robots.explain("/x%61b", "bot").rule == "Disallow: /x%61"
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(_AGENTS, _RULES), min_size=1, max_size=4), _PATHS)
+def test_scanned_explain_names_the_rule_the_compiled_group_names(
+    groups: list[tuple[str, list[tuple[str, str]]]], paths: list[str]
+) -> None:
+    """Equally long rules of one kind give the same verdict; the line named must not
+    change when the group is compiled."""
+    body = _file(groups)
+    reference = compiled(body)
+    for path in paths:
+        scanned = RobotsTxt.parse(body)  # fresh each time: every explain() scans
+        assert scanned.explain(path, "bot") == reference.explain(path, "bot"), path
 
 
 def test_user_agent_of_any_text_type_is_remembered_by_value() -> None:
