@@ -180,9 +180,13 @@ class RobotsTxt:
             return None
         if self._scans is None:
             self._scans = {}
-        if self._originals is None:
-            self._originals = {}
-        left, scan = self._scans.get(token) or (COMPILE_AFTER, prepare_scan(runs, self._originals))
+        found = self._scans.get(token)
+        if found is None:
+            originals = {} if self._originals is None else self._originals
+            found = (COMPILE_AFTER, prepare_scan(runs, originals))
+            if originals and self._originals is None:
+                self._originals = originals
+        left, scan = found
         if left <= 0:
             return None
         self._scans[token] = (left - 1, scan)
