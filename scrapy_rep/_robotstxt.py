@@ -223,11 +223,15 @@ class RobotsTxt:
         token = self._token(user_agent)
         group = None
         if token is not None:
-            scan = self._scan(token)
-            if scan is not None:
-                path = plain_path(_text(url))
-                return _is_robots_txt(path) or scan_allows(scan, path)
-            group = self._group(token)
+            found = self._groups[token]
+            if isinstance(found, tuple):  # compiled already: the common case
+                group = found
+            else:
+                scan = self._scan(token)
+                if scan is not None:
+                    path = plain_path(_text(url))
+                    return _is_robots_txt(path) or scan_allows(scan, path)
+                group = self._group(token)
         # (a bytearray or memoryview is kept as bytes: it compares equal to those)
         agent = user_agent if isinstance(user_agent, (str, bytes)) else bytes(user_agent)
         self._agent, self._agent_group = agent, group
