@@ -82,7 +82,7 @@ def install_reactor() -> Any:
 
     from tests.resolver import LocalResolver
 
-    reactor.installNameResolver(LocalResolver(reactor))  # type: ignore[attr-defined]
+    reactor.installNameResolver(LocalResolver(reactor))
     return reactor
 
 
@@ -145,7 +145,8 @@ async def crawl(urls: list[str], settings: dict[str, Any]) -> tuple[float, Any]:
     runner = CrawlerRunner(all_settings)
     crawler = Crawler(spider_cls, all_settings)
     await maybe_deferred_to_future(runner.crawl(crawler, urls=urls))
-    return crawler.spider.started_at, crawler.spider
+    spider: Any = crawler.spider  # make_spider_class's spider, with started_at
+    return spider.started_at, spider
 
 
 def median(values: list[float]) -> float:
