@@ -261,6 +261,14 @@ def compile_group(runs: list[Rules], strings: dict[bytes, str], originals: dict[
     # by guard, then by precedence (both sorts are stable: file order on ties)
     wild.sort(key=codes.__getitem__, reverse=True)
     wild_patterns = list(map(patterns.__getitem__, wild))
+    keys = list(zip(wild_patterns, map(codes.__getitem__, wild), strict=True))
+    if len(set(keys)) < len(keys):
+        # The same rule written again can never decide where its first copy does
+        # not, but a check that fails on it would try every copy: a file repeating
+        # one slow wildcard rule thousands of times would make every check slow.
+        first = dict(zip(reversed(keys), reversed(wild), strict=True))  # key -> first copy
+        wild = [i for key, i in zip(keys, wild, strict=True) if first[key] == i]
+        wild_patterns = list(map(patterns.__getitem__, wild))
     # as split_pattern does: one final "$" off, then split on "*"
     pieces = list(
         map(bytes.split, map(bytes.removesuffix, wild_patterns, repeat(b"$")), repeat(b"*"))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from scrapy_rep import RobotsTxt
+from scrapy_rep._interpreted import COMPILE_AFTER
 from scrapy_rep._matcher import match_pieces, normalise_pattern, split_pattern
 from scrapy_rep._robotstxt import normalise_path, plain_path, url_path
 
@@ -43,6 +45,22 @@ def test_pathological_pattern() -> None:
     pattern = b"/" + b"*a" * 10 + b"*b"
     assert not matches(pattern, b"/" + b"a" * 2000)
     assert matches(pattern, b"/" + b"a" * 2000 + b"b")
+
+
+def test_repeated_wildcard_rules_are_kept_once() -> None:
+    """A check that fails on a slow wildcard rule must not try each of its copies."""
+    rule = "Disallow: /" + "*a" * 10 + "*b\n"
+    body = "User-agent: *\nAllow: /*a\n" + rule * 5000 + "Allow: /" + "*a" * 10 + "*b\n"
+    robots = RobotsTxt.parse(body)
+    for _ in range(COMPILE_AFTER + 1):
+        robots.allowed("/", "bot")
+    group = robots._groups["*"]
+    assert isinstance(group, tuple)
+    assert len(group[5]) == 3  # "/*a", the disallow once, the allow of the same length
+    assert robots.allowed("/" + "a" * 2000, "bot")  # only "Allow: /*a" matches
+    decision = robots.explain("/" + "a" * 20 + "b", "bot")
+    assert (decision.allowed, decision.line) == (True, 5003)  # allow wins the tie
+    assert robots.explain("/x", "bot").reason == "no-matching-rule"
 
 
 @pytest.mark.parametrize(
