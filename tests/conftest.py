@@ -2,7 +2,8 @@
 
 Fixtures (see /work/fragments/harness.md for a guide):
 
-* ``mockserver`` (session): the running ``tests/mockserver.py`` subprocess.
+* ``mockserver`` (session): the running ``tests/mockserver.py`` subprocess (a
+  ``tests.mockserver_client.MockServer``).
 * ``host`` (function): a fresh ``<test-name>-<n>-<hex>.test`` hostname.
 * ``run_crawl`` (session): ``await run_crawl(urls, settings=..., ...)`` runs a whole
   Scrapy crawl and returns the finished ``HarnessCrawler``.
@@ -15,18 +16,9 @@ so ``*.test`` names reach the mock server and nothing else resolves.
 
 from __future__ import annotations
 
-import itertools
-import json
 import logging
 import os
-import re
-import secrets
-import select
-import subprocess
 import sys
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -41,12 +33,12 @@ from twisted.python.failure import Failure
 
 TESTS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = TESTS_DIR.parent
-MOCKSERVER_SCRIPT = TESTS_DIR / "mockserver.py"
 
 # Make ``tests.resolver`` importable the same way here and in subprocesses.
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from tests.mockserver_client import MockServer  # noqa: E402
 from tests.resolver import LocalResolver  # noqa: E402
 
 #: Value for the ``TWISTED_DNS_RESOLVER`` setting in ``scrapy`` subprocesses.
@@ -75,7 +67,7 @@ DEFAULT_CRAWL_SETTINGS: dict[str, Any] = {
 }
 
 # ---------------------------------------------------------------------------
-# Mock server
+# Spider and crawler
 # ---------------------------------------------------------------------------
 
 
@@ -84,108 +76,6 @@ def _reactor() -> Any:
     from twisted.internet import reactor
 
     return reactor
-
-
-class MockServer:
-    """Handle on the ``tests/mockserver.py`` subprocess (one per test session)."""
-
-    def __init__(self) -> None:
-        self._proc = subprocess.Popen(
-            [sys.executable, str(MOCKSERVER_SCRIPT)],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self._proc.stdout is not None
-        ready, _, _ = select.select([self._proc.stdout], [], [], 20)
-        line = self._proc.stdout.readline() if ready else ""
-        match = re.fullmatch(r"PORT (\d+)\s*", line)
-        if not match:
-            self._proc.kill()
-            raise RuntimeError(f"mock server did not start (first line {line!r})")
-        self.port: int = int(match.group(1))
-        self._counter = itertools.count(1)
-        # Never let a proxy setting route control calls elsewhere.
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-    # -- lifecycle -----------------------------------------------------------
-
-    def stop(self) -> None:
-        if self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-        if self._proc.stdout is not None:
-            self._proc.stdout.close()
-
-    # -- addresses -----------------------------------------------------------
-
-    def unique_host(self, prefix: str = "h") -> str:
-        """A hostname no other test uses, ending in ``.test``.
-
-        A prefix starting with ``nxdomain`` gives a name that fails to resolve.
-        """
-        slug = re.sub(r"[^a-z0-9-]+", "-", prefix.lower()).strip("-")[:30].strip("-") or "h"
-        return f"{slug}-{next(self._counter)}-{secrets.token_hex(2)}.test"
-
-    def origin(self, host: str) -> str:
-        return f"http://{host}:{self.port}"
-
-    def url(self, host: str, path: str = "/") -> str:
-        if not path.startswith("/"):
-            path = "/" + path
-        return f"http://{host}:{self.port}{path}"
-
-    # -- control API -----------------------------------------------------------
-
-    def _call(self, method: str, action: str, payload: Any = None, query: str = "") -> Any:
-        url = f"http://127.0.0.1:{self.port}/__mock/{action}"
-        if query:
-            url += "?" + query
-        data = None if payload is None else json.dumps(payload).encode("utf-8")
-        request = urllib.request.Request(url, data=data, method=method)
-        request.add_header("Content-Type", "application/json")
-        try:
-            with self._opener.open(request, timeout=10) as response:
-                return json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            raise ValueError(f"mock server rejected {action}: {exc.read().decode()}") from exc
-
-    def configure(self, host: str, spec: dict[str, Any]) -> None:
-        """Set the HostSpec of ``host`` (replacing any previous one, counters restart)."""
-        self.configure_many({host: spec})
-
-    def configure_many(self, hosts: dict[str, dict[str, Any]]) -> None:
-        self._call("POST", "config", {"hosts": hosts})
-
-    def reset(self) -> None:
-        """Forget every host spec and log entry (affects other tests' hosts too)."""
-        self._call("POST", "reset", {})
-
-    def log(self, host: str | None = None) -> list[dict[str, Any]]:
-        """Requests received (all hosts, or one), in arrival order."""
-        query = "" if host is None else urllib.parse.urlencode({"host": host})
-        result: list[dict[str, Any]] = self._call("GET", "log", query=query)
-        return result
-
-    def paths(self, host: str) -> list[str]:
-        """Paths (with ``?query``) received for ``host``, in arrival order."""
-        return [entry["path"] for entry in self.log(host)]
-
-    def count(self, host: str, path: str) -> int:
-        """How many times ``host`` received ``path`` (exact, with query)."""
-        return self.paths(host).count(path)
-
-    def time(self) -> float:
-        """The server's ``time.monotonic()`` (comparable to log ``t`` values)."""
-        return float(self._call("GET", "time")["t"])
-
-
-# ---------------------------------------------------------------------------
-# Spider and crawler
-# ---------------------------------------------------------------------------
 
 
 class ListSpider(scrapy.Spider):
