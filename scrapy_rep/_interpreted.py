@@ -1,12 +1,23 @@
 """A group's first checks, answered by scanning its rules instead of compiling them.
 
 Compiling a group (see _matcher.compile_group) builds the index that makes every
-later check fast, but it costs about as much as eight checks that simply scan the
-group's rules (the median over the 4,231 real files of the benchmark corpus; 4 at
-the 10th percentile, 16 at the 90th).  Many crawls ask a site's robots.txt about a
-handful of URLs only, so a group answers its first COMPILE_AFTER checks by scanning
-and is compiled on the next one: whichever way the crawl goes, that costs at most
-about twice what the better choice in hindsight would have (the ski-rental bound).
+later check fast, but it costs as much as several checks that simply scan the group's
+rules, and many crawls ask a site's robots.txt about a handful of URLs only.  So a
+group is scanned until the scans have cost about what compiling it would, and then
+compiled: whichever way the crawl goes, that costs at most about twice what the
+better choice in hindsight would have (the ski-rental bound).
+
+Costs are counted in a model, not measured, so that which checks scan does not depend
+on the machine's load.  Its unit is the time to scan one rule (~0.065 µs here); fitted
+by least squares on the groups of the 4,231 real files of the benchmark corpus:
+
+    a scan:     20 + n + 9 w   (n rules, w wildcard rules matched in full; the 20
+                                includes the slower path a scanned check takes)
+    compiling: 340 + 8 n
+
+so a typical group (n = 12) is scanned 13 times, a large one about 8 times, and a
+group of thousands of wildcard rules that all need matching in full (an adversarial
+file: such a scan costs as much as compiling) once.
 
 A scan gives exactly the compiled matcher's verdicts (RFC 9309 §2.2.2: the longest
 matching pattern decides, allow wins a tie) from the same normalised patterns; the
@@ -22,10 +33,13 @@ from typing import TypeAlias
 
 from scrapy_rep._matcher import Rules, match_pieces, merged_rules, normalised_rules, split_pattern
 
-__all__ = ["COMPILE_AFTER", "Scan", "prepare_scan", "scan_allows", "scan_best"]
+__all__ = ["Scan", "compile_cost", "prepare_scan", "scan_allows", "scan_best"]
 
-# Checks a group answers by scanning before it is compiled (see the module docstring).
-COMPILE_AFTER = 8
+# The cost model (see the module docstring).
+SCAN_FIXED = 20
+SCAN_PER_WILDCARD_MATCH = 9
+COMPILE_FIXED = 340
+COMPILE_PER_RULE = 8
 
 # (each rule's guard: the pattern up to its first "*" or final "$"; line marks; the
 # whole normalised patterns, or None when every guard is its whole pattern)
@@ -49,14 +63,21 @@ def prepare_scan(runs: list[Rules], originals: dict[int, str]) -> Scan:
     return guards, marks, patterns
 
 
-def scan_allows(scan: Scan, path: bytes) -> bool:
-    """Whether the rules allow the normalised *path* (/robots.txt is the caller's).
+def compile_cost(scan: Scan) -> int:
+    """What compiling the scanned group costs, in the model's units."""
+    return COMPILE_FIXED + COMPILE_PER_RULE * len(scan[0])
+
+
+def scan_allows(scan: Scan, path: bytes) -> tuple[bool, int]:
+    """Whether the rules allow the normalised *path* (/robots.txt is the caller's),
+    and what the scan cost in the model's units.
 
     A rule can match only if *path* starts with its guard, so one C-level pass over
     the guards leaves the few candidates; among those that match, the highest
     precedence (2 * length, less 1 for disallow) decides.
     """
     guards, marks, patterns = scan
+    cost = SCAN_FIXED + len(guards)
     best = 0  # no rule: allowed (every stored pattern has precedence >= 1)
     if patterns is None:
         for i in compress(count(), map(path.startswith, guards)):
@@ -67,16 +88,20 @@ def scan_allows(scan: Scan, path: bytes) -> bool:
         for i in compress(count(), map(path.startswith, guards)):
             pattern = patterns[i]
             rank = 2 * len(pattern) - (marks[i] & 1)
+            if rank <= best:
+                continue
             # a pattern longer than its guard holds "*" or "$": match it in full
-            if rank > best and (
-                len(pattern) == len(guards[i]) or match_pieces(*split_pattern(pattern), path)
-            ):
-                best = rank
-    return not best & 1  # the low bit of a rank is set for disallow rules
+            if len(pattern) != len(guards[i]):
+                cost += SCAN_PER_WILDCARD_MATCH
+                if not match_pieces(*split_pattern(pattern), path):
+                    continue
+            best = rank
+    return not best & 1, cost  # the low bit of a rank is set for disallow rules
 
 
-def scan_best(scan: Scan, path: bytes) -> int:
-    """Position of the deciding rule for the normalised *path* in the scan, or -1.
+def scan_best(scan: Scan, path: bytes) -> tuple[int, int]:
+    """Position of the deciding rule for the normalised *path* in the scan, or -1,
+    and what the scan cost in the model's units.
 
     For explain(): among rules of equal precedence (equal length and kind, so the
     verdict is the same) it picks the one the compiled group picks, so that the line
@@ -86,13 +111,16 @@ def scan_best(scan: Scan, path: bytes) -> int:
     then the first in file order.
     """
     guards, marks, patterns = scan
+    cost = SCAN_FIXED + len(guards)
     best = -1
     best_key = (0, 0, 0, 0)
     for i in compress(count(), map(path.startswith, guards)):
         guard = guards[i]
         pattern = guard if patterns is None else patterns[i]
-        if len(pattern) != len(guard) and not match_pieces(*split_pattern(pattern), path):
-            continue
+        if len(pattern) != len(guard):
+            cost += SCAN_PER_WILDCARD_MATCH
+            if not match_pieces(*split_pattern(pattern), path):
+                continue
         rank = 2 * len(pattern) - (marks[i] & 1)
         if pattern[-1:] != b"$" and pattern.rstrip(b"*") == guard:
             key = (rank, 1, 0, -i)  # a literal
@@ -100,4 +128,4 @@ def scan_best(scan: Scan, path: bytes) -> int:
             key = (rank, 0, len(guard), -i)
         if key > best_key:
             best, best_key = i, key
-    return best
+    return best, cost

@@ -8,7 +8,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from scrapy_rep._interpreted import COMPILE_AFTER, Scan, prepare_scan, scan_allows, scan_best
+from scrapy_rep._interpreted import Scan, compile_cost, prepare_scan, scan_allows, scan_best
 from scrapy_rep._matcher import (
     ESCAPE,
     Group,
@@ -147,7 +147,8 @@ class RobotsTxt:
         self._rates: dict[str, tuple[int, float]] | None = None
         self._signals: dict[str, dict[str, bool]] | None = None
         self._originals: dict[int, str] | None = None
-        # token -> (checks left before compiling, the scan) of groups not compiled yet
+        # token -> (what scans may still cost before compiling, the scan) of groups
+        # not compiled yet (see _interpreted)
         self._scans: dict[str, tuple[int, Scan]] | None = None
         self.sitemaps: list[str] = []
         self.truncated = False
@@ -173,8 +174,8 @@ class RobotsTxt:
         return self
 
     def _scan(self, token: str) -> Scan | None:
-        """The scan of *token*'s group while it has checks left to scan, counting this
-        one; None once the group is, or is due to be, compiled (see _interpreted)."""
+        """The scan of *token*'s group while scanning still costs less than compiling
+        it would have; None once the group is, or is due to be, compiled."""
         runs = self._groups[token]
         if not isinstance(runs, list):
             return None
@@ -183,14 +184,17 @@ class RobotsTxt:
         found = self._scans.get(token)
         if found is None:
             originals = {} if self._originals is None else self._originals
-            found = (COMPILE_AFTER, prepare_scan(runs, originals))
+            scan = prepare_scan(runs, originals)
+            found = self._scans[token] = (compile_cost(scan), scan)
             if originals and self._originals is None:
                 self._originals = originals
-        left, scan = found
-        if left <= 0:
-            return None
-        self._scans[token] = (left - 1, scan)
-        return scan
+        return found[1] if found[0] > 0 else None
+
+    def _spend(self, token: str, cost: int) -> None:
+        """Count a scan of *token*'s group against what compiling it would cost."""
+        if self._scans is not None:
+            left, scan = self._scans[token]
+            self._scans[token] = (left - cost, scan)
 
     def _group(self, token: str) -> Group:
         group = self._groups[token]
@@ -230,7 +234,11 @@ class RobotsTxt:
                 scan = self._scan(token)
                 if scan is not None:
                     path = plain_path(_text(url))
-                    return _is_robots_txt(path) or scan_allows(scan, path)
+                    if _is_robots_txt(path):
+                        return True
+                    allowed, cost = scan_allows(scan, path)
+                    self._spend(token, cost)
+                    return allowed
                 group = self._group(token)
         # (a bytearray or memoryview is kept as bytes: it compares equal to those)
         agent = user_agent if isinstance(user_agent, (str, bytes)) else bytes(user_agent)
@@ -285,7 +293,8 @@ class RobotsTxt:
             return Decision(True, None, None, (), "no-matching-group")
         scan = self._scan(token)
         if scan is not None:
-            n = scan_best(scan, path)
+            n, cost = scan_best(scan, path)
+            self._spend(token, cost)
             if n < 0:
                 return Decision(True, None, None, (token,), "no-matching-rule")
             mark = scan[1][n]

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from scrapy_rep import RobotsTxt
-from scrapy_rep._interpreted import COMPILE_AFTER
+from tests.engine_helpers import compiled_robots
 
 CASES: list[dict[str, Any]] = json.loads(
     (Path(__file__).parent / "data" / "rfc_cases.json").read_text(encoding="utf-8")
@@ -27,9 +27,7 @@ def test_case(case: dict[str, Any]) -> None:
     decision = rt.explain(case["url"], case["user_agent"])
     assert decision.allowed is case["allowed"]
     # those checks scanned the group's rules (see _interpreted); now compiled:
-    compiled = RobotsTxt.parse(case["robots_txt"].encode("utf-8"))
-    for _ in range(COMPILE_AFTER + 1):
-        compiled.allowed("/", case["user_agent"])
+    compiled = compiled_robots(case["robots_txt"].encode("utf-8"), case["user_agent"])
     assert compiled.allowed(case["url"], case["user_agent"]) is case["allowed"], case["note"]
     assert compiled.explain(case["url"], case["user_agent"]) == decision
 

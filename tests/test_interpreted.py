@@ -1,7 +1,8 @@
 """A group's first checks scan its rules; later ones use the compiled group.
 
 Both must give the same verdicts: these tests compare them directly, on generated
-files that use every feature that changes how a rule matches.
+files that use every feature that changes how a rule matches.  They also check when a
+group stops scanning (see the cost model in scrapy_rep._interpreted).
 """
 
 from __future__ import annotations
@@ -10,7 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scrapy_rep import RobotsTxt
-from scrapy_rep._interpreted import COMPILE_AFTER
+from scrapy_rep._interpreted import (
+    COMPILE_FIXED,
+    COMPILE_PER_RULE,
+    SCAN_FIXED,
+    SCAN_PER_WILDCARD_MATCH,
+)
+from tests.engine_helpers import compiled_robots
 
 # Pieces that make rules different for the matcher: wildcards, end anchors (and a
 # "$" that is not at the end), escapes that normalise (%61 is "a"), escapes that do
@@ -29,18 +36,8 @@ _PATHS = st.lists(
     .map("".join)
     .map(lambda p: "/" + p.lstrip("/")),
     min_size=1,
-    max_size=2 * COMPILE_AFTER,
+    max_size=16,
 )
-
-
-def compiled(body: str, agent: str = "bot") -> RobotsTxt:
-    """*body* parsed, with the group *agent* obeys already compiled."""
-    robots = RobotsTxt.parse(body)
-    for _ in range(COMPILE_AFTER + 1):
-        robots.allowed("/", agent)
-    token = robots._token(agent)
-    assert token is None or isinstance(robots._groups[token], tuple)
-    return robots
 
 
 def _file(groups: list[tuple[str, list[tuple[str, str]]]]) -> str:
@@ -56,7 +53,7 @@ def test_scanned_checks_agree_with_the_compiled_group(
     groups: list[tuple[str, list[tuple[str, str]]]], paths: list[str]
 ) -> None:
     body = _file(groups)  # same-name groups merge: several runs per group
-    reference = compiled(body)
+    reference = compiled_robots(body)
     scanned = RobotsTxt.parse(body)
     for path in paths:
         url = "https://example.com" + path
@@ -64,41 +61,82 @@ def test_scanned_checks_agree_with_the_compiled_group(
         assert scanned.allowed(path.encode(), "bot") is reference.allowed(path, "bot"), path
 
 
-def test_a_group_is_compiled_after_its_scanned_checks() -> None:
+def scans_before_compiling(robots: RobotsTxt, token: str, check: object) -> int:
+    """How many checks *check* (a callable taking the check's number) answers before
+    the group *token* is compiled."""
+    scans = 0
+    while isinstance(robots._groups[token], list):
+        check(scans)  # type: ignore[operator]
+        scans += 1
+        assert scans < 1000
+    return scans - 1  # the last check compiled the group
+
+
+def expected_scans(rules: int, wildcard_matches_per_scan: int = 0) -> int:
+    """Scans the cost model allows before compiling (see _interpreted)."""
+    budget = COMPILE_FIXED + COMPILE_PER_RULE * rules
+    per_scan = SCAN_FIXED + rules + SCAN_PER_WILDCARD_MATCH * wildcard_matches_per_scan
+    return -(-budget // per_scan)  # scans until the budget is spent, rounded up
+
+
+def test_a_group_is_scanned_until_scanning_cost_what_compiling_would() -> None:
     robots = RobotsTxt.parse("User-agent: *\nDisallow: /private\nAllow: /private/open\n")
-    for i in range(COMPILE_AFTER):
-        assert not robots.allowed(f"/private/{i}", "bot")
-        assert isinstance(robots._groups["*"], list)  # still the parsed runs
-    assert robots.allowed("/private/open/x", "bot")  # this check compiles the group
-    assert isinstance(robots._groups["*"], tuple)
-    assert robots._scans is None  # the scan state is dropped with the last scan
+
+    def check(n: int) -> None:
+        assert not robots.allowed(f"/private/{n}", "bot")
+
+    assert scans_before_compiling(robots, "*", check) == expected_scans(2)
+    assert robots._scans is None  # the scan state is dropped once compiled
+    assert robots.allowed("/private/open/x", "bot")
     assert not robots.allowed("/private/x", "bot")
     assert robots.allowed("/robots.txt", "bot")
 
 
+def test_a_group_whose_scans_cost_as_much_as_compiling_is_compiled_at_once() -> None:
+    """Thousands of wildcard rules that every path needs matched in full."""
+    rules = "".join(f"Disallow: /*a*{i}b\n" for i in range(3000))
+    robots = RobotsTxt.parse("User-agent: *\n" + rules)
+
+    def check(n: int) -> None:
+        assert robots.allowed("/" + "a" * 50, "bot")
+
+    assert expected_scans(3000, 3000) == 1
+    assert scans_before_compiling(robots, "*", check) == 1
+
+
 def test_scans_are_counted_per_group() -> None:
-    robots = RobotsTxt.parse("User-agent: a\nDisallow: /a\n\nUser-agent: *\nDisallow: /\n")
-    for _ in range(COMPILE_AFTER):
+    body = "User-agent: a\nDisallow: /a\n\nUser-agent: *\nDisallow: /\n"
+    robots = RobotsTxt.parse(body)
+    for _ in range(expected_scans(1) - 1):
         assert not robots.allowed("/a", "a")
         assert not robots.allowed("/a", "b")  # "*": its own count
+    for _ in range(100):
+        assert robots.allowed("/robots.txt", "A")  # always allowed: not a scan
     assert isinstance(robots._groups["a"], list)
-    assert isinstance(robots._groups["*"], list)
-    assert robots.allowed("/robots.txt", "A")
+    assert robots.allowed("/x", "A")  # the last scan
+    assert isinstance(robots._groups["a"], list)
+    assert not robots.allowed("/a", "a")  # compiles "a"
     assert isinstance(robots._groups["a"], tuple)
     assert isinstance(robots._groups["*"], list)
 
 
 def test_explain_scans_too_and_counts_towards_compiling() -> None:
-    robots = RobotsTxt.parse("User-agent: *\nDisallow: /x%61\nAllow: /x%61/index.html\n")
-    assert not robots.allowed("/xa", "bot")
-    for _ in range(COMPILE_AFTER - 1):
-        assert robots.explain("/x%61b", "bot").rule == "Disallow: /x%61"
-    assert isinstance(robots._groups["*"], list)
-    decision = robots.explain("/xa/", "bot")  # the derived "Allow: /xa/$" of line 3
-    assert (decision.allowed, decision.line, decision.rule) == (True, 3, "Allow: /x%61/index.html")
-    assert isinstance(robots._groups["*"], tuple)
+    body = "User-agent: *\nDisallow: /x%61\nAllow: /x%61/index.html\n"
+    robots = RobotsTxt.parse(body)
+    # the index.html rule adds "Allow: /xa/$" to the two written: three rules; the
+    # paths below do not start with "/xa/", so it is never matched in full
+    scans = expected_scans(3)
+
+    def check(n: int) -> None:
+        assert robots.explain(f"/x%61b{n}", "bot").rule == "Disallow: /x%61"
+
+    assert scans_before_compiling(robots, "*", check) == scans
     assert robots._scans is None
-    assert robots.explain("/x%61b", "bot").rule == "Disallow: /x%61"
+    scanned = RobotsTxt.parse(body)
+    decision = scanned.explain("/xa/", "bot")  # the derived "Allow: /xa/$" of line 3
+    assert (decision.allowed, decision.line, decision.rule) == (True, 3, "Allow: /x%61/index.html")
+    assert isinstance(scanned._groups["*"], list)
+    assert robots.explain("/xa/", "bot") == decision
 
 
 @settings(max_examples=400, deadline=None)
@@ -109,7 +147,7 @@ def test_scanned_explain_names_the_rule_the_compiled_group_names(
     """Equally long rules of one kind give the same verdict; the line named must not
     change when the group is compiled."""
     body = _file(groups)
-    reference = compiled(body)
+    reference = compiled_robots(body)
     for path in paths:
         scanned = RobotsTxt.parse(body)  # fresh each time: every explain() scans
         assert scanned.explain(path, "bot") == reference.explain(path, "bot"), path
@@ -117,7 +155,7 @@ def test_scanned_explain_names_the_rule_the_compiled_group_names(
 
 def test_user_agent_of_any_text_type_is_remembered_by_value() -> None:
     robots = RobotsTxt.parse("User-agent: bot\nDisallow: /\n\nUser-agent: *\nAllow: /\n")
-    for _ in range(COMPILE_AFTER + 2):
+    for _ in range(30):  # scanned, then compiled
         assert not robots.allowed("/p", bytearray(b"bot/1.0"))
         assert not robots.allowed("/p", memoryview(b"bot"))
         assert robots.allowed("/p", "other")

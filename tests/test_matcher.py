@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from scrapy_rep import RobotsTxt
-from scrapy_rep._interpreted import COMPILE_AFTER
 from scrapy_rep._matcher import match_pieces, normalise_pattern, split_pattern
 from scrapy_rep._robotstxt import normalise_path, plain_path, url_path
+from tests.engine_helpers import compiled_robots
 
 
 def matches(pattern: bytes, path: bytes) -> bool:
@@ -51,9 +50,7 @@ def test_repeated_wildcard_rules_are_kept_once() -> None:
     """A check that fails on a slow wildcard rule must not try each of its copies."""
     rule = "Disallow: /" + "*a" * 10 + "*b\n"
     body = "User-agent: *\nAllow: /*a\n" + rule * 5000 + "Allow: /" + "*a" * 10 + "*b\n"
-    robots = RobotsTxt.parse(body)
-    for _ in range(COMPILE_AFTER + 1):
-        robots.allowed("/", "bot")
+    robots = compiled_robots(body)
     group = robots._groups["*"]
     assert isinstance(group, tuple)
     assert len(group[5]) == 3  # "/*a", the disallow once, the allow of the same length
