@@ -121,14 +121,21 @@ def _text(value: _Text) -> str:
     return bytes(value).decode("utf-8", "replace")
 
 
+_NO_MEMO: tuple[object, None] = (None, None)
+
+
 class RobotsTxt:
-    """A parsed robots.txt.  Build with :meth:`parse`; every query is read-only."""
+    """A parsed robots.txt.  Build with :meth:`parse`.
+
+    Queries change no answer, but they do build indexes as they go (see _interpreted):
+    the state they touch is swapped whole or rebuilt when lost, so one object can be
+    shared by threads.
+    """
 
     __slots__ = (
-        "_agent",
-        "_agent_group",
         "_delays",
         "_groups",
+        "_memo",
         "_originals",
         "_rates",
         "_scans",
@@ -140,9 +147,10 @@ class RobotsTxt:
 
     def __init__(self) -> None:
         self._groups: dict[str, Group | list[Run]] = {}
-        # the last user agent asked about and its compiled group (None: allow all)
-        self._agent: object = None
-        self._agent_group: Group | None = None
+        # (the last user agent asked about, its compiled group or None: allow all),
+        # one tuple swapped whole, so that threads sharing the object never see one
+        # agent paired with another's group
+        self._memo: tuple[object, Group | None] = _NO_MEMO
         self._delays: dict[str, float] | None = None
         self._rates: dict[str, tuple[int, float]] | None = None
         self._signals: dict[str, dict[str, bool]] | None = None
@@ -179,22 +187,24 @@ class RobotsTxt:
         runs = self._groups[token]
         if not isinstance(runs, list):
             return None
-        if self._scans is None:
-            self._scans = {}
-        found = self._scans.get(token)
+        scans = self._scans
+        if scans is None:
+            scans = self._scans = {}
+        found = scans.get(token)
         if found is None:
             originals = {} if self._originals is None else self._originals
             scan = prepare_scan(runs, originals)
-            found = self._scans[token] = (compile_cost(scan), scan)
+            found = scans[token] = (compile_cost(scan), scan)
             if originals and self._originals is None:
                 self._originals = originals
         return found[1] if found[0] > 0 else None
 
     def _spend(self, token: str, cost: int) -> None:
         """Count a scan of *token*'s group against what compiling it would cost."""
-        if self._scans is not None:
-            left, scan = self._scans[token]
-            self._scans[token] = (left - cost, scan)
+        scans = self._scans
+        found = None if scans is None else scans.get(token)
+        if scans is not None and found is not None:  # (else compiled by another thread)
+            scans[token] = (found[0] - cost, found[1])
 
     def _group(self, token: str) -> Group:
         group = self._groups[token]
@@ -202,9 +212,10 @@ class RobotsTxt:
             if self._originals is None:
                 self._originals = {}
             group = self._groups[token] = compile_group(group, {}, self._originals)
-            if self._scans is not None:
-                self._scans.pop(token, None)
-                if not self._scans:
+            scans = self._scans
+            if scans is not None:
+                scans.pop(token, None)
+                if not scans:
                     self._scans = None  # an emptied dict keeps its table: free it
         return group
 
@@ -216,13 +227,13 @@ class RobotsTxt:
             token = "*" if "*" in self._groups else None
         return token
 
-    def _first_use(self, url: _Text, user_agent: _Text) -> bool | None:
+    def _first_use(self, url: _Text, user_agent: _Text) -> bool | Group | None:
         """allowed() for a user agent other than the remembered one.
 
-        While its group has checks left to scan (see _interpreted), answers by
-        scanning.  Otherwise remembers the agent and its compiled group (None: no
-        group applies) for allowed() to use, as a crawler asks with the same user
-        agent again and again, and returns None.
+        While its group is being scanned (see _interpreted), answers by scanning.
+        Otherwise remembers the agent and its compiled group, as a crawler asks with
+        the same user agent again and again, and returns the group for allowed() to
+        use (None: no group applies, everything is allowed).
         """
         token = self._token(user_agent)
         group = None
@@ -242,19 +253,20 @@ class RobotsTxt:
                 group = self._group(token)
         # (a bytearray or memoryview is kept as bytes: it compares equal to those)
         agent = user_agent if isinstance(user_agent, (str, bytes)) else bytes(user_agent)
-        self._agent, self._agent_group = agent, group
-        return None
+        self._memo = (agent, group)
+        return group
 
     def allowed(self, url: _Text, user_agent: _Text) -> bool:
         """Whether *user_agent* may fetch *url*."""
         # The hot path of a crawl: kept to a handful of C calls for the common
         # case, a plain ASCII http(s) or path-only URL and a group of few rules.
-        if user_agent != self._agent:
-            verdict = self._first_use(url, user_agent)
-            if verdict is not None:
-                return verdict
-        group = self._agent_group
-        if group is None:
+        agent, group = self._memo
+        if user_agent != agent:
+            found = self._first_use(url, user_agent)
+            if not isinstance(found, tuple):
+                return found is not False  # a scan's verdict, or None: no group applies
+            group = found
+        elif group is None:
             return True
         # the common URL, plain ASCII http(s) or path-only, in one regex call
         m = _SIMPLE.match(url) if url.__class__ is str else None

@@ -7,6 +7,9 @@ group stops scanning (see the cost model in scrapy_rep._interpreted).
 
 from __future__ import annotations
 
+import sys
+import threading
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -163,3 +166,41 @@ def test_user_agent_of_any_text_type_is_remembered_by_value() -> None:
     assert not robots.allowed("/p", agent)
     agent[:] = b"zzz"  # a mutable agent changed in place is not the remembered one
     assert robots.allowed("/p", agent)
+
+
+_NAMES = ("alpha", "bravo", "charlie", "delta")
+
+
+def _ask_as(robots: RobotsTxt, i: int, failures: list[str]) -> None:
+    agent = f"{_NAMES[i]}/1.0"
+    for n in range(300):
+        mine, other = f"/only-{i}/{n}", f"/only-{(i + 1) % 4}/{n}"
+        if robots.allowed(mine, agent) or not robots.allowed(other, agent):
+            failures.append(f"{agent} {n}")
+        if n % 50 == 0 and robots.explain(mine, agent).line != 4 * i + 2:
+            failures.append(f"{agent} explain {n}")
+
+
+def test_threads_sharing_one_object_get_their_own_groups_answers() -> None:
+    """Checks build state as they go (scans, compiled groups, the remembered agent);
+    threads asking with different agents must never get another agent's answer."""
+    body = "".join(
+        f"User-agent: {name}\nDisallow: /only-{i}/\nDisallow: /*.x{i}$\n\n"
+        for i, name in enumerate(_NAMES)
+    )
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    try:
+        for _ in range(20):
+            robots = RobotsTxt.parse(body)
+            failures: list[str] = []
+            threads = [
+                threading.Thread(target=_ask_as, args=(robots, i, failures)) for i in range(4)
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert not failures, failures[:5]
+    finally:
+        sys.setswitchinterval(interval)
