@@ -170,6 +170,7 @@ _JOINED_FIX = re.compile(ESCAPE + rb"|[\x80-\xff]|\$(?!\n|\Z)")
 
 _longest = partial(max, key=len, default=b"")
 _AFTER_FIRST = itemgetter(slice(1, None))
+_SECOND = itemgetter(1)
 
 
 def _rules_at(ends: list[int], hits: Iterator[re.Match[bytes]]) -> list[int]:
@@ -251,7 +252,12 @@ def compile_group(runs: list[Rules], strings: dict[bytes, str], originals: dict[
                 if not flag:
                     patterns[i] = stem
             starred = True
-    literal = sorted(set(range(len(patterns))).difference(wild)) if wild else None
+    if not wild:
+        literal = None  # every rule is a literal
+    elif len(wild) == len(patterns):
+        literal = []
+    else:
+        literal = sorted(set(range(len(patterns))).difference(wild))
     # one integer per rule: precedence in the high bits, the line mark below
     packed = list(map(or_, map(lshift, codes, repeat(33)), marks))
     lits, lit_parents, lit_codes = plain_literals(literal, patterns, codes, packed)
@@ -261,11 +267,11 @@ def compile_group(runs: list[Rules], strings: dict[bytes, str], originals: dict[
     # by guard, then by precedence (both sorts are stable: file order on ties)
     wild.sort(key=codes.__getitem__, reverse=True)
     wild_patterns = list(map(patterns.__getitem__, wild))
-    keys = list(zip(wild_patterns, map(codes.__getitem__, wild), strict=True))
-    if len(set(keys)) < len(keys):
+    if len(set(wild_patterns)) < len(wild_patterns):
         # The same rule written again can never decide where its first copy does
         # not, but a check that fails on it would try every copy: a file repeating
         # one slow wildcard rule thousands of times would make every check slow.
+        keys = list(zip(wild_patterns, map(codes.__getitem__, wild), strict=True))
         first = dict(zip(reversed(keys), reversed(wild), strict=True))  # key -> first copy
         wild = [i for key, i in zip(keys, wild, strict=True) if first[key] == i]
         wild_patterns = list(map(patterns.__getitem__, wild))
@@ -279,8 +285,13 @@ def compile_group(runs: list[Rules], strings: dict[bytes, str], originals: dict[
     distinct = list(dict.fromkeys(guards))
     starts = array("i", [bisect_left(guards, g) for g in distinct])
     starts.append(len(guards))
-    # each rule's probe: its longest piece after the first (b"" for "/a$", no "*")
-    probes = list(map(_longest, map(_AFTER_FIRST, map(pieces.__getitem__, order))))
+    # each rule's probe: its longest piece after the first (b"" for "/a$", no "*");
+    # with one "*" in every pattern, the common case, simply the piece after it
+    ordered = list(map(pieces.__getitem__, order))
+    if set(map(len, ordered)) == {2}:
+        probes = list(map(_SECOND, ordered))
+    else:
+        probes = list(map(_longest, map(_AFTER_FIRST, ordered)))
     # kept as str (normalised patterns are ASCII), one object per probe per file
     texts = list(map(strings.setdefault, probes, map(bytes.decode, probes)))
     lit_codes.extend(map(packed.__getitem__, map(wild.__getitem__, order)))
