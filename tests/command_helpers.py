@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import RESOLVER_SETTING
+from tests.scrapy_compat import RESOLVER_SETTING_NAME
 
 ROBOTS = (
     "Sitemap: http://example.test/sitemap.xml\n"
@@ -34,7 +35,7 @@ def robots(
 ) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "scrapy", "robots", *args]
     if online:
-        command += ["-s", f"TWISTED_DNS_RESOLVER={RESOLVER_SETTING}", "-s", "DOWNLOAD_TIMEOUT=5"]
+        command += ["-s", f"{RESOLVER_SETTING_NAME}={RESOLVER_SETTING}", "-s", "DOWNLOAD_TIMEOUT=5"]
     return subprocess.run(
         command, env=env, cwd=cwd, capture_output=True, text=True, timeout=60, check=False
     )

@@ -41,7 +41,9 @@ if str(REPO_ROOT) not in sys.path:
 from tests.mockserver_client import MockServer  # noqa: E402
 from tests.resolver import LocalResolver  # noqa: E402
 
-#: Value for the ``TWISTED_DNS_RESOLVER`` setting in ``scrapy`` subprocesses.
+#: Value for the DNS resolver setting in ``scrapy`` subprocesses; the setting's name is
+#: ``tests.scrapy_compat.RESOLVER_SETTING_NAME`` (``TWISTED_DNS_RESOLVER`` since Scrapy
+#: 2.19, ``DNS_RESOLVER`` before).
 RESOLVER_SETTING = "tests.resolver.LocalResolver"
 
 PROXY_ENV_VARS = (
@@ -303,8 +305,9 @@ def list_spider() -> type[ListSpider]:
 def subprocess_env() -> dict[str, str]:
     """Environment for ``scrapy`` subprocesses: repo root on PYTHONPATH, no proxies.
 
-    Pass ``-s TWISTED_DNS_RESOLVER=tests.resolver.LocalResolver`` (``RESOLVER_SETTING``)
-    so the subprocess resolves ``*.test`` names too.
+    Pass ``-s TWISTED_DNS_RESOLVER=tests.resolver.LocalResolver`` (``DNS_RESOLVER`` before
+    Scrapy 2.19: ``f"{RESOLVER_SETTING_NAME}={RESOLVER_SETTING}"``) so the subprocess
+    resolves ``*.test`` names too.
     """
     env = {k: v for k, v in os.environ.items() if k not in PROXY_ENV_VARS}
     env["PYTHONPATH"] = os.pathsep.join(

@@ -10,7 +10,8 @@
 Use it directly (``reactor.installNameResolver(LocalResolver(reactor))``; the test
 conftest does this once per session) or as a Scrapy setting for ``scrapy crawl``
 subprocesses: ``TWISTED_DNS_RESOLVER = "tests.resolver.LocalResolver"`` (with the
-repository root on ``PYTHONPATH``).
+repository root on ``PYTHONPATH``; the setting is ``DNS_RESOLVER`` before Scrapy 2.19,
+see ``tests.scrapy_compat.RESOLVER_SETTING_NAME``).
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ class LocalResolver:
     def __init__(self, reactor: Any) -> None:
         self.reactor = reactor
 
-    # -- Scrapy TWISTED_DNS_RESOLVER interface -----------------------------------
+    # -- Scrapy (TWISTED_)DNS_RESOLVER interface ---------------------------------
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, reactor: Any) -> LocalResolver:

@@ -21,6 +21,7 @@ from tests import redis_server as redis_helper
 from tests.conftest import RESOLVER_SETTING, TESTS_DIR
 from tests.crawl_helpers import DISALLOW_PRIVATE
 from tests.crawl_storage_helpers import REP, store, wait_until
+from tests.scrapy_compat import RESOLVER_SETTING_NAME
 
 redis_server = redis_helper.redis_server  # the `store` fixture's redis-server
 
@@ -43,7 +44,7 @@ def start_process(
     with log.open("wb") as log_file:
         command = [
             sys.executable, "-m", "scrapy", "runspider", str(SPIDER_FILE),
-            "-s", f"TWISTED_DNS_RESOLVER={RESOLVER_SETTING}",
+            "-s", f"{RESOLVER_SETTING_NAME}={RESOLVER_SETTING}",
             "-s", f"REP_STORAGE={store}",
             *extra,
         ]  # fmt: skip
