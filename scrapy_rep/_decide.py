@@ -168,8 +168,14 @@ class Decider:
         slot_settings = downloader.per_slot_settings.setdefault(key, {})
         slot_delay = max(float(slot_settings.get("delay", _downloader_delay(downloader))), delay)
         slot_settings["delay"] = slot_delay
-        jitter = float(slot_settings.get("jitter", getattr(downloader, "_jitter", 0.0)))
-        slot_settings["jitter"] = _bounded_jitter(slot_delay, jitter, delay)
+        if hasattr(downloader, "_jitter"):  # Scrapy 2.19+: a jitter fraction
+            jitter = float(slot_settings.get("jitter", downloader._jitter))
+            slot_settings["jitter"] = _bounded_jitter(slot_delay, jitter, delay)
+        else:  # earlier: RANDOMIZE_DOWNLOAD_DELAY, on (+/-50 %) or off
+            randomize = bool(slot_settings.get("randomize_delay", downloader.randomize_delay))
+            slot_settings["randomize_delay"] = (
+                randomize and _bounded_jitter(slot_delay, 0.5, delay) >= 0.5
+            )
         slot = downloader.slots.get(key)
         if slot is not None:
             _hold_slot_to(slot, delay)
@@ -195,7 +201,15 @@ class Decider:
 
 def _downloader_delay(downloader: Any) -> float:
     """DOWNLOAD_DELAY as the downloader applies it to new slots."""
-    return float(getattr(downloader, "_delay", 0.0) or 0.0)
+    if hasattr(downloader, "_delay"):  # Scrapy 2.19+
+        return float(downloader._delay or 0.0)
+    # Earlier versions read it for each new slot: the spider's download_delay
+    # attribute, else the setting.
+    spider = getattr(downloader.crawler, "spider", None)
+    delay = getattr(spider, "download_delay", None)
+    if delay is None:
+        delay = downloader.settings.getfloat("DOWNLOAD_DELAY")
+    return float(delay or 0.0)
 
 
 def _bounded_jitter(slot_delay: float, jitter: float, crawl_delay: float) -> float:
@@ -215,9 +229,16 @@ def _hold_slot_to(slot: Any, crawl_delay: float) -> None:
     """Raise the slot delay to the Crawl-delay and bound its jitter (see above)."""
     if slot.delay < crawl_delay:
         slot.delay = crawl_delay
-    jitter = getattr(slot, "jitter", None)
-    if jitter:
-        slot.jitter = _bounded_jitter(slot.delay, float(jitter), crawl_delay)
+    if hasattr(slot, "jitter"):  # Scrapy 2.19+ (randomize_delay is then deprecated)
+        if slot.jitter:
+            slot.jitter = _bounded_jitter(slot.delay, float(slot.jitter), crawl_delay)
+    elif (
+        getattr(slot, "randomize_delay", False)
+        and _bounded_jitter(slot.delay, 0.5, crawl_delay) < 0.5
+    ):
+        # earlier versions vary the delay by +/-50 % or not at all: not at all, unless
+        # the slot delay is at least twice the Crawl-delay
+        slot.randomize_delay = False
 
 
 def _describe(decision: dict[str, Any]) -> str:

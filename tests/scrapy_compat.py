@@ -26,7 +26,6 @@ version number); CI runs the suite on the newest Scrapy and on the oldest one
   ``DOWNLOAD_DELAY_JITTER``, ``Slot.jitter``) rather than the on/off ±50 %
   ``RANDOMIZE_DOWNLOAD_DELAY`` / ``Slot.randomize_delay`` of earlier versions.
 * ``NO_DELAY_JITTER``: the settings that make every slot keep its delay exactly.
-* ``xfail_short_crawl_delay_gap()``: see there (a known scrapy-rep bug before 2.19).
 
 Download errors are also slower before Scrapy 2.19: the downloader and its middleware
 manager each sleep 0.1 s before passing an exception on, so every failed download
@@ -35,7 +34,6 @@ takes 0.2 s longer (a refused connection about 0.5 s instead of 0.3 s).
 
 from __future__ import annotations
 
-import pytest
 import scrapy
 import scrapy.exceptions
 from scrapy.settings import default_settings
@@ -65,23 +63,3 @@ HAS_DELAY_JITTER = hasattr(default_settings, "DOWNLOAD_DELAY_JITTER")
 NO_DELAY_JITTER: dict[str, object] = (
     {"DOWNLOAD_DELAY_JITTER": 0} if HAS_DELAY_JITTER else {"RANDOMIZE_DOWNLOAD_DELAY": False}
 )
-
-#: A scrapy-rep bug on Scrapy < 2.19, reported and not fixed yet (scrapy_rep/_decide.py).
-CRAWL_DELAY_JITTER_BUG = (
-    "known scrapy-rep bug on Scrapy < 2.19: Crawl-delay does not narrow the slot's "
-    "random delay (scrapy-rep sets Slot.jitter / per_slot_settings['jitter'], which "
-    f"Scrapy {scrapy.__version__} does not read; its RANDOMIZE_DOWNLOAD_DELAY still varies "
-    "each gap by +/-50 %), so gaps can be as short as half the Crawl-delay"
-)
-
-
-def xfail_short_crawl_delay_gap(shortest: float, required: float) -> None:
-    """Before Scrapy 2.19, xfail a Crawl-delay gap too short only because of that bug.
-
-    ``shortest`` is the shortest gap seen, ``required`` what the test asserts next.
-    A gap of at least half of ``required`` (what RANDOMIZE_DOWNLOAD_DELAY's -50 % allows)
-    xfails with ``CRAWL_DELAY_JITTER_BUG``; a shorter one is left to the test's assert.
-    A no-op on Scrapy 2.19, and whenever the gap is long enough.
-    """
-    if not HAS_DELAY_JITTER and 0.5 * required <= shortest < required:
-        pytest.xfail(CRAWL_DELAY_JITTER_BUG)

@@ -18,8 +18,6 @@ from typing import Any
 
 import pytest
 
-from tests.scrapy_compat import xfail_short_crawl_delay_gap
-
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RUN_DEMO = REPO_ROOT / "example_project" / "run_demo.py"
 
@@ -154,7 +152,6 @@ def test_crawl_delay_and_slow_robots_txt(demo: DemoRun) -> None:
     # The other origins did not wait for the slow one.
     assert all(e["waited"] < 1.5 for e in demo.entries("tour", "missing"))
     shortest = min(b - a for a, b in pairwise(times))
-    xfail_short_crawl_delay_gap(shortest, 0.9)
     assert shortest >= 0.9
 
 
