@@ -105,6 +105,18 @@ def test_stored_state_shown_and_store_untouched(
     assert _digest(db) == before
 
 
+def _scrapy_help(env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``scrapy -h`` run in *cwd*: its listing of commands."""
+    return subprocess.run(
+        [sys.executable, "-m", "scrapy", "-h"],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
 def test_absent_store_is_not_created(
     mockserver: MockServer, host: str, subprocess_env: dict[str, str], workdir: Path, tmp_path: Path
 ) -> None:
@@ -126,14 +138,7 @@ def test_listed_in_help_and_project_default_store(
     assert result.returncode == 0, result.stderr
     help_text = " ".join(result.stdout.split())  # argparse wraps the description
     assert "Exit status: 0 if every URL is allowed; 1 if any URL is disallowed; 2 on" in help_text
-    listing = subprocess.run(
-        [sys.executable, "-m", "scrapy", "-h"],
-        env=subprocess_env,
-        cwd=outside,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    listing = _scrapy_help(subprocess_env, outside)
     assert "  robots " in listing.stdout
 
     project = tmp_path / "proj"
@@ -142,14 +147,7 @@ def test_listed_in_help_and_project_default_store(
     (project / "myproj" / "__init__.py").write_text("")
     (project / "myproj" / "settings.py").write_text('BOT_NAME = "myproj"\n')
     env = {**subprocess_env, "PYTHONPATH": f"{project}:{subprocess_env['PYTHONPATH']}"}
-    listing = subprocess.run(
-        [sys.executable, "-m", "scrapy", "-h"],
-        env=env,
-        cwd=project,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    listing = _scrapy_help(env, project)
     assert "active project: myproj" in listing.stdout
     assert "  robots " in listing.stdout
 
