@@ -173,9 +173,7 @@ class Decider:
             slot_settings["jitter"] = _bounded_jitter(slot_delay, jitter, delay)
         else:  # earlier: RANDOMIZE_DOWNLOAD_DELAY, on (+/-50 %) or off
             randomize = bool(slot_settings.get("randomize_delay", downloader.randomize_delay))
-            slot_settings["randomize_delay"] = (
-                randomize and _bounded_jitter(slot_delay, 0.5, delay) >= 0.5
-            )
+            slot_settings["randomize_delay"] = randomize and _halved_gap_fits(slot_delay, delay)
         slot = downloader.slots.get(key)
         if slot is not None:
             _hold_slot_to(slot, delay)
@@ -225,6 +223,12 @@ def _bounded_jitter(slot_delay: float, jitter: float, crawl_delay: float) -> flo
     return max(0.0, min(jitter, 1.0 - crawl_delay / slot_delay))
 
 
+def _halved_gap_fits(slot_delay: float, crawl_delay: float) -> bool:
+    """Before Scrapy 2.19 a slot's delay is varied by +/-50 % or not at all: whether
+    the shortest such gap is still the Crawl-delay (else randomising is turned off)."""
+    return _bounded_jitter(slot_delay, 0.5, crawl_delay) >= 0.5
+
+
 def _hold_slot_to(slot: Any, crawl_delay: float) -> None:
     """Raise the slot delay to the Crawl-delay and bound its jitter (see above)."""
     if slot.delay < crawl_delay:
@@ -232,12 +236,7 @@ def _hold_slot_to(slot: Any, crawl_delay: float) -> None:
     if hasattr(slot, "jitter"):  # Scrapy 2.19+ (randomize_delay is then deprecated)
         if slot.jitter:
             slot.jitter = _bounded_jitter(slot.delay, float(slot.jitter), crawl_delay)
-    elif (
-        getattr(slot, "randomize_delay", False)
-        and _bounded_jitter(slot.delay, 0.5, crawl_delay) < 0.5
-    ):
-        # earlier versions vary the delay by +/-50 % or not at all: not at all, unless
-        # the slot delay is at least twice the Crawl-delay
+    elif getattr(slot, "randomize_delay", False) and not _halved_gap_fits(slot.delay, crawl_delay):
         slot.randomize_delay = False
 
 

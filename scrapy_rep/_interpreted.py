@@ -31,9 +31,9 @@ from itertools import compress, count, repeat
 from operator import itemgetter
 from typing import TypeAlias
 
-from scrapy_rep._matcher import Rules, match_pieces, merged_rules, normalised_rules, split_pattern
+from scrapy_rep._matcher import Rules, merged_rules, normalised_rules, pattern_matches
 
-__all__ = ["Scan", "compile_cost", "prepare_scan", "scan_allows", "scan_best"]
+__all__ = ["Scan", "compile_cost", "prepare_scan", "scan_allows", "scan_best", "scan_rule"]
 
 # The cost model (see the module docstring).
 SCAN_FIXED = 20
@@ -93,7 +93,7 @@ def scan_allows(scan: Scan, path: bytes) -> tuple[bool, int]:
             # a pattern longer than its guard holds "*" or "$": match it in full
             if len(pattern) != len(guards[i]):
                 cost += SCAN_PER_WILDCARD_MATCH
-                if not match_pieces(*split_pattern(pattern), path):
+                if not pattern_matches(pattern, path):
                     continue
             best = rank
     return not best & 1, cost  # the low bit of a rank is set for disallow rules
@@ -119,7 +119,7 @@ def scan_best(scan: Scan, path: bytes) -> tuple[int, int]:
         pattern = guard if patterns is None else patterns[i]
         if len(pattern) != len(guard):
             cost += SCAN_PER_WILDCARD_MATCH
-            if not match_pieces(*split_pattern(pattern), path):
+            if not pattern_matches(pattern, path):
                 continue
         rank = 2 * len(pattern) - (marks[i] & 1)
         if pattern[-1:] != b"$" and pattern.rstrip(b"*") == guard:
@@ -129,3 +129,9 @@ def scan_best(scan: Scan, path: bytes) -> tuple[int, int]:
         if key > best_key:
             best, best_key = i, key
     return best, cost
+
+
+def scan_rule(scan: Scan, n: int) -> tuple[int, bytes]:
+    """Line mark and normalised pattern of rule *n* of the scan (see scan_best)."""
+    guards, marks, patterns = scan
+    return marks[n], (guards if patterns is None else patterns)[n]

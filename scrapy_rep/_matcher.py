@@ -39,6 +39,7 @@ __all__ = [
     "normalise_pattern",
     "normalised_rules",
     "pattern_at",
+    "pattern_matches",
     "split_pattern",
     "wild_rule",
 ]
@@ -332,6 +333,12 @@ def _split(full: bytes) -> tuple[tuple[bytes, ...], bool]:
             _SPLIT.clear()
         found = _SPLIT[full] = split_pattern(full)
     return found
+
+
+def pattern_matches(full: bytes, path: bytes) -> bool:
+    """Whether the normalised pattern *full* matches *path* (split once, shared)."""
+    pieces, anchored = _SPLIT.get(full) or _split(full)
+    return match_pieces(pieces, anchored, path)
 
 
 def wild_rule(group: Group, path: bytes, best: int, text: str | None = None) -> int:

@@ -8,7 +8,14 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from scrapy_rep._interpreted import Scan, compile_cost, prepare_scan, scan_allows, scan_best
+from scrapy_rep._interpreted import (
+    Scan,
+    compile_cost,
+    prepare_scan,
+    scan_allows,
+    scan_best,
+    scan_rule,
+)
 from scrapy_rep._matcher import (
     ESCAPE,
     Group,
@@ -202,9 +209,8 @@ class RobotsTxt:
     def _spend(self, token: str, cost: int) -> None:
         """Count a scan of *token*'s group against what compiling it would cost."""
         scans = self._scans
-        found = None if scans is None else scans.get(token)
-        if scans is not None and found is not None:  # (else compiled by another thread)
-            scans[token] = (found[0] - cost, found[1])
+        if scans is not None and (found := scans.get(token)) is not None:
+            scans[token] = (found[0] - cost, found[1])  # (else compiled meanwhile)
 
     def _group(self, token: str) -> Group:
         group = self._groups[token]
@@ -309,8 +315,7 @@ class RobotsTxt:
             self._spend(token, cost)
             if n < 0:
                 return Decision(True, None, None, (token,), "no-matching-rule")
-            mark = scan[1][n]
-            pattern = (scan[0] if scan[2] is None else scan[2])[n]
+            mark, pattern = scan_rule(scan, n)
         else:
             group = self._group(token)
             n = best_rule(group, path)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Callable
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -64,12 +65,12 @@ def test_scanned_checks_agree_with_the_compiled_group(
         assert scanned.allowed(path.encode(), "bot") is reference.allowed(path, "bot"), path
 
 
-def scans_before_compiling(robots: RobotsTxt, token: str, check: object) -> int:
+def scans_before_compiling(robots: RobotsTxt, token: str, check: Callable[[int], None]) -> int:
     """How many checks *check* (a callable taking the check's number) answers before
     the group *token* is compiled."""
     scans = 0
     while isinstance(robots._groups[token], list):
-        check(scans)  # type: ignore[operator]
+        check(scans)
         scans += 1
         assert scans < 1000
     return scans - 1  # the last check compiled the group
