@@ -37,15 +37,15 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from scrapy_rep._config import Config  # noqa: E402
-from scrapy_rep._records import RULES, OriginRecord  # noqa: E402
-from scrapy_rep._storage import (  # noqa: E402
+from scrapy_rep.policy.config import Config  # noqa: E402
+from scrapy_rep.policy.records import RULES, OriginRecord  # noqa: E402
+from scrapy_rep.storage.base import (  # noqa: E402
     MemoryStorage,
     RobotsStorage,
     acquire_and_read,
     put_and_release,
 )
-from scrapy_rep._storage_sqlite import SqliteStorage  # noqa: E402
+from scrapy_rep.storage.sqlite_store import SqliteStorage  # noqa: E402
 
 _RULES = [
     "User-agent: *",
@@ -204,7 +204,7 @@ def store_overhead_per_request(
 
 @contextmanager
 def redis_store(url: str | None) -> Iterator[RobotsStorage | None]:
-    from scrapy_rep._storage_redis import RedisStorage
+    from scrapy_rep.storage.redis_store import RedisStorage
 
     server = None
     if url is None:

@@ -10,8 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from scrapy_rep._robotstxt import Decision, RobotsTxt
-from scrapy_rep._useragent import product_token
+from scrapy_rep.robotstxt import Decision, RobotsTxt, product_token
 
 if TYPE_CHECKING:
     from scrapy_rep.addon import Addon

@@ -20,13 +20,13 @@ from scrapy.exceptions import DontCloseSpider, IgnoreRequest, NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.misc import load_object
 
-from scrapy_rep._config import Config
-from scrapy_rep._coordinator import OriginCoordinator
-from scrapy_rep._decide import Decider
-from scrapy_rep._fetcher import FETCH_META_KEY, RobotsFetcher
-from scrapy_rep._origin import origin_of_memo
-from scrapy_rep._policy import RobotsPolicy
-from scrapy_rep._storage import create_storage
+from scrapy_rep.crawl.coordinator import OriginCoordinator
+from scrapy_rep.crawl.decide import Decider
+from scrapy_rep.crawl.fetcher import FETCH_META_KEY, RobotsFetcher
+from scrapy_rep.policy.config import Config
+from scrapy_rep.policy.origin import origin_of_memo
+from scrapy_rep.policy.robots_policy import RobotsPolicy
+from scrapy_rep.storage.factory import create_storage
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from typing_extensions import Self
 
-    from scrapy_rep._policy import Evaluation
+    from scrapy_rep.policy.robots_policy import Evaluation
 
 logger = logging.getLogger("scrapy_rep")
 
@@ -53,7 +53,7 @@ def _clock_from_settings(crawler: Crawler) -> Callable[[], float]:
     if isinstance(clock, str):
         clock = load_object(clock)
     if not callable(clock):
-        from scrapy_rep._config import SettingError
+        from scrapy_rep.policy.config import SettingError
 
         raise SettingError(f"REP_CLOCK must be a callable returning epoch seconds, got {clock!r}")
     return clock  # type: ignore[no-any-return]
@@ -242,7 +242,7 @@ class RobotsTxtMiddleware:
         leftover = self._take_unsent()
         if leftover:
             self._drop_unsent(leftover, "the spider closed while they waited on robots.txt")
-        from scrapy_rep._report import log_summary
+        from scrapy_rep.crawl.report import log_summary
 
-        log_summary(self.coordinator, self.stats)
+        log_summary(list(self.coordinator.origins.values()), self.coordinator.evicted, self.stats)
         self.storage.close()

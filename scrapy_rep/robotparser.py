@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.robotstxt import RobotParser as _ScrapyRobotParser
 
-from scrapy_rep._robotstxt import DEFAULT_MAX_SIZE, RobotsTxt
+from scrapy_rep.robotstxt._robotstxt import DEFAULT_MAX_SIZE, RobotsTxt
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler

@@ -12,8 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from scrapy_rep._records import RULES, OriginRecord
-from scrapy_rep._storage_sqlite import SqliteStorage
+from scrapy_rep.policy.records import RULES, OriginRecord
+from scrapy_rep.storage.sqlite_store import SqliteStorage
 from tests.command_helpers import as_json, robots, workdir
 from tests.conftest import MockServer
 

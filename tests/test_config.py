@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from scrapy.settings import Settings
 
-from scrapy_rep._config import Config, SettingError
-from scrapy_rep._origin import origin_of, origin_of_memo
+from scrapy_rep.policy.config import Config, SettingError
+from scrapy_rep.policy.origin import origin_of, origin_of_memo
 
 
 def test_defaults_follow_the_spec():

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import pytest_twisted
 
-from scrapy_rep._config import SettingError
+from scrapy_rep.policy.config import SettingError
 from tests.crawl_helpers import DISALLOW_PRIVATE, pages_of
 
 REP: dict[str, Any] = {

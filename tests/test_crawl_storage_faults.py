@@ -14,8 +14,8 @@ from typing import Any
 import pytest_twisted
 from twisted.internet import defer, task
 
-from scrapy_rep._origin import origin_of
-from scrapy_rep._storage_redis import RedisStorage
+from scrapy_rep.policy.origin import origin_of
+from scrapy_rep.storage.redis_store import RedisStorage
 from tests import redis_server as redis_helper
 from tests.crawl_helpers import DISALLOW_PRIVATE, pages_of
 from tests.crawl_storage_helpers import REP, GatedSpider, installed_reactor, wait_until, warnings_of

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest_twisted
 
-from scrapy_rep._origin import origin_of
-from scrapy_rep._storage_redis import RedisStorage
+from scrapy_rep.policy.origin import origin_of
+from scrapy_rep.storage.redis_store import RedisStorage
 from tests import redis_server as redis_helper
 from tests.conftest import RESOLVER_SETTING, TESTS_DIR
 from tests.crawl_helpers import DISALLOW_PRIVATE

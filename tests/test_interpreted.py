@@ -2,7 +2,7 @@
 
 Both must give the same verdicts: these tests compare them directly, on generated
 files that use every feature that changes how a rule matches.  They also check when a
-group stops scanning (see the cost model in scrapy_rep._interpreted).
+group stops scanning (see the cost model in scrapy_rep.robotstxt._interpreted).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scrapy_rep import RobotsTxt
-from scrapy_rep._interpreted import (
+from scrapy_rep.robotstxt._interpreted import (
     COMPILE_FIXED,
     COMPILE_PER_RULE,
     SCAN_FIXED,

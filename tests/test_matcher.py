@@ -1,11 +1,11 @@
-"""Unit tests of the matching primitives (scrapy_rep._matcher)."""
+"""Unit tests of the matching primitives (scrapy_rep.robotstxt._matcher)."""
 
 from __future__ import annotations
 
 import pytest
 
-from scrapy_rep._matcher import match_pieces, normalise_pattern, split_pattern
-from scrapy_rep._robotstxt import normalise_path, plain_path, url_path
+from scrapy_rep.robotstxt._matcher import match_pieces, normalise_pattern, split_pattern
+from scrapy_rep.robotstxt._robotstxt import normalise_path, plain_path, url_path
 from tests.engine_helpers import compiled_robots
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from scrapy_rep._config import DAY, Config
-from scrapy_rep._policy import (
+from scrapy_rep.policy.config import DAY, Config
+from scrapy_rep.policy.records import ALLOW_ALL, RULES, UNREACHABLE, OriginRecord
+from scrapy_rep.policy.robots_policy import (
     DISALLOW_ALL,
     EXPIRED,
     FALLBACK,
@@ -17,7 +18,6 @@ from scrapy_rep._policy import (
     parse_max_age,
     parse_retry_after,
 )
-from scrapy_rep._records import ALLOW_ALL, RULES, UNREACHABLE, OriginRecord
 
 HOUR = 3600.0
 T0 = 1_700_000_000.0
@@ -236,8 +236,8 @@ def test_status_classification_reads_retry_after_and_cache_control():
 
 
 def test_coordinator_keeps_at_most_the_bound_of_idle_origin_runtimes():
-    from scrapy_rep._coordinator import OriginCoordinator
-    from scrapy_rep._storage import MemoryStorage
+    from scrapy_rep.crawl.coordinator import OriginCoordinator
+    from scrapy_rep.storage.base import MemoryStorage
 
     config = Config(memory_max_origins=10)
     coordinator = OriginCoordinator(

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scrapy_rep import RobotsTxt
-from scrapy_rep._matcher import match_pieces, split_pattern
-from scrapy_rep._robotstxt import _SIMPLE, normalise_path, plain_path
+from scrapy_rep.robotstxt._matcher import match_pieces, split_pattern
+from scrapy_rep.robotstxt._robotstxt import _SIMPLE, normalise_path, plain_path
 
 UNRESERVED = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"
 
@@ -229,7 +229,7 @@ _URL_PARTS = st.sampled_from(
 @given(st.lists(_URL_PARTS, max_size=12).map("".join))
 @settings(max_examples=500)
 def test_memoised_origin_agrees_with_origin_of(url: str) -> None:
-    from scrapy_rep._origin import origin_of, origin_of_memo
+    from scrapy_rep.policy.origin import origin_of, origin_of_memo
 
     assert origin_of_memo(url) == origin_of(url)
     assert origin_of_memo(url) == origin_of(url)  # from the memo this time

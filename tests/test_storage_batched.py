@@ -11,10 +11,10 @@ import logging
 
 import pytest
 
-from scrapy_rep._config import Config
-from scrapy_rep._records import OriginRecord
-from scrapy_rep._storage import MemoryStorage, RobotsStorage, acquire_and_read, put_and_release
-from scrapy_rep._storage_redis import RedisStorage
+from scrapy_rep.policy.config import Config
+from scrapy_rep.policy.records import OriginRecord
+from scrapy_rep.storage.base import MemoryStorage, RobotsStorage, acquire_and_read, put_and_release
+from scrapy_rep.storage.redis_store import RedisStorage
 from tests.redis_server import RedisServer
 from tests.test_storage import RECORD, private_redis_server, redis_server, store
 
@@ -75,7 +75,7 @@ def test_redis_outage_uses_the_local_fallback(
     private_redis_server: RedisServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     backend = RedisStorage.from_url(private_redis_server.url, Config(), reconnect_interval=0)
-    caplog.set_level(logging.DEBUG, logger="scrapy_rep._storage_redis")
+    caplog.set_level(logging.DEBUG, logger="scrapy_rep.storage.redis_store")
     private_redis_server.stop()
     assert acquire_and_read(backend, ORIGIN, "p1", 60) == (True, None)
     assert acquire_and_read(backend, ORIGIN, "p2", 60) == (False, None)

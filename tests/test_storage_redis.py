@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from scrapy_rep._config import Config, SettingError
-from scrapy_rep._storage import create_storage
-from scrapy_rep._storage_redis import RedisStorage, mask_url
+from scrapy_rep.policy.config import Config, SettingError
+from scrapy_rep.storage.factory import create_storage
+from scrapy_rep.storage.redis_store import RedisStorage, mask_url
 from tests import redis_server as redis_helper
 from tests.redis_server import RedisServer, free_port
 from tests.test_storage import RECORD, ours
@@ -21,7 +21,7 @@ from tests.test_storage import RECORD, ours
 redis_server = redis_helper.redis_server
 private_redis_server = redis_helper.private_redis_server
 
-REDIS_LOGGER = "scrapy_rep._storage_redis"
+REDIS_LOGGER = "scrapy_rep.storage.redis_store"
 
 
 # ---------------------------------------------------------------------------

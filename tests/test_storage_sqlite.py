@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from scrapy_rep._config import SettingError
-from scrapy_rep._storage_sqlite import DEFAULT_FILENAME, SqliteStorage
+from scrapy_rep.policy.config import SettingError
+from scrapy_rep.storage.sqlite_store import DEFAULT_FILENAME, SqliteStorage
 from tests.test_storage import RECORD, ours
 
-SQLITE_LOGGER = "scrapy_rep._storage_sqlite"
+SQLITE_LOGGER = "scrapy_rep.storage.sqlite_store"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -68,7 +68,7 @@ def test_sqlite_two_instances_share_one_file(tmp_path: Path) -> None:
 
 _CONTENDER = """
 import sys
-from scrapy_rep._storage_sqlite import SqliteStorage
+from scrapy_rep.storage.sqlite_store import SqliteStorage
 store = SqliteStorage(sys.argv[1])
 origins = [f"https://o{i}.test" for i in range(int(sys.argv[2]))]
 won = [i for i, o in enumerate(origins) if store.acquire_lease(o, sys.argv[3], 600)]
@@ -105,8 +105,8 @@ def test_sqlite_processes_single_flight(tmp_path: Path) -> None:
 
 _WRITER = """
 import os, sys
-from scrapy_rep._records import OriginRecord
-from scrapy_rep._storage_sqlite import SqliteStorage
+from scrapy_rep.policy.records import OriginRecord
+from scrapy_rep.storage.sqlite_store import SqliteStorage
 store = SqliteStorage(sys.argv[1])
 i = 0
 while True:

@@ -22,8 +22,8 @@ from itertools import accumulate, compress, count, pairwise, repeat
 from operator import add, and_, contains, itemgetter, lshift, or_, sub
 from typing import TypeAlias
 
-from scrapy_rep._forest import parents as forest_parents
-from scrapy_rep._forest import plain_literals, ranked_chain
+from scrapy_rep.robotstxt._forest import parents as forest_parents
+from scrapy_rep.robotstxt._forest import plain_literals, ranked_chain
 
 __all__ = [
     "EMPTY_GROUP",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import zlib
 
-from scrapy_rep._records import OriginRecord, decode_record, encode_record
+from scrapy_rep.policy.records import OriginRecord, decode_record, encode_record
 
 # Far above any real record: REP_MAX_SIZE is 500 KiB by default, ~680 KiB as base64.
 MAX_DECODED = 64 * 1024 * 1024

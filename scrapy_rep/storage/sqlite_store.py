@@ -35,10 +35,10 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from scrapy_rep._config import SettingError
-from scrapy_rep._records import OriginRecord
-from scrapy_rep._storage import MemoryStorage
-from scrapy_rep._storage_codec import pack_record, unpack_record, unpack_stored
+from scrapy_rep.policy.config import SettingError
+from scrapy_rep.policy.records import OriginRecord
+from scrapy_rep.storage.base import MemoryStorage
+from scrapy_rep.storage.codec import pack_record, unpack_record, unpack_stored
 
 try:  # POSIX only: serialises open/recovery between processes (see _open_lock)
     import fcntl

@@ -31,7 +31,7 @@ from itertools import compress, count, repeat
 from operator import itemgetter
 from typing import TypeAlias
 
-from scrapy_rep._matcher import Rules, merged_rules, normalised_rules, pattern_matches
+from scrapy_rep.robotstxt._matcher import Rules, merged_rules, normalised_rules, pattern_matches
 
 __all__ = ["Scan", "compile_cost", "prepare_scan", "scan_allows", "scan_best", "scan_rule"]
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from scrapy_rep._policy import FetchOutcome
-    from scrapy_rep._records import OriginRecord
+    from scrapy_rep.policy.records import OriginRecord
+    from scrapy_rep.policy.robots_policy import FetchOutcome
 
 # Per-URL verdicts.
 ALLOWED = "allowed"

@@ -22,10 +22,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from scrapy_rep._config import Config, SettingError
-from scrapy_rep._records import OriginRecord
-from scrapy_rep._storage import MemoryStorage
-from scrapy_rep._storage_codec import pack_record, unpack_stored
+from scrapy_rep.policy.config import Config, SettingError
+from scrapy_rep.policy.records import OriginRecord
+from scrapy_rep.storage.base import MemoryStorage
+from scrapy_rep.storage.codec import pack_record, unpack_stored
 
 if TYPE_CHECKING:
     import redis

@@ -22,7 +22,7 @@ from scrapy.exceptions import UsageError
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.defer import DeferredList
 
-from scrapy_rep._command_output import (
+from scrapy_rep.commands.output import (
     ALLOWED,
     COPY_FALLBACK,
     COPY_FETCHED,
@@ -40,13 +40,19 @@ from scrapy_rep._command_output import (
     render_json,
     render_text,
 )
-from scrapy_rep._config import Config, SettingError
-from scrapy_rep._origin import origin_of, robots_url
-from scrapy_rep._policy import DISALLOW_ALL, FALLBACK, STALE, FetchOutcome, RobotsPolicy
-from scrapy_rep._records import ALLOW_ALL, RULES, UNREACHABLE
-from scrapy_rep._robotstxt import RobotsTxt
-from scrapy_rep._store_view import read_store
-from scrapy_rep._useragent import product_token
+from scrapy_rep.commands.store_view import read_store
+from scrapy_rep.policy.config import Config, SettingError
+from scrapy_rep.policy.origin import origin_of, robots_url
+from scrapy_rep.policy.records import ALLOW_ALL, RULES, UNREACHABLE
+from scrapy_rep.policy.robots_policy import (
+    DISALLOW_ALL,
+    FALLBACK,
+    STALE,
+    FetchOutcome,
+    RobotsPolicy,
+)
+from scrapy_rep.robotstxt._robotstxt import RobotsTxt
+from scrapy_rep.robotstxt._useragent import product_token
 
 if TYPE_CHECKING:
     import argparse
@@ -82,7 +88,7 @@ class _RobotsFetchSpider(Spider):
         settings.set("REMOTE_CONTROL_ENABLED", False, priority="spider")
 
     async def start(self) -> AsyncIterator[Any]:
-        from scrapy_rep._fetcher import RobotsFetcher
+        from scrapy_rep.crawl.fetcher import RobotsFetcher
 
         fetcher = RobotsFetcher(
             self.crawler, Config.from_settings(self.crawler.settings), time.time

@@ -8,7 +8,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from scrapy_rep._interpreted import (
+from scrapy_rep.robotstxt._interpreted import (
     Scan,
     compile_cost,
     prepare_scan,
@@ -16,7 +16,7 @@ from scrapy_rep._interpreted import (
     scan_best,
     scan_rule,
 )
-from scrapy_rep._matcher import (
+from scrapy_rep.robotstxt._matcher import (
     ESCAPE,
     Group,
     best_rule,
@@ -25,8 +25,8 @@ from scrapy_rep._matcher import (
     pattern_at,
     wild_rule,
 )
-from scrapy_rep._parser import SIGNAL_KEYS, Run, parse
-from scrapy_rep._useragent import token_key
+from scrapy_rep.robotstxt._parser import SIGNAL_KEYS, Run, parse
+from scrapy_rep.robotstxt._useragent import token_key
 
 __all__ = ["DEFAULT_MAX_SIZE", "Decision", "RobotsTxt"]
 

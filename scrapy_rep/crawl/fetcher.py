@@ -21,10 +21,10 @@ from scrapy import Request, signals
 from scrapy.exceptions import StopDownload
 from scrapy.http.request import NO_CALLBACK
 
-from scrapy_rep._config import Config
-from scrapy_rep._origin import robots_url
-from scrapy_rep._policy import FetchOutcome, classify_status
-from scrapy_rep._records import ALLOW_ALL, UNREACHABLE
+from scrapy_rep.policy.config import Config
+from scrapy_rep.policy.origin import robots_url
+from scrapy_rep.policy.records import ALLOW_ALL, UNREACHABLE
+from scrapy_rep.policy.robots_policy import FetchOutcome, classify_status
 
 if TYPE_CHECKING:
     from collections.abc import Callable

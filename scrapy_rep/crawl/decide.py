@@ -15,19 +15,19 @@ from typing import TYPE_CHECKING, Any
 from scrapy import signals
 from scrapy.exceptions import IgnoreRequest
 
-from scrapy_rep._coordinator import WAITED_META_KEY
-from scrapy_rep._policy import DISALLOW_ALL, FALLBACK
-from scrapy_rep._records import ALLOW_ALL, RULES
-from scrapy_rep._robotstxt import RobotsTxt
-from scrapy_rep._useragent import product_token
+from scrapy_rep.crawl.runtime import WAITED_META_KEY
+from scrapy_rep.policy.records import ALLOW_ALL, RULES
+from scrapy_rep.policy.robots_policy import DISALLOW_ALL, FALLBACK
+from scrapy_rep.robotstxt._robotstxt import RobotsTxt
+from scrapy_rep.robotstxt._useragent import product_token
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
 
-    from scrapy_rep._config import Config
-    from scrapy_rep._coordinator import OriginRuntime
-    from scrapy_rep._policy import Evaluation
+    from scrapy_rep.crawl.runtime import OriginRuntime
+    from scrapy_rep.policy.config import Config
+    from scrapy_rep.policy.robots_policy import Evaluation
 
 logger = logging.getLogger("scrapy_rep")
 

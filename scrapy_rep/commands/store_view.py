@@ -9,12 +9,12 @@ from __future__ import annotations
 import sqlite3
 from typing import TYPE_CHECKING
 
-from scrapy_rep._command_output import StoredState
+from scrapy_rep.commands.output import StoredState
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
-    from scrapy_rep._config import Config
+    from scrapy_rep.policy.config import Config
 
 
 def read_store(
@@ -40,7 +40,7 @@ def read_store(
 
 
 def _read_sqlite(spec: str, origins: list[str]) -> dict[str, StoredState]:
-    from scrapy_rep._storage_sqlite import SqliteStorage, read_records_read_only
+    from scrapy_rep.storage.sqlite_store import SqliteStorage, read_records_read_only
 
     path = SqliteStorage.path_from_spec(spec, create=False)
     if path is None:
@@ -70,7 +70,7 @@ def _read_other(
     settings: BaseSettings, config: Config, origins: list[str]
 ) -> dict[str, StoredState]:
     """Redis or a custom class: through the store interface, calling only ``get``."""
-    from scrapy_rep._storage import create_storage
+    from scrapy_rep.storage.factory import create_storage
 
     try:
         store = create_storage(config, settings)

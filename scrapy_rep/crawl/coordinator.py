@@ -10,57 +10,38 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import OrderedDict
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import Deferred
 
-from scrapy_rep._policy import FALLBACK, FRESH, STALE, Evaluation, FetchOutcome, RobotsPolicy
-from scrapy_rep._records import UNREACHABLE, OriginRecord
-from scrapy_rep._report import SummaryTotals
-from scrapy_rep._storage import acquire_and_read, put_and_release
+from scrapy_rep.crawl.report import SummaryTotals
+from scrapy_rep.crawl.runtime import WAITED_META_KEY, OriginRuntime
+from scrapy_rep.policy.records import UNREACHABLE
+from scrapy_rep.policy.robots_policy import (
+    FALLBACK,
+    FRESH,
+    STALE,
+    Evaluation,
+    FetchOutcome,
+    RobotsPolicy,
+)
+from scrapy_rep.storage.base import acquire_and_read, put_and_release
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from scrapy import Request
-    from twisted.internet.base import DelayedCall
 
-    from scrapy_rep._fetcher import RobotsFetcher
-    from scrapy_rep._storage import RobotsStorage
+    from scrapy_rep.crawl.fetcher import RobotsFetcher
+    from scrapy_rep.storage.base import RobotsStorage
 
 logger = logging.getLogger("scrapy_rep")
-
-WAITED_META_KEY = "rep_waited"
 
 # How often a process that lost the fetch lease to another process looks at the shared
 # store for the result. Short, so waiting workers see the result promptly.
 SHARED_POLL_INTERVAL = 0.25
 # Timers never sleep longer than this, so a clock change or a lease expiry is noticed.
 MAX_TIMER = 60.0
-
-
-@dataclass
-class OriginRuntime:
-    origin: str
-    record: OriginRecord | None = None
-    loaded: bool = False
-    fetching: bool = False
-    held: list[tuple[Request, float]] = field(default_factory=list)
-    waiters: list[Deferred[None]] = field(default_factory=list)
-    timer: DelayedCall | None = None
-    last_source: str = ""
-    # (valid until, the record it was made from, the evaluation): a fresh copy's
-    # evaluation cannot change before the copy expires, so requests reuse it
-    fresh: tuple[float, OriginRecord, Evaluation] | None = None
-    # for the per-origin summary
-    fetches: int = 0
-    delayed: int = 0
-    released: int = 0
-    dropped: int = 0
-    longest_wait: float = 0.0
-    unreachable_spells: int = 0
-    stale_used: bool = False
 
 
 class OriginCoordinator:

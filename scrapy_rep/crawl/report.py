@@ -6,14 +6,14 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from scrapy_rep._records import ALLOW_ALL, RULES
+from scrapy_rep.policy.records import ALLOW_ALL, RULES
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from scrapy.statscollectors import StatsCollector
 
-    from scrapy_rep._coordinator import OriginCoordinator, OriginRuntime
+    from scrapy_rep.crawl.runtime import OriginRuntime
 
 logger = logging.getLogger("scrapy_rep")
 
@@ -71,9 +71,10 @@ def _origin_line(rt: OriginRuntime) -> str:
     )
 
 
-def log_summary(coordinator: OriginCoordinator, stats: StatsCollector) -> None:
-    runtimes = list(coordinator.origins.values())
-    totals = coordinator.evicted.merged(runtimes)
+def log_summary(
+    runtimes: list[OriginRuntime], evicted: SummaryTotals, stats: StatsCollector
+) -> None:
+    totals = evicted.merged(runtimes)
     if not totals.origins:
         return
     eventful = sorted(

@@ -19,8 +19,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from scrapy_rep._config import Config
-from scrapy_rep._records import ALLOW_ALL, RULES, UNREACHABLE, OriginRecord
+from scrapy_rep.policy.config import Config
+from scrapy_rep.policy.records import ALLOW_ALL, RULES, UNREACHABLE, OriginRecord
 
 DISALLOW_ALL = "disallow-all"
 

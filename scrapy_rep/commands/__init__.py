@@ -1,0 +1,1 @@
+"""Scrapy commands (entry-point group ``scrapy.commands``): ``scrapy robots``."""

@@ -1,0 +1,40 @@
+"""What the crawl keeps in memory for one origin while it runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from twisted.internet.base import DelayedCall
+    from twisted.internet.defer import Deferred
+
+    from scrapy_rep.policy.records import OriginRecord
+    from scrapy_rep.policy.robots_policy import Evaluation
+
+# Seconds a request was held back, shown in its robotstxt_decision meta.
+WAITED_META_KEY = "rep_waited"
+
+
+@dataclass
+class OriginRuntime:
+    origin: str
+    record: OriginRecord | None = None
+    loaded: bool = False
+    fetching: bool = False
+    held: list[tuple[Request, float]] = field(default_factory=list)
+    waiters: list[Deferred[None]] = field(default_factory=list)
+    timer: DelayedCall | None = None
+    last_source: str = ""
+    # (valid until, the record it was made from, the evaluation): a fresh copy's
+    # evaluation cannot change before the copy expires, so requests reuse it
+    fresh: tuple[float, OriginRecord, Evaluation] | None = None
+    # for the per-origin summary
+    fetches: int = 0
+    delayed: int = 0
+    released: int = 0
+    dropped: int = 0
+    longest_wait: float = 0.0
+    unreachable_spells: int = 0
+    stale_used: bool = False
