@@ -17,10 +17,10 @@ import pytest
 
 from scrapy_rep.policy.config import SettingError
 from scrapy_rep.storage.sqlite_store import DEFAULT_FILENAME, SqliteStorage
-from tests.test_storage import RECORD, ours
+from tests.storage.test_storage import RECORD, ours
 
 SQLITE_LOGGER = "scrapy_rep.storage.sqlite_store"
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 # ---------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from scrapy_rep.storage.factory import create_storage
 from scrapy_rep.storage.redis_store import RedisStorage, mask_url
 from tests import redis_server as redis_helper
 from tests.redis_server import RedisServer, free_port
-from tests.test_storage import RECORD, ours
+from tests.storage.test_storage import RECORD, ours
 
 # The fixtures live in the helper module (tests/conftest.py belongs to the harness).
 redis_server = redis_helper.redis_server

@@ -13,7 +13,7 @@ import pytest
 
 from scrapy_rep import RobotsTxt
 
-CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus" / "robots"
+CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus" / "robots"
 COMMON = ("/", "/index.html", "/search?q=x", "/wp-admin/", "/a/b/c.html", "/robots.txt")
 RULE = re.compile(rb"^\s*(?:dis)?allow\s*:\s*(/[^\s#]*)", re.I | re.M)
 

@@ -12,7 +12,7 @@ from scrapy_rep import RobotsTxt
 from tests.engine_helpers import compiled_robots
 
 CASES: list[dict[str, Any]] = json.loads(
-    (Path(__file__).parent / "data" / "rfc_cases.json").read_text(encoding="utf-8")
+    (Path(__file__).resolve().parents[1] / "data" / "rfc_cases.json").read_text(encoding="utf-8")
 )
 
 

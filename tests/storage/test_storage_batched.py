@@ -16,7 +16,7 @@ from scrapy_rep.policy.records import OriginRecord
 from scrapy_rep.storage.base import MemoryStorage, RobotsStorage, acquire_and_read, put_and_release
 from scrapy_rep.storage.redis_store import RedisStorage
 from tests.redis_server import RedisServer
-from tests.test_storage import RECORD, private_redis_server, redis_server, store
+from tests.storage.test_storage import RECORD, private_redis_server, redis_server, store
 
 __all__ = ["private_redis_server", "redis_server", "store"]  # fixtures used below
 
