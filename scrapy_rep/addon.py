@@ -2,31 +2,47 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
+
+from scrapy_rep.crawl.compat import STOCK_PATH, is_stock_middleware
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
+logger = logging.getLogger("scrapy_rep")
+
 # Where Scrapy's own RobotsTxtMiddleware sits in DOWNLOADER_MIDDLEWARES_BASE.
 STOCK_PRIORITY = 100
-STOCK_PATH = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
 OUR_PATH = "scrapy_rep.middleware.RobotsTxtMiddleware"
 
 
 class Addon:
     """Puts ``scrapy_rep.RobotsTxtMiddleware`` where the stock one was and disables the
-    stock one, so robots.txt is never fetched twice. ``ROBOTSTXT_OBEY`` stays the switch."""
+    stock one and every subclass of it the project enabled, so robots.txt is fetched
+    once and only scrapy-rep decides. ``ROBOTSTXT_OBEY`` stays the switch."""
 
     def update_settings(self, settings: BaseSettings) -> None:
         # replace_in_component_priority_dict raises KeyError here: the stock class is
         # in DOWNLOADER_MIDDLEWARES_BASE, not DOWNLOADER_MIDDLEWARES (SCRAPY_NOTES).
         # Disabling it by its import path, the key the base dict uses, works on every
         # supported Scrapy (2.14 ignores a class key set to None for a path key).
-        stock, ours = _resolve(STOCK_PATH), _resolve(OUR_PATH)
+        ours = _resolve(OUR_PATH)
         middlewares = settings.getdict("DOWNLOADER_MIDDLEWARES")
         for key in list(middlewares):
-            if _resolve(key) is stock:
-                del middlewares[key]
+            if key == STOCK_PATH or not is_stock_middleware(key):
+                continue
+            if _resolve(key) is _resolve(STOCK_PATH):
+                del middlewares[key]  # the stock class by another key: one key is enough
+            elif middlewares[key] is not None:
+                # A project's subclass of the stock middleware would fetch robots.txt a
+                # second time and drop requests by the stock rules (SPEC section 4).
+                middlewares[key] = None
+                logger.info(
+                    "scrapy-rep add-on: disabled %s (a subclass of Scrapy's "
+                    "RobotsTxtMiddleware); scrapy_rep.RobotsTxtMiddleware replaces it",
+                    key if isinstance(key, str) else f"{key.__module__}.{key.__qualname__}",
+                )
         middlewares[STOCK_PATH] = None
         if not any(_resolve(key) is ours for key in middlewares):
             # A user who placed our middleware at another priority keeps it there.

@@ -20,9 +20,11 @@ from scrapy.exceptions import DontCloseSpider, IgnoreRequest, NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.misc import load_object
 
+from scrapy_rep.crawl import compat
 from scrapy_rep.crawl.coordinator import OriginCoordinator
 from scrapy_rep.crawl.decide import Decider
 from scrapy_rep.crawl.fetcher import FETCH_META_KEY, RobotsFetcher
+from scrapy_rep.crawl.sitemap import SitemapRobotsCopy
 from scrapy_rep.policy.config import Config
 from scrapy_rep.policy.origin import origin_of_memo
 from scrapy_rep.policy.robots_policy import RobotsPolicy
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
 
     from scrapy import Spider
     from scrapy.crawler import Crawler
+    from scrapy.http import Response
     from typing_extensions import Self
 
     from scrapy_rep.policy.robots_policy import Evaluation
@@ -66,6 +69,7 @@ class RobotsTxtMiddleware:
         self.config = config = Config.from_settings(crawler.settings)
         if not config.obey:
             raise NotConfigured
+        compat.check_configuration(crawler)  # stock middleware beside us, ROBOTSTXT_PARSER
         self.crawler = crawler
         assert crawler.stats is not None
         self.stats = crawler.stats
@@ -83,6 +87,7 @@ class RobotsTxtMiddleware:
             releasable=self._may_proceed,
         )
         self.decider = Decider(crawler, config)
+        self.sitemap_copy = SitemapRobotsCopy(crawler)
         # Requests released while the engine is closing (see _reinject).
         self._released_while_closing: list[Request] = []
         connect = crawler.signals.connect
@@ -118,6 +123,7 @@ class RobotsTxtMiddleware:
         origin = self._origin_to_check(request)
         if origin is None:
             return
+        self.fetcher.trigger = (origin, request)  # for robots_parsed, if a fetch starts
         evaluation = self.coordinator.evaluate(origin)
         if self._may_proceed(evaluation):
             request.meta[SCHEDULED_META_KEY] = True
@@ -150,7 +156,9 @@ class RobotsTxtMiddleware:
             # or the dropped_at_close count instead.
             self._released_while_closing.append(request)
             return
-        engine.crawl(request)
+        # Not engine.crawl(): the request was announced by request_scheduled once already.
+        request.meta[SCHEDULED_META_KEY] = True
+        compat.reschedule(engine, request)
 
     def _take_unsent(self) -> list[Request]:
         """Every request still waiting on robots.txt, or released too late to be sent."""
@@ -161,10 +169,11 @@ class RobotsTxtMiddleware:
 
     async def process_request(
         self, request: Request, spider: Spider | None = None
-    ) -> Request | None:
+    ) -> Request | Response | None:
         origin = self._origin_to_check(request)
         if origin is None:
             return None
+        self.fetcher.trigger = (origin, request)  # for robots_parsed, if a fetch starts
         evaluation = self.coordinator.evaluate(origin)
         if not self._may_proceed(evaluation):
             if request.meta.get(SCHEDULED_META_KEY):
@@ -184,8 +193,10 @@ class RobotsTxtMiddleware:
             while not self._may_proceed(evaluation):
                 await maybe_deferred_to_future(self.coordinator.wait(origin))
                 evaluation = self.coordinator.evaluate(origin)
-        self.decider.decide(request, origin, evaluation, self.coordinator.runtime(origin))
-        return None
+        rt = self.coordinator.runtime(origin)
+        self.decider.decide(request, origin, evaluation, rt)
+        # SitemapSpider's own robots.txt request: answered from our copy (crawl/sitemap.py).
+        return self.sitemap_copy.response_for(request, evaluation, rt.record)
 
     # -- lifecycle ---------------------------------------------------------------------
 

@@ -227,7 +227,7 @@ class OriginCoordinator:
         if record.unreachable and not was_unreachable:
             rt.unreachable_spells += 1
             self._inc("robotstxt/unreachable")
-            logger.info(
+            logger.warning(  # WARNING, with the error's text (Scrapy's middleware: ERROR)
                 "robots.txt of %s is unreachable (%s): its %d waiting request(s) are delayed; "
                 "next try in %.0f s",
                 rt.origin,

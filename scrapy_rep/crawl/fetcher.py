@@ -8,6 +8,10 @@ from a page fetch is the budget (SPEC section 2):
 - there are no immediate retries (``dont_retry``): the policy's backoff replaces them;
 - ``REP_FETCH_TIMEOUT`` is the timeout;
 - the body is cut at ``REP_MAX_SIZE`` by a ``bytes_received`` handler (RFC 9309 2.5).
+
+Stats (SPEC section 4): Scrapy's own keys count one per robots.txt download as a whole,
+as its middleware counts them (its redirects and retries happen inside one download);
+every hop and every backoff retry is counted in scrapy-rep's own keys instead.
 """
 
 from __future__ import annotations
@@ -18,9 +22,10 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
 from scrapy import Request, signals
-from scrapy.exceptions import StopDownload
+from scrapy.exceptions import IgnoreRequest, StopDownload
 from scrapy.http.request import NO_CALLBACK
 
+from scrapy_rep.crawl import compat
 from scrapy_rep.policy.config import Config
 from scrapy_rep.policy.origin import robots_url
 from scrapy_rep.policy.records import ALLOW_ALL, UNREACHABLE
@@ -39,10 +44,13 @@ _BYTES_META_KEY = "rep_robots_bytes"
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 # Decompressed bodies may be larger than the wire bytes we cap; this bounds a gzip bomb.
 _DECOMPRESSED_FACTOR = 64
+# How long an allow-all answer caused by the crawler's own refusal lasts: 0 is clamped
+# to REP_MIN_TTL, so the crawler is asked again soon (its refusal may be temporary).
+_REFUSED_MAX_AGE = 0.0
 
 
 class RobotsFetcher:
-    """Downloads robots.txt and classifies the outcome; keeps no state between fetches."""
+    """Downloads robots.txt and classifies the outcome."""
 
     def __init__(self, crawler: Crawler, config: Config, clock: Callable[[], float]) -> None:
         self.crawler = crawler
@@ -52,6 +60,15 @@ class RobotsFetcher:
         # flight: the signal fires for every chunk of every page, and each receiver
         # costs the whole crawl a dispatch per chunk.
         self._in_flight = 0
+        # (origin, request) of the last page request that asked for an origin's state:
+        # set by the middleware before it evaluates, so a fetch that evaluation starts
+        # knows the page request that triggered it (robots_parsed sends it).
+        self.trigger: tuple[str, Request] | None = None
+        # Origins whose last fetch ended unreachable: their next fetch is a backoff
+        # retry, which Scrapy's stock keys do not count (its retries are inside one
+        # download), and the page request that started the spell.
+        self._retrying: dict[str, Request | None] = {}
+        self._refused_warned: set[str] = set()
 
     def _request(self, url: str, origin: str) -> Request:
         maxsize = self.config.max_size * _DECOMPRESSED_FACTOR
@@ -84,50 +101,119 @@ class RobotsFetcher:
             # RFC 9309 2.5: a file over the limit is not an error; parse what fits.
             raise StopDownload(fail=False)
 
+    def _trigger_for(self, origin: str) -> Request | None:
+        noted = self.trigger
+        if noted is not None and noted[0] == origin:
+            return noted[1]
+        return None
+
     async def fetch(self, origin: str) -> FetchOutcome:
+        # Taken before the first await: the evaluation that started this fetch is
+        # still on the stack, and the middleware noted its request.
+        retry = origin in self._retrying
+        trigger = self._retrying.get(origin) if retry else None
+        trigger = trigger or self._trigger_for(origin)
         signal_manager = self.crawler.signals
         if not self._in_flight:
             signal_manager.connect(self._on_bytes_received, signal=signals.bytes_received)
         self._in_flight += 1
         try:
-            return await self._fetch(origin)
+            outcome, answered = await self._fetch(origin, retry)
         finally:
             self._in_flight -= 1
             if not self._in_flight:
                 signal_manager.disconnect(self._on_bytes_received, signal=signals.bytes_received)
+        if outcome.kind == UNREACHABLE:
+            self._retrying[origin] = trigger
+        else:
+            self._retrying.pop(origin, None)
+            if answered:
+                # A robots.txt the site answered: tell robots_parsed receivers, as
+                # Scrapy's middleware does, before the origin's requests go on.
+                await compat.send_robots_parsed(
+                    self.crawler, outcome.body, trigger or self._request(robots_url(origin), origin)
+                )
+        return outcome
 
-    async def _fetch(self, origin: str) -> FetchOutcome:
+    async def _fetch(self, origin: str, retry: bool) -> tuple[FetchOutcome, bool]:
+        """The outcome, and whether the site answered it (a final, non-redirect response)."""
         stats = self.crawler.stats
         assert stats is not None
         assert self.crawler.engine is not None
+        if retry:
+            stats.inc_value("robotstxt/retry_count")
         url = robots_url(origin)
         seen = {url}
+        outcome: FetchOutcome | None = None
+        answered = False
         for hop in range(self.config.max_redirects + 1):
-            stats.inc_value("robotstxt/request_count")
+            stats.inc_value("robotstxt/download_count")
+            if hop:
+                stats.inc_value("robotstxt/redirect_count")
             try:
                 response = await self.crawler.engine.download_async(self._request(url, origin))
+            except IgnoreRequest as exc:
+                outcome = self._refused(origin, url, exc)
+                break
             except Exception as exc:
                 # DNS errors, refused connections, timeouts, resets, data loss: RFC 9309
                 # 2.3.1.4 calls these unreachable; so does Google. Not allow-all.
-                stats.inc_value(f"robotstxt/exception_count/{type(exc)}")
+                stats.inc_value(f"robotstxt/download_exception_count/{type(exc)}")
+                if not retry:
+                    stats.inc_value(f"robotstxt/exception_count/{type(exc)}")
                 detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-                return FetchOutcome(UNREACHABLE, detail[:300], final_url=url)
-            stats.inc_value("robotstxt/response_count")
-            stats.inc_value(f"robotstxt/response_status_count/{response.status}")
+                outcome = FetchOutcome(UNREACHABLE, detail[:300], final_url=url)
+                break
+            stats.inc_value(f"robotstxt/download_status_count/{response.status}")
             location = response.headers.get(b"Location")
             if response.status in _REDIRECT_STATUSES and location:
                 target = urljoin(response.url, location.decode("latin-1").strip())
                 if urlsplit(target).scheme not in ("http", "https"):
-                    return FetchOutcome(ALLOW_ALL, f"redirect to {target[:100]}", final_url=url)
+                    outcome = FetchOutcome(ALLOW_ALL, f"redirect to {target[:100]}", final_url=url)
+                    break
                 if target in seen or hop == self.config.max_redirects:
                     # Google: more than five hops (or a loop) is handled as a 404.
                     reason = "redirect loop" if target in seen else "too many redirects"
-                    return FetchOutcome(ALLOW_ALL, reason, status=response.status, final_url=url)
+                    outcome = FetchOutcome(ALLOW_ALL, reason, status=response.status, final_url=url)
+                    break
                 seen.add(target)
                 url = target
                 continue
-            return self._classify(response, url)
-        raise AssertionError("unreachable: the loop always returns")  # pragma: no cover
+            if not retry:
+                # The stock middleware counts the response its download ended with;
+                # a redirect chain that ends nowhere is an IgnoreRequest there.
+                stats.inc_value("robotstxt/response_count")
+                stats.inc_value(f"robotstxt/response_status_count/{response.status}")
+            outcome = self._classify(response, url)
+            answered = True
+            break
+        assert outcome is not None  # the loop always sets it: its last hop breaks
+        if not retry:
+            stats.inc_value("robotstxt/request_count")
+        return outcome, answered
+
+    def _refused(self, origin: str, url: str, exc: IgnoreRequest) -> FetchOutcome:
+        """The crawler's own middleware refused the robots.txt request (SPEC section 3).
+
+        That is the crawler's choice, not the site's answer: the origin is allow-all,
+        as with Scrapy's middleware, and for REP_MIN_TTL only, so the crawler is asked
+        again. Not a redirect answer either: no status, so no robots_parsed.
+        """
+        assert self.crawler.stats is not None
+        self.crawler.stats.inc_value("robotstxt/fetch_refused")
+        if origin not in self._refused_warned:
+            self._refused_warned.add(origin)
+            logger.warning(
+                "scrapy-rep: the crawler's own downloader middleware refused the robots.txt "
+                "request %s (IgnoreRequest: %s): every URL of %s is allowed, as with "
+                "Scrapy's RobotsTxtMiddleware",
+                url,
+                exc,
+                origin,
+            )
+        return FetchOutcome(
+            ALLOW_ALL, "refused by the crawler", max_age=_REFUSED_MAX_AGE, final_url=url
+        )
 
     def _classify(self, response: Response, url: str) -> FetchOutcome:
         headers = {

@@ -89,8 +89,12 @@ async def test_3xx_five_hops_across_hosts_apply_to_original_origin(
     # The rules of the final body apply to the original origin, not to a.
     assert "/private" in mockserver.paths(a)
     assert crawler.stat("robotstxt/forbidden") == 1
-    assert crawler.stat("robotstxt/response_status_count/301") == 1
-    assert crawler.stat("robotstxt/response_status_count/302") == 4
+    # Each hop in scrapy-rep's own keys; Scrapy's keys see one download ending in a 200.
+    assert crawler.stat("robotstxt/download_status_count/301") == 1
+    assert crawler.stat("robotstxt/download_status_count/302") == 4
+    assert crawler.stat("robotstxt/redirect_count") == 5
+    assert crawler.stat("robotstxt/response_status_count/200") == 1
+    assert not crawler.stat("robotstxt/response_status_count/301")
 
 
 @pytest_twisted.ensureDeferred
@@ -102,7 +106,8 @@ async def test_3xx_six_hops_is_allow_all(mockserver: Any, run_crawl: Any, host: 
     hops = [p for h in (a, b) for p in mockserver.paths(h)]
     # robots.txt + 5 followed hops; the 6th redirect is not followed.
     assert sorted(hops) == ["/hop1", "/hop2", "/hop3", "/hop4", "/hop5"]
-    assert crawler.stat("robotstxt/request_count") == 6
+    assert crawler.stat("robotstxt/download_count") == 6
+    assert crawler.stat("robotstxt/request_count") == 1
     assert not crawler.stat("robotstxt/forbidden")
 
 
@@ -202,7 +207,11 @@ async def test_429_and_5xx_delay_and_retry_with_backoff(
     assert crawler.stat("robotstxt/recovered") == 1
     assert crawler.stat("robotstxt/delayed") == 3
     assert crawler.stat("robotstxt/released") == 3
-    assert crawler.stat(f"robotstxt/response_status_count/{status}") == 2
+    # Scrapy's keys count the first download; the two backoff retries have their own.
+    assert crawler.stat(f"robotstxt/response_status_count/{status}") == 1
+    assert crawler.stat(f"robotstxt/download_status_count/{status}") == 2
+    assert crawler.stat("robotstxt/retry_count") == 2
+    assert crawler.stat("robotstxt/request_count") == 1
     assert crawler.logged("is unreachable", level=logging.INFO, logger="scrapy_rep")
 
 
@@ -260,7 +269,9 @@ async def test_network_fault_is_unreachable_then_rules(
     assert mockserver.log(host)[-1]["t"] >= robots_t[1]
     assert crawler.stat("robotstxt/unreachable") == 1
     assert crawler.stat("robotstxt/forbidden") == 2
-    assert crawler.stat("robotstxt/response_status_count/200") == 1
+    # Scrapy's keys: one download, which failed; the retry's 200 is in scrapy-rep's keys.
+    assert not crawler.stat("robotstxt/response_count")
+    assert crawler.stat("robotstxt/download_status_count/200") == 1
     exceptions = [k for k in crawler.stats.get_stats() if k.startswith("robotstxt/exception_")]
     assert len(exceptions) == 1, exceptions
 
@@ -293,7 +304,8 @@ async def test_unreachable_host_waits_then_fallback_allow(
     assert not any(f.check(IgnoreRequest) for f in crawler.spider.failures)
     if kind == "dns":
         assert all(f.check(DNS_FAILURE) for f in crawler.spider.failures)
-    assert crawler.stat("robotstxt/request_count") >= 3  # retried with backoff meanwhile
+    assert crawler.stat("robotstxt/retry_count") >= 2  # retried with backoff meanwhile
+    assert crawler.stat("robotstxt/request_count") == 1
     assert crawler.stat("robotstxt/unreachable") == 1
     assert crawler.stat("robotstxt/fallback/allow-all") == 1
     assert crawler.stat("robotstxt/released") == 3

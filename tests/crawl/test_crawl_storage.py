@@ -126,7 +126,7 @@ async def test_previous_runs_copy_applies_after_the_unreachable_wait(
     assert crawler.stat("robotstxt/stale_used") == 1
     assert crawler.stat("robotstxt/cache_hit") == 1
     assert crawler.stat("robotstxt/unreachable") == 1
-    assert crawler.stat("robotstxt/response_status_count/503", 0) >= 3
+    assert crawler.stat("robotstxt/download_status_count/503", 0) >= 3
     assert sorted(crawler.spider.response_urls) == [
         mockserver.url(host, "/public"),
         mockserver.url(host, "/trigger"),
