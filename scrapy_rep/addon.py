@@ -44,8 +44,8 @@ class Addon:
                     key if isinstance(key, str) else f"{key.__module__}.{key.__qualname__}",
                 )
         middlewares[STOCK_PATH] = None
-        if not any(_resolve(key) is ours for key in middlewares):
-            # A user who placed our middleware at another priority keeps it there.
+        if not any(_is_subclass(_resolve(key), ours) for key in middlewares):
+            # A user who placed our middleware (or a subclass) elsewhere keeps it there.
             middlewares[OUR_PATH] = STOCK_PRIORITY
         settings.set(
             "DOWNLOADER_MIDDLEWARES",
@@ -59,3 +59,7 @@ def _resolve(key: object) -> object:
     from scrapy.utils.misc import load_object
 
     return load_object(key) if isinstance(key, str) else key
+
+
+def _is_subclass(component: object, base: object) -> bool:
+    return isinstance(component, type) and isinstance(base, type) and issubclass(component, base)
