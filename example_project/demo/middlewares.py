@@ -47,8 +47,10 @@ class CrawlLedger:
     when the spider closes.
 
     A request that scrapy-rep holds while its origin's robots.txt is pending or
-    unreachable is taken out at the scheduler and put back once the origin is decided,
-    so the scheduler sees it twice: that is how the ledger tells a request was delayed.
+    unreachable is taken out at the scheduler and put back once the origin is decided;
+    its ``robotstxt_decision`` then says how long it waited (``waited``, seconds), which
+    is how the ledger tells a request was delayed. (``request_scheduled`` fires once per
+    request, as without scrapy-rep, so extensions counting it are not misled.)
     """
 
     def __init__(self, crawler: Crawler) -> None:
@@ -118,7 +120,7 @@ class CrawlLedger:
                 "groups": decision.get("groups"),
                 "source": decision.get("source"),
                 "robots": decision.get("robots"),
-                "held": request.meta.get(TIMES_SCHEDULED, 0) > 1,
+                "held": (decision.get("waited") or 0.0) > 0,
                 "waited": round(request.meta.get(WAITED, 0.0), 3),
                 "at": time.time(),
                 **extra,
