@@ -4,8 +4,8 @@ Two hooks gate a request:
 - ``request_scheduled`` (scheduling time): a request whose origin's robots.txt is not yet
   known, or is unreachable, is held here instead of entering the scheduler. A held request
   holds no download concurrency, so other origins crawl at full speed (SCRAPY_NOTES:
-  requests parked in ``process_request`` hold a global slot). It is re-injected with
-  ``engine.crawl()`` once the origin is decided.
+  requests parked in ``process_request`` hold a global slot). It is put into the
+  scheduler once the origin is decided, without a second ``request_scheduled``.
 - ``process_request`` (download time): decides allow/drop from the rules. A request whose
   origin became undecided after it was scheduled is sent back through the scheduler.
 """
