@@ -8,7 +8,10 @@ their origin's robots.txt is fetched.
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -46,6 +49,20 @@ class ListeningSpider(ListSpider):
 
     def on_scheduled(self, request: Request, spider: Any = None) -> None:
         self.scheduled[request.url] += 1
+
+
+class PhasedListeningSpider(ListeningSpider):
+    """Yields its start items in two halves, ``pause`` seconds apart."""
+
+    name = "phased-listening"
+    pause = 1.5
+
+    async def start(self) -> AsyncIterator[Any]:
+        half = len(self.start_items) // 2
+        for index, url in enumerate(self.start_items):
+            if index == half:
+                await asyncio.sleep(self.pause)
+            yield Request(str(url), callback=self.parse, errback=self.on_error)
 
 
 @pytest.mark.skipif(not HAS_ROBOTS_PARSED, reason="robots_parsed is new in Scrapy 2.18")
@@ -128,3 +145,52 @@ async def test_request_scheduled_once_per_request(
         assert sorted(pages_of(mockserver, host)) == ["/a", "/b"]
         assert crawler.stat("robotstxt/delayed") == 3
         assert crawler.stat("robotstxt/released") == 3
+
+
+@pytest.mark.skipif(not HAS_ROBOTS_PARSED, reason="robots_parsed is new in Scrapy 2.18")
+@pytest_twisted.ensureDeferred
+async def test_robots_parsed_again_after_a_refetch(
+    mockserver: Any, run_crawl: Any, host: str
+) -> None:
+    """The copy expires (max-age=1) and is downloaded again: a new download, so a new
+    signal (with the request that found it expired) and a new robotstxt/request_count."""
+    mockserver.configure(
+        host,
+        {
+            "robots": [
+                {"body": DISALLOW_PRIVATE, "headers": {"Cache-Control": "max-age=1"}},
+                {"body": "User-agent: *\nDisallow: /b\n"},
+            ]
+        },
+    )
+    urls = [mockserver.url(host, p) for p in ("/a", "/private", "/b", "/c")]
+    settings = {**REP, "REP_MIN_TTL": 1}
+    crawler = await run_crawl(urls, settings=settings, spider_cls=PhasedListeningSpider)
+    assert mockserver.count(host, "/robots.txt") == 2
+    assert [request.url for _, request in crawler.spider.parsed] == [urls[0], urls[2]]
+    assert not crawler.spider.parsed[1][0].allowed(urls[2], "mybot")
+    assert crawler.stat("robotstxt/request_count") == 2
+    assert crawler.stat("robotstxt/refetch") == 1
+
+
+@pytest.mark.skipif(not HAS_ROBOTS_PARSED, reason="robots_parsed is new in Scrapy 2.18")
+@pytest_twisted.ensureDeferred
+async def test_no_robots_parsed_for_a_stored_copy(
+    mockserver: Any, run_crawl: Any, host: str, tmp_path: Path
+) -> None:
+    """A second run served by the SQLite store downloads nothing, so sends nothing."""
+    mockserver.configure(host, {"robots": {"body": DISALLOW_PRIVATE}})
+    settings = {**REP, "REP_STORAGE": f"sqlite:{tmp_path / 'store.db'}"}
+    first = await run_crawl(
+        [mockserver.url(host, "/a")], settings=settings, spider_cls=ListeningSpider
+    )
+    second = await run_crawl(
+        [mockserver.url(host, "/b"), mockserver.url(host, "/private")],
+        settings=settings,
+        spider_cls=ListeningSpider,
+    )
+    assert mockserver.count(host, "/robots.txt") == 1
+    assert len(first.spider.parsed) == 1
+    assert second.spider.parsed == []
+    assert second.stat("robotstxt/cache_hit") == 1
+    assert second.stat("robotstxt/forbidden") == 1

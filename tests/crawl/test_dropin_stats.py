@@ -8,7 +8,9 @@ scrapy-rep follows redirects and retries itself, and counts those in its own key
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -16,6 +18,7 @@ import pytest_twisted
 from scrapy import Request
 from scrapy.exceptions import IgnoreRequest
 
+from tests.conftest import ListSpider
 from tests.crawl_helpers import DISALLOW_PRIVATE, REP, pages_of
 
 STOCK_KEYS = (
@@ -158,3 +161,34 @@ async def test_robots_request_refused_by_the_crawler_allows_all(
     )
     assert stock_keys(stock) == {"robotstxt/request_count": 1}
     assert stock_keys(crawler) == {"robotstxt/request_count": 2}
+
+
+class TwoPhaseSpider(ListSpider):
+    """Yields its start items in two halves, 1.5 s apart."""
+
+    name = "two-phase"
+
+    async def start(self) -> AsyncIterator[Any]:
+        half = len(self.start_items) // 2
+        for index, url in enumerate(self.start_items):
+            if index == half:
+                await asyncio.sleep(1.5)
+            yield Request(str(url), callback=self.parse, errback=self.on_error)
+
+
+@pytest_twisted.ensureDeferred
+async def test_refused_robots_request_is_asked_again_after_min_ttl(
+    mockserver: Any, run_crawl: Any, host: str
+) -> None:
+    """The allow-all of a refusal lasts REP_MIN_TTL, then the crawler is asked again
+    (still refused here): two refusals counted, still one WARNING for the origin."""
+    mockserver.configure(host, {"robots": {"body": DISALLOW_PRIVATE}})
+    urls = [mockserver.url(host, p) for p in ("/a", "/private", "/b", "/private/b")]
+    settings = {**SCRAPY_REP, **REFUSE_TXT, "REP_MIN_TTL": 1}
+    crawler = await run_crawl(urls, settings=settings, spider_cls=TwoPhaseSpider)
+    assert mockserver.count(host, "/robots.txt") == 0
+    assert sorted(pages_of(mockserver, host)) == ["/a", "/b", "/private", "/private/b"]
+    assert crawler.stat("robotstxt/fetch_refused") == 2
+    assert crawler.stat("robotstxt/refetch") == 1
+    warnings = [m for m in crawler.messages(logging.WARNING, "scrapy_rep") if "refused" in m]
+    assert len(warnings) == 1, warnings
