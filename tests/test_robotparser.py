@@ -74,3 +74,13 @@ async def test_real_crawl_with_stock_middleware(mockserver: Any, run_crawl: Any,
     )
     assert crawler.spider.response_urls == [mockserver.url(host, "/ok")]
     assert crawler.stat("robotstxt/forbidden") == 1
+
+
+def test_parses_on_first_use_and_lists_sitemaps() -> None:
+    """The middleware builds one for each robots_parsed; parsing waits for a query."""
+    body = b"User-agent: *\nDisallow: /x\nSitemap: https://example.com/a.xml\n"
+    parser = RobotParser.from_crawler(None, body)  # type: ignore[arg-type]
+    assert parser._robotstxt is None
+    assert parser.sitemaps() == ["https://example.com/a.xml"]
+    assert parser._robotstxt is not None
+    assert not parser.allowed("https://example.com/x", "bot")
