@@ -35,11 +35,12 @@ def read_store(
         state = StoredState("memory", note="a memory store keeps nothing between runs")
         return dict.fromkeys(origins, state)
     if lowered == "sqlite" or lowered.startswith("sqlite:"):
-        return _read_sqlite(spec, origins)
+        return _read_sqlite(spec, config, origins)
     return _read_other(settings, config, origins)
 
 
-def _read_sqlite(spec: str, origins: list[str]) -> dict[str, StoredState]:
+def _read_sqlite(spec: str, config: Config, origins: list[str]) -> dict[str, StoredState]:
+    from scrapy_rep.storage.codec import record_limit
     from scrapy_rep.storage.sqlite_store import SqliteStorage, read_records_read_only
 
     path = SqliteStorage.path_from_spec(spec, create=False)
@@ -52,8 +53,8 @@ def _read_sqlite(spec: str, origins: list[str]) -> dict[str, StoredState]:
         state = StoredState(description, note=f"{path} does not exist")
         return dict.fromkeys(origins, state)
     try:
-        records = read_records_read_only(path, origins)
-    except sqlite3.Error as exc:
+        records = read_records_read_only(path, origins, record_limit(config.max_size))
+    except (sqlite3.Error, ValueError, OverflowError) as exc:
         state = StoredState(description, note=f"cannot read the store: {exc}")
         return dict.fromkeys(origins, state)
     result: dict[str, StoredState] = {}
@@ -75,7 +76,13 @@ def _read_other(
     try:
         store = create_storage(config, settings)
     except Exception as exc:  # a broken store must not hide the robots.txt verdicts
-        state = StoredState(config.storage.split("@")[-1], note=f"cannot open the store: {exc}")
+        # Never the raw setting: a redis URL holds a password (masked whatever it holds).
+        from scrapy_rep.storage.redis_url import mask_url, scrub, secrets_of
+
+        secret_free = scrub(str(exc), secrets_of(config.storage))
+        spec = config.storage
+        shown = mask_url(spec) if "://" in spec else spec
+        state = StoredState(shown, note=f"cannot open the store: {secret_free}")
         return dict.fromkeys(origins, state)
     try:
         found = {origin: store.get(origin) for origin in origins}

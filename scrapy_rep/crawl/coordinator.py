@@ -8,11 +8,11 @@ this class only sequences fetches and wakes waiting requests.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import Deferred
+from twisted.internet.task import LoopingCall
 
 from scrapy_rep.crawl.report import SummaryTotals
 from scrapy_rep.crawl.runtime import WAITED_META_KEY, OriginRuntime
@@ -25,7 +25,14 @@ from scrapy_rep.policy.robots_policy import (
     FetchOutcome,
     RobotsPolicy,
 )
-from scrapy_rep.storage.base import acquire_and_read, put_and_release
+from scrapy_rep.storage.base import (
+    acquire_and_read,
+    describe_holder,
+    lease_holder,
+    new_holder,
+    put_and_release,
+    renew_lease,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -42,6 +49,9 @@ logger = logging.getLogger("scrapy_rep")
 SHARED_POLL_INTERVAL = 0.25
 # Timers never sleep longer than this, so a clock change or a lease expiry is noticed.
 MAX_TIMER = 60.0
+# Waiting on another process's fetch lease for longer than this is logged (INFO, once
+# per origin): a few seconds is a normal fetch; more may be a stuck or dead holder.
+LEASE_WAIT_LOG_AFTER = 5.0
 
 
 class OriginCoordinator:
@@ -71,7 +81,14 @@ class OriginCoordinator:
         self.max_runtimes = max(policy.config.memory_max_origins, 1)
         self.origins: OrderedDict[str, OriginRuntime] = OrderedDict()
         self.evicted = SummaryTotals()
-        self.holder = uuid.uuid4().hex
+        # host:pid:start:nonce, so that a later process on this machine can tell that
+        # a lease left behind by this one is dead (storage.base.holder_is_dead)
+        self.holder = new_holder()
+        # Fetches in flight renew their lease (SPEC section 3 "leases").
+        self._renewers: dict[str, LoopingCall] = {}
+        # Since when this process waits on another holder's lease, per origin.
+        self._lease_waits: dict[str, float] = {}
+        self._lease_wait_logged: set[str] = set()
         self.closed = False
 
     # -- queries -----------------------------------------------------------------------
@@ -178,8 +195,10 @@ class OriginCoordinator:
         held, stored = acquire_and_read(self.storage, rt.origin, self.holder, self._lease_ttl())
         if not held:
             # Another process is fetching this robots.txt; watch the store for its result.
+            self._note_lease_wait(rt.origin)
             self._arm_timer(rt, self.clock() + SHARED_POLL_INTERVAL)
             return
+        self._lease_waits.pop(rt.origin, None)
         if (
             self.storage.shared
             and stored is not None
@@ -196,17 +215,68 @@ class OriginCoordinator:
             self._inc("robotstxt/refetch")
         from scrapy.utils.defer import deferred_from_coro
 
+        self._start_renewing(rt.origin)
         deferred = deferred_from_coro(self._fetch(rt))
         deferred.addErrback(self._fetch_failed, rt)
 
     def _lease_ttl(self) -> float:
-        return self.policy.config.effective_lease_timeout
+        return self.policy.config.lease_ttl
+
+    # -- leases ------------------------------------------------------------------------
+
+    def _start_renewing(self, origin: str) -> None:
+        """Renew the fetch lease while the fetch runs: the lease stays short, so a
+        holder that dies blocks the origin for at most REP_LEASE_TTL."""
+        self._stop_renewing(origin)
+        renewer = LoopingCall(self._renew, origin)
+        renewer.clock = _reactor()
+        self._renewers[origin] = renewer
+        renewer.start(self.policy.config.lease_renew_every, now=False)
+
+    def _stop_renewing(self, origin: str) -> None:
+        renewer = self._renewers.pop(origin, None)
+        if renewer is not None and renewer.running:
+            renewer.stop()
+
+    def _renew(self, origin: str) -> None:
+        try:
+            kept = renew_lease(self.storage, origin, self.holder, self._lease_ttl())
+        except Exception:  # a store must not raise, but a renewal loop must never die
+            logger.exception("scrapy-rep: renewing the fetch lease of %s failed", origin)
+            return
+        if not kept:
+            logger.info(
+                "scrapy-rep: the fetch lease of %s was taken over by another process "
+                "(this fetch took longer than REP_LEASE_TTL without a renewal); its "
+                "robots.txt may be fetched twice",
+                origin,
+            )
+            self._stop_renewing(origin)
+
+    def _note_lease_wait(self, origin: str) -> None:
+        """Say once per origin when another holder's lease keeps us waiting."""
+        now = self.clock()
+        since = self._lease_waits.setdefault(origin, now)
+        if now - since < LEASE_WAIT_LOG_AFTER or origin in self._lease_wait_logged:
+            return
+        self._lease_wait_logged.add(origin)
+        holder = lease_holder(self.storage, origin)
+        logger.info(
+            "robots.txt of %s: waiting %.0f s so far for another process (%s) that holds "
+            "its fetch lease; if that holder is gone, the lease ends within "
+            "REP_LEASE_TTL (%g s)",
+            origin,
+            now - since,
+            "unknown" if holder is None else describe_holder(holder),
+            self._lease_ttl(),
+        )
 
     async def _fetch(self, rt: OriginRuntime) -> None:
         try:
             outcome = await self.fetcher.fetch(rt.origin)
         finally:
             rt.fetching = False
+            self._stop_renewing(rt.origin)
         self._record_outcome(rt, outcome)
 
     def _fetch_failed(self, failure: object, rt: OriginRuntime) -> None:
@@ -214,6 +284,7 @@ class OriginCoordinator:
         # as unreachable so the normal retry/backoff path takes over.
         logger.error("scrapy-rep: robots.txt fetch of %s failed: %s", rt.origin, failure)
         rt.fetching = False
+        self._stop_renewing(rt.origin)
         self._record_outcome(rt, FetchOutcome(UNREACHABLE, "internal error"))
 
     def _record_outcome(self, rt: OriginRuntime, outcome: FetchOutcome) -> None:
@@ -260,6 +331,7 @@ class OriginCoordinator:
         evaluation = self.evaluate(origin, reread=reread)
         if not self.releasable(evaluation):
             return
+        self._lease_waits.pop(origin, None)
         now = self.clock()
         held, rt.held = rt.held, []
         waiters, rt.waiters = rt.waiters, []
@@ -314,6 +386,8 @@ class OriginCoordinator:
 
     def close(self) -> None:
         self.closed = True
+        for origin in list(self._renewers):
+            self._stop_renewing(origin)
         for rt in self.origins.values():
             self._cancel_timer(rt)
             if rt.fetching:

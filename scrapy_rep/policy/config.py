@@ -123,18 +123,20 @@ class Config:
     max_crawl_delay: float = 30.0
     storage: str = "sqlite"
     memory_max_origins: int = 100_000
-    lease_timeout: float = 0.0  # 0 = derived from the fetch budget, see effective_lease_timeout
+    # Fetch leases in a shared store (SPEC section 3 "leases"): a lease lasts
+    # ``lease_ttl`` seconds and the running fetch renews it every
+    # ``lease_renew_every``, so a holder that dies blocks its origin for at most
+    # ``lease_ttl`` whatever DOWNLOAD_TIMEOUT is.
+    lease_ttl: float = 30.0
+    lease_renew_interval: float = 0.0  # 0 = a third of lease_ttl
 
     @property
-    def effective_lease_timeout(self) -> float:
-        """How long another process may wait on a fetch lease before taking it over.
-
-        A fetch takes at most ``max_redirects + 1`` downloads of ``fetch_timeout`` each;
-        a lease that outlives that means its holder died mid-fetch.
-        """
-        if self.lease_timeout > 0:
-            return self.lease_timeout
-        return self.fetch_timeout * (self.max_redirects + 1) + 5.0
+    def lease_renew_every(self) -> float:
+        """Seconds between renewals: a third of the lease, so two renewals in a row
+        can fail (a slow store, a busy reactor) before the lease runs out."""
+        if self.lease_renew_interval > 0:
+            return min(self.lease_renew_interval, self.lease_ttl)
+        return self.lease_ttl / 3
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> Config:
@@ -159,6 +161,20 @@ class Config:
         if not isinstance(storage, str):
             raise SettingError(f"REP_STORAGE must be a string, got {storage!r}")
         user_agent = _optional_str(settings, "USER_AGENT") or "Scrapy"
+        # REP_LEASE_TIMEOUT is the old name of REP_LEASE_TTL (then a lease was never
+        # renewed); it is still honoured when REP_LEASE_TTL is not set.
+        lease_ttl = _number(
+            settings,
+            "REP_LEASE_TTL",
+            _number(settings, "REP_LEASE_TIMEOUT", 30.0, strictly_positive=True),
+            strictly_positive=True,
+        )
+        lease_renew = _number(settings, "REP_LEASE_RENEW_INTERVAL", 0.0)
+        if lease_renew >= lease_ttl:
+            raise SettingError(
+                f"REP_LEASE_RENEW_INTERVAL ({lease_renew:g}) must be shorter than "
+                f"REP_LEASE_TTL ({lease_ttl:g}), or the lease runs out between renewals"
+            )
         return cls(
             obey=_boolean(settings, "ROBOTSTXT_OBEY", False),
             enforce=_boolean(settings, "REP_ENFORCE", True),
@@ -185,5 +201,6 @@ class Config:
             max_crawl_delay=_number(settings, "REP_MAX_CRAWL_DELAY", 30.0),
             storage=storage.strip(),
             memory_max_origins=_integer(settings, "REP_MEMORY_MAX_ORIGINS", 100_000, minimum=1),
-            lease_timeout=_number(settings, "REP_LEASE_TIMEOUT", 0.0),
+            lease_ttl=lease_ttl,
+            lease_renew_interval=lease_renew,
         )

@@ -4,22 +4,30 @@ The middleware never touches a backend directly. ``REP_STORAGE`` picks one:
 ``sqlite`` (default, a file in the project data dir), ``sqlite:PATH``, ``memory``,
 ``redis://...`` / ``rediss://...``, or the import path of a class with this interface.
 
-A backend must never raise out of ``get``/``put``: a backend that fails is logged by
-the backend and treated as a miss, so robots.txt is fetched again (RFC 9309 allows
-refetching; losing a request is not allowed).
+A backend must never raise out of its methods: a backend that fails is logged by the
+backend and treated as a miss, so robots.txt is fetched again (RFC 9309 allows
+refetching; losing a request is not allowed). Every backend is safe to call from any
+thread, concurrently: the crawl runs store calls in a worker thread.
+
+Fetch leases (SPEC section 3 "leases") are short and renewed while the fetch runs, so a
+holder that dies blocks an origin for at most one lease length. A lease is *broken*,
+and taken over at once, when it claims to last longer than any renewal could make it
+(``lease_is_absurd``: a clock jump, a Redis key without TTL), or when its holder is a
+process of this machine that no longer runs (``holder_is_dead``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import socket
 import threading
 import time
+import uuid
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from scrapy_rep.policy.records import OriginRecord
-
-if TYPE_CHECKING:
-    pass
 
 
 @runtime_checkable
@@ -45,6 +53,84 @@ class RobotsStorage(Protocol):
     def describe(self) -> str:
         """A human description for logs; never includes credentials."""
         ...
+
+
+# -- lease rules shared by every backend ----------------------------------------------
+
+#: A lease never legitimately has more than ``ttl`` left (each renewal sets it to now +
+#: ttl). Twice that plus a few seconds leaves room for clock skew between machines and
+#: for processes configured with a somewhat longer REP_LEASE_TTL.
+LEASE_SKEW = 5.0
+
+
+def lease_is_absurd(remaining: float, ttl: float) -> bool:
+    """True when a lease claims an expiry no renewal could have set (broken)."""
+    return remaining > 2 * ttl + LEASE_SKEW
+
+
+def _this_host() -> str:
+    """This machine and pid namespace: pids compare only within it."""
+    host = socket.gethostname().replace(":", "_") or "localhost"
+    marks = []
+    with contextlib.suppress(OSError), open("/proc/sys/kernel/random/boot_id") as fh:
+        marks.append(fh.read().strip()[:8])
+    with contextlib.suppress(OSError):
+        marks.append(os.readlink("/proc/self/ns/pid").strip("pid:[]"))
+    return f"{host}+{'.'.join(marks)}" if marks else host
+
+
+def _start_ticks(pid: int) -> str:
+    """When ``pid`` started (clock ticks since boot, Linux), or "" when unknown: tells a
+    reused pid from the process that held the lease."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return ""
+    # The command name (field 2) may hold spaces and parentheses: split after its end.
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    return fields[19].decode("ascii", "replace") if len(fields) > 19 else ""
+
+
+_HOST = _this_host()
+
+
+def new_holder() -> str:
+    """A lease holder identity: ``host:pid:start:nonce``. The nonce tells apart two
+    crawlers of one process; host, pid and start let a later process on this machine
+    see that the holder is gone (``holder_is_dead``)."""
+    pid = os.getpid()
+    return f"{_HOST}:{pid}:{_start_ticks(pid)}:{uuid.uuid4().hex[:12]}"
+
+
+def holder_is_dead(holder: str) -> bool:
+    """True only when ``holder`` is certainly a process of this machine that is gone
+    (or whose pid now belongs to a younger process). Anything else, including holders
+    of other machines and identities of another format, is presumed alive."""
+    parts = holder.rsplit(":", 3)
+    if len(parts) != 4 or parts[0] != _HOST or not parts[1].isdigit():
+        return False
+    pid, start = int(parts[1]), parts[2]
+    if pid == os.getpid():
+        return bool(start) and start != _start_ticks(pid)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # PermissionError: alive, another user's
+        pass
+    now_start = _start_ticks(pid)
+    return bool(start and now_start) and start != now_start
+
+
+def describe_holder(holder: str) -> str:
+    """``host:pid:start:nonce`` -> ``pid 123 on host`` (for log lines)."""
+    parts = holder.rsplit(":", 3)
+    if len(parts) != 4 or not parts[1].isdigit():
+        return repr(holder[:80])
+    host = parts[0].partition("+")[0]
+    where = "this machine" if parts[0] == _HOST else host
+    return f"pid {parts[1]} on {where}"
 
 
 class MemoryStorage:
@@ -75,7 +161,24 @@ class MemoryStorage:
             while len(self._records) > self._max:
                 self._records.popitem(last=False)
 
+    def discard(self, origin: str) -> None:
+        with self._lock:
+            self._records.pop(origin, None)
+
     def acquire_lease(self, origin: str, holder: str, ttl: float) -> bool:
+        # Monotonic: within one process no clock jump can make a lease absurd.
+        now = time.monotonic()
+        with self._lock:
+            current = self._leases.get(origin)
+            if current is not None and current[0] != holder and current[1] > now:
+                broken = lease_is_absurd(current[1] - now, ttl) or holder_is_dead(current[0])
+                if not broken:
+                    return False
+            self._leases[origin] = (holder, now + ttl)
+            return True
+
+    def renew_lease(self, origin: str, holder: str, ttl: float) -> bool:
+        """Extend our lease to now + ``ttl``; False when another holder has it."""
         now = time.monotonic()
         with self._lock:
             current = self._leases.get(origin)
@@ -83,6 +186,11 @@ class MemoryStorage:
                 return False
             self._leases[origin] = (holder, now + ttl)
             return True
+
+    def lease_holder(self, origin: str) -> str | None:
+        with self._lock:
+            current = self._leases.get(origin)
+            return current[0] if current is not None and current[1] > time.monotonic() else None
 
     def release_lease(self, origin: str, holder: str) -> None:
         with self._lock:
@@ -96,6 +204,21 @@ class MemoryStorage:
 
     def describe(self) -> str:
         return f"memory (at most {self._max} origins)"
+
+
+def renew_lease(storage: RobotsStorage, origin: str, holder: str, ttl: float) -> bool:
+    """``storage.renew_lease``, for a custom store without it: taking the lease again
+    renews it (every backend lets the holder re-acquire its own lease)."""
+    renew = getattr(storage, "renew_lease", None)
+    if renew is not None:
+        return bool(renew(origin, holder, ttl))
+    return storage.acquire_lease(origin, holder, ttl)
+
+
+def lease_holder(storage: RobotsStorage, origin: str) -> str | None:
+    """Who holds ``origin``'s lease now, when the store can tell (for log lines)."""
+    ask = getattr(storage, "lease_holder", None)
+    return None if ask is None else ask(origin)
 
 
 def acquire_and_read(

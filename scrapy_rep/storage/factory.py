@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy_rep.policy.config import Config, SettingError
 from scrapy_rep.storage.base import MemoryStorage, RobotsStorage
+from scrapy_rep.storage.codec import record_limit
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -22,7 +23,10 @@ def create_storage(config: Config, settings: Mapping[str, Any] | None = None) ->
         from scrapy_rep.storage.sqlite_store import SqliteStorage
 
         return SqliteStorage.from_spec(
-            spec, settings, fallback_max_origins=config.memory_max_origins
+            spec,
+            settings,
+            fallback_max_origins=config.memory_max_origins,
+            record_limit=record_limit(config.max_size),
         )
     if lowered.startswith(("redis://", "rediss://", "unix://")):
         from scrapy_rep.storage.redis_store import RedisStorage

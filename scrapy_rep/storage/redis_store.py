@@ -3,14 +3,18 @@
 Keys are namespaced and versioned (``scrapy-rep:v1:origin:<origin>``,
 ``scrapy-rep:v1:lease:<origin>``). A record carries a Redis TTL a little longer than
 ``REP_STALE_MAX_AGE + REP_UNREACHABLE_WAIT``, the longest any record can still matter,
-so origins nobody crawls any more disappear by themselves.
+so origins nobody crawls any more disappear by themselves. Leases are taken, renewed,
+taken over and released by Lua scripts, so each step is atomic; a lease key without a
+TTL, with more TTL than any renewal gives, or of the wrong type is broken and taken over.
 
-Outage behaviour: calls run on the Twisted reactor thread, so sockets have ~1 s
-timeouts and no client-side retries. When Redis becomes unreachable the store switches
-to an in-process ``MemoryStorage`` (leases then only single-flight this process), logs
-ONE warning, and probes Redis again at most every ``reconnect_interval`` seconds; when a
-probe succeeds it logs one INFO and uses Redis again. Nothing raises out of the
-interface, and no log line or ``describe()`` shows a password.
+Threads and outages: the client (redis-py's, with its connection pool) is thread-safe
+and every call has a short socket timeout and no client-side retries, so a stalled or
+blackholed Redis costs a caller about a second, then the store switches to an
+in-process ``MemoryStorage`` (leases then only single-flight this process), logs ONE
+warning, and probes Redis again at most every ``reconnect_interval`` seconds. What it
+learns meanwhile is written back once Redis answers again (unless Redis holds a newer
+record by then). Nothing raises out of the interface, and no log line or ``describe()``
+shows a password (``redis_url.mask_url``).
 """
 
 from __future__ import annotations
@@ -20,15 +24,19 @@ import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from scrapy_rep.policy.config import Config, SettingError
 from scrapy_rep.policy.records import OriginRecord
-from scrapy_rep.storage.base import MemoryStorage
-from scrapy_rep.storage.codec import pack_record, unpack_stored
+from scrapy_rep.storage import redis_scripts as lua
+from scrapy_rep.storage.base import LEASE_SKEW, MemoryStorage, holder_is_dead
+from scrapy_rep.storage.codec import MAX_DECODED, pack_record, record_limit, unpack_record
+from scrapy_rep.storage.codec import unpack_stored as _unpack_stored
+from scrapy_rep.storage.redis_url import check_url, mask_url, scrub, secrets_of
 
 if TYPE_CHECKING:
     import redis
+
+__all__ = ["KEY_PREFIX", "RedisStorage", "mask_url"]
 
 logger = logging.getLogger(__name__)
 
@@ -36,57 +44,9 @@ KEY_PREFIX = "scrapy-rep:v1:"
 _T = TypeVar("_T")
 _DOWN = object()  # "Redis unavailable, use the fallback"
 _MAX_LOGGED_KINDS = 64
-_SECRET_PARAMS = {"password", "pass", "passwd", "token"}
-
-# Release only a lease we still hold: GET and DEL in one atomic step.
-_RELEASE_LUA = """
-if redis.call('get', KEYS[1]) == ARGV[1] then
-    return redis.call('del', KEYS[1])
-end
-return 0
-"""
-
-
-def mask_url(url: str) -> str:
-    """``redis://user:secret@host:6379/0`` -> ``redis://user:***@host:6379/0``."""
-    try:
-        parts = urlsplit(url)
-        netloc = parts.netloc
-        if "@" in netloc:
-            userinfo, _, hostinfo = netloc.rpartition("@")
-            user, has_password, _ = userinfo.partition(":")
-            # A lone userinfo (redis://secret@host) is treated as a password by some
-            # clients, so it is masked too.
-            netloc = f"{user}:***@{hostinfo}" if has_password else f"***@{hostinfo}"
-        query = parts.query
-        if query:
-            pairs = parse_qsl(query, keep_blank_values=True)
-            query = urlencode(
-                [(k, "***" if k.lower() in _SECRET_PARAMS else v) for k, v in pairs], safe="*/"
-            )
-        # Built by hand: urlunsplit() drops the "//" of an empty netloc (unix:///path).
-        masked = f"{parts.scheme}://{netloc}{parts.path}"
-        masked += f"?{query}" if query else ""
-        return masked + (f"#{parts.fragment}" if parts.fragment else "")
-    except ValueError:
-        return "<unparsable redis URL>"
-
-
-def _secrets_of(url: str) -> list[str]:
-    """The credential strings in ``url``, to scrub from error messages too."""
-    secrets: list[str] = []
-    try:
-        parts = urlsplit(url)
-        if parts.password:
-            secrets.append(parts.password)
-        elif parts.username and "@" in parts.netloc:
-            secrets.append(parts.username)
-        for key, value in parse_qsl(parts.query):
-            if key.lower() in _SECRET_PARAMS and value:
-                secrets.append(value)
-    except ValueError:
-        pass
-    return [s for s in secrets if len(s) >= 2]
+#: Per-call socket timeout: a store call waits at most this long for Redis.
+CALL_TIMEOUT = 1.0
+_WRITE_BACK_BATCH = 200
 
 
 class RedisStorage:
@@ -102,18 +62,21 @@ class RedisStorage:
         record_ttl: float = 31 * 86_400.0,
         reconnect_interval: float = 5.0,
         fallback_max_origins: int = 100_000,
+        record_limit: int = MAX_DECODED,
     ) -> None:
         from redis.exceptions import ConnectionError as RedisConnectionError
         from redis.exceptions import RedisError
         from redis.exceptions import TimeoutError as RedisTimeoutError
 
-        self._client = client
         self._masked_url = mask_url(url)
-        self._secrets = _secrets_of(url)
+        self._secrets = secrets_of(url)
+        self._client = client
         self._record_ttl_ms = max(1000, int(record_ttl * 1000))
+        self._record_limit = record_limit
         self._reconnect_interval = reconnect_interval
         self._fallback = MemoryStorage(fallback_max_origins)
-        self._release_script = client.register_script(_RELEASE_LUA)
+        self._scripts = {name: client.register_script(body) for name, body in lua.SCRIPTS.items()}
+        self._timeout_errors: tuple[type[BaseException], ...] = (RedisTimeoutError, TimeoutError)
         self._outage_errors: tuple[type[BaseException], ...] = (
             RedisConnectionError,
             RedisTimeoutError,
@@ -124,6 +87,9 @@ class RedisStorage:
         self._down = False
         self._next_probe = 0.0
         self._logged: set[str] = set()
+        # Origins learned while Redis could not take them: written back when it can.
+        self._unsynced: set[str] = set()
+        self._writing_back = False
         self._closed = False
 
     @classmethod
@@ -137,24 +103,26 @@ class RedisStorage:
                 "REP_STORAGE = a redis URL requires the redis package: "
                 "pip install scrapy-rep[redis]"
             ) from None
+        problem = check_url(url)
+        if problem is not None:
+            raise SettingError(f"REP_STORAGE: bad redis URL {mask_url(url)}: {problem}")
         try:
             client = redis.Redis.from_url(
                 url,
-                socket_timeout=1.0,
-                socket_connect_timeout=1.0,
-                # No client-side retries with backoff: they would stall the reactor for
-                # seconds; this class has its own retry-once and outage fallback.
+                socket_timeout=CALL_TIMEOUT,
+                socket_connect_timeout=CALL_TIMEOUT,
+                # No client-side retries with backoff: this class has its own
+                # retry-once and outage fallback, and a caller must not wait long.
                 retry=Retry(NoBackoff(), 0),
             )
         except (ValueError, TypeError) as exc:
-            message = str(exc)
-            for secret in _secrets_of(url):
-                message = message.replace(secret, "***")
+            message = scrub(str(exc), secrets_of(url))
             raise SettingError(f"REP_STORAGE: bad redis URL {mask_url(url)}: {message}") from None
         # Longest a record can still matter: unreachable for REP_UNREACHABLE_WAIT, then
         # the last good copy is used while younger than REP_STALE_MAX_AGE. A day on top.
         record_ttl = config.stale_max_age + config.unreachable_wait + 86_400.0
         kwargs.setdefault("fallback_max_origins", config.memory_max_origins)
+        kwargs.setdefault("record_limit", record_limit(config.max_size))
         return cls(client, url=url, record_ttl=record_ttl, **kwargs)
 
     # -- keys -------------------------------------------------------------------------
@@ -175,10 +143,7 @@ class RedisStorage:
         return self._down
 
     def _scrub(self, exc: BaseException) -> str:
-        message = f"{type(exc).__name__}: {exc}"
-        for secret in self._secrets:
-            message = message.replace(secret, "***")
-        return message
+        return scrub(f"{type(exc).__name__}: {exc}", self._secrets)
 
     def _call(self, operation: Callable[[], _T]) -> _T | object:
         """Run one Redis operation, or return ``_DOWN`` when the fallback must answer."""
@@ -191,6 +156,8 @@ class RedisStorage:
         try:
             try:
                 result = operation()
+            except self._timeout_errors:
+                raise  # a stalled Redis: a second try would only double the wait
             except self._outage_errors:
                 if probing:
                     raise
@@ -198,20 +165,7 @@ class RedisStorage:
                 # timeout); redis-py dropped it, so one immediate retry reconnects.
                 result = operation()
         except self._outage_errors as exc:
-            with self._lock:
-                self._next_probe = time.monotonic() + self._reconnect_interval
-                if not self._down:
-                    self._down = True
-                    logger.warning(
-                        "scrapy-rep: robots.txt store redis %s is unreachable (%s); "
-                        "continuing with a process-local store (robots.txt may be fetched "
-                        "once per process) and retrying at most every %gs",
-                        self._masked_url,
-                        self._scrub(exc),
-                        self._reconnect_interval,
-                    )
-                else:
-                    logger.debug("scrapy-rep: redis still unreachable: %s", self._scrub(exc))
+            self._went_down(exc)
             return _DOWN
         except self._redis_error as exc:
             # Reachable but refused (OOM, READONLY replica, a key of the wrong type):
@@ -222,17 +176,76 @@ class RedisStorage:
         self._back_up(probing)
         return result
 
-    def _back_up(self, probing: bool) -> None:
-        """Redis answered: leave the outage state if we were in it."""
-        if not probing:
-            return
+    def _went_down(self, exc: BaseException) -> None:
         with self._lock:
-            if self._down:
-                self._down = False
+            self._next_probe = time.monotonic() + self._reconnect_interval
+            first = not self._down
+            self._down = True
+        if first:
+            logger.warning(
+                "scrapy-rep: robots.txt store redis %s is unreachable (%s); continuing "
+                "with a process-local store (robots.txt may be fetched once per process) "
+                "and retrying at most every %gs",
+                self._masked_url,
+                self._scrub(exc),
+                self._reconnect_interval,
+            )
+        else:
+            logger.debug("scrapy-rep: redis still unreachable: %s", self._scrub(exc))
+
+    def _back_up(self, probing: bool) -> None:
+        """Redis answered: leave the outage state, and write back what was learned."""
+        if probing:
+            with self._lock:
+                recovered, self._down = self._down, False
+            if recovered:
                 logger.info(
-                    "scrapy-rep: robots.txt store redis %s is reachable again; using it",
+                    "scrapy-rep: robots.txt store redis %s is reachable again; using it "
+                    "(writing back %d origin(s) learned meanwhile)",
                     self._masked_url,
+                    len(self._unsynced),
                 )
+        if self._unsynced:
+            self._write_back()
+
+    def _write_back(self) -> None:
+        """Put what the fallback learned into Redis, unless Redis has newer by now."""
+        with self._lock:
+            if self._writing_back or self._down or not self._unsynced:
+                return
+            self._writing_back = True
+            pending = list(self._unsynced)
+        try:
+            for start in range(0, len(pending), _WRITE_BACK_BATCH):
+                if not self._write_back_batch(pending[start : start + _WRITE_BACK_BATCH]):
+                    return
+        finally:
+            with self._lock:
+                self._writing_back = False
+
+    def _write_back_batch(self, origins: list[str]) -> bool:
+        mine = {o: r for o in origins if (r := self._fallback.get(o)) is not None}
+        keys = [self.origin_key(o) for o in mine]
+        try:
+            theirs = self._client.mget(keys) if keys else []
+            pipe = self._client.pipeline(transaction=False)
+            for (origin, record), raw in zip(mine.items(), theirs, strict=True):
+                stored = unpack_record(raw, self._record_limit)
+                if stored is None or _fresher(record, stored):
+                    pipe.set(self.origin_key(origin), pack_record(record), px=self._record_ttl_ms)
+            pipe.execute()
+        except self._outage_errors as exc:
+            self._went_down(exc)
+            return False
+        except self._redis_error as exc:
+            self._log_once(exc)
+            return False
+        with self._lock:
+            self._unsynced.difference_update(origins)
+        for origin in mine:
+            if origin not in self._unsynced:  # Redis has it (or newer): stop answering
+                self._fallback.discard(origin)
+        return True
 
     def _log_once(self, exc: BaseException) -> None:
         message = self._scrub(exc)
@@ -249,81 +262,115 @@ class RedisStorage:
         else:
             logger.debug("scrapy-rep: redis error: %s", message)
 
+    def _keep_locally(self, origin: str, record: OriginRecord, stored: bool) -> None:
+        if not stored:
+            # The only copy for now: answered from here, written back later.
+            self._fallback.put(origin, record)
+            with self._lock:
+                self._unsynced.add(origin)
+        elif len(self._fallback):
+            # An outage-era copy is kept in step, so it never answers with older data.
+            self._fallback.put(origin, record)
+
+    def _unpack(self, raw: object) -> OriginRecord | None:
+        return _unpack_stored(raw, self.describe(), self._record_limit)
+
     # -- RobotsStorage ----------------------------------------------------------------
 
     def get(self, origin: str) -> OriginRecord | None:
         key = self.origin_key(origin)
+        # The fallback holds what Redis does not have yet (empty otherwise); read first,
+        # as a call that finds Redis back writes it back and empties it.
+        local = self._fallback.get(origin)
         raw = self._call(lambda: self._client.get(key))
-        record = unpack_stored(raw, self.describe())
-        # The fallback holds what was learned during an outage; it is empty otherwise.
-        return record if record is not None else self._fallback.get(origin)
+        record = self._unpack(None if raw is _DOWN else raw)
+        return record if record is not None else local
 
     def put(self, origin: str, record: OriginRecord) -> None:
         key = self.origin_key(origin)
         blob = pack_record(record)
         result = self._call(lambda: self._client.set(key, blob, px=self._record_ttl_ms))
-        if result is _DOWN or len(self._fallback):
-            # During an outage this is the only copy; afterwards it keeps an outage-era
-            # copy in step with Redis so it never answers with an older record.
-            self._fallback.put(origin, record)
+        self._keep_locally(origin, record, result is not _DOWN)
+
+    def _lease_args(self, holder: str, ttl: float) -> list[Any]:
+        ttl_ms = max(1, int(ttl * 1000))
+        absurd_ms = int((2 * ttl + LEASE_SKEW) * 1000)
+        return [holder, ttl_ms, absurd_ms]
+
+    def _settle(self, origin: str, answer: Any, holder: str, ttl: float) -> bool:
+        """The acquire script's answer; a refusal by a dead local holder is taken over."""
+        took, current = int(answer[0]), _text(answer[1])
+        if took:
+            return True
+        if not holder_is_dead(current):
+            return False
+        args: list[str | int] = [current, holder, max(1, int(ttl * 1000))]
+        result = self._call(
+            lambda: self._scripts["takeover"](keys=[self.lease_key(origin)], args=args)
+        )
+        return result is not _DOWN and bool(result)
 
     def acquire_lease(self, origin: str, holder: str, ttl: float) -> bool:
-        key = self.lease_key(origin)
-        ttl_ms = max(1, int(ttl * 1000))
-
-        def take() -> bool:
-            if self._client.set(key, holder, nx=True, px=ttl_ms):
-                return True
-            # Already ours (a retry by the same holder) counts as held.
-            current = self._client.get(key)
-            return current is not None and _text(current) == holder
-
-        result = self._call(take)
-        if result is _DOWN:
+        key, args = self.lease_key(origin), self._lease_args(holder, ttl)
+        answer = self._call(lambda: self._scripts["acquire"](keys=[key], args=args))
+        if answer is _DOWN:
             return self._fallback.acquire_lease(origin, holder, ttl)
-        return bool(result)
+        return self._settle(origin, answer, holder, ttl)
+
+    def renew_lease(self, origin: str, holder: str, ttl: float) -> bool:
+        key, ttl_ms = self.lease_key(origin), max(1, int(ttl * 1000))
+        answer = self._call(lambda: self._scripts["renew"](keys=[key], args=[holder, ttl_ms]))
+        if answer is _DOWN:
+            return self._fallback.renew_lease(origin, holder, ttl)
+        return bool(answer)
+
+    def lease_holder(self, origin: str) -> str | None:
+        key = self.lease_key(origin)
+        answer = self._call(lambda: self._scripts["holder"](keys=[key]))
+        if answer is _DOWN:
+            return self._fallback.lease_holder(origin)
+        return None if not answer else _text(answer)
 
     def release_lease(self, origin: str, holder: str) -> None:
         self._fallback.release_lease(origin, holder)
         key = self.lease_key(origin)
         # If Redis is down the lease simply expires by its PX.
-        self._call(lambda: self._release_script(keys=[key], args=[holder]))
+        self._call(lambda: self._scripts["release"](keys=[key], args=[holder]))
 
-    # Batched forms (see _storage.acquire_and_read / put_and_release): a robots.txt
-    # fetch costs a shared store four round trips instead of six, each one a blocking
-    # call on the reactor thread.
+    # Batched forms (see base.acquire_and_read / put_and_release): a robots.txt fetch
+    # costs a shared store four round trips instead of six.
 
     def acquire_lease_and_get(
         self, origin: str, holder: str, ttl: float
     ) -> tuple[bool, OriginRecord | None]:
         lease_key, key = self.lease_key(origin), self.origin_key(origin)
-        ttl_ms = max(1, int(ttl * 1000))
+        args = self._lease_args(holder, ttl)
+        local = self._fallback.get(origin)  # before a write-back empties it (see get)
 
         def take_and_read() -> list[Any]:
             pipe = self._client.pipeline(transaction=False)
-            pipe.set(lease_key, holder, nx=True, px=ttl_ms)
-            pipe.get(lease_key)  # after SET NX: ours if we took it or already held it
+            # EVAL, not the registered script: in a pipeline that costs an extra SCRIPT
+            # EXISTS round trip first; the script is short and Redis caches it.
+            pipe.eval(lua.ACQUIRE, 1, lease_key, *args)
             pipe.get(key)
-            took, current, raw = pipe.execute(raise_on_error=False)
-            for answer in (took, current):
-                if isinstance(answer, Exception):
-                    raise answer  # the lease itself failed: as acquire_lease would
-            return [took, current, raw]
+            answer, raw = pipe.execute(raise_on_error=False)
+            if isinstance(answer, Exception):
+                raise answer  # the lease itself failed: as acquire_lease would
+            return [answer, raw]
 
         result = self._call(take_and_read)
         if result is _DOWN or not isinstance(result, list):
             held = self._fallback.acquire_lease(origin, holder, ttl)
             return held, self._fallback.get(origin) if held else None
-        _, current, raw = result
-        held = current is not None and _text(current) == holder
-        if not held:
+        answer, raw = result
+        if not self._settle(origin, answer, holder, ttl):
             return False, None
         if isinstance(raw, self._redis_error):
             # The record's key alone is refused (WRONGTYPE): a miss, as in get()
             self._log_once(raw)
             raw = None
-        record = unpack_stored(raw, self.describe())
-        return True, record if record is not None else self._fallback.get(origin)
+        record = self._unpack(raw)
+        return True, record if record is not None else local
 
     def put_and_release_lease(self, origin: str, record: OriginRecord, holder: str) -> None:
         self._fallback.release_lease(origin, holder)
@@ -333,19 +380,17 @@ class RedisStorage:
         def store_and_release() -> list[Any]:
             pipe = self._client.pipeline(transaction=False)
             pipe.set(key, blob, px=self._record_ttl_ms)
-            # EVAL, not the registered script: in a pipeline that costs an extra SCRIPT
-            # EXISTS round trip first; the script is short and Redis caches it
-            pipe.eval(_RELEASE_LUA, 1, lease_key, holder)
+            pipe.eval(lua.RELEASE, 1, lease_key, holder)
             return list(pipe.execute())
 
         result = self._call(store_and_release)
-        if result is _DOWN or len(self._fallback):
-            # as in put(): the only copy during an outage, kept in step afterwards
-            self._fallback.put(origin, record)
+        self._keep_locally(origin, record, result is not _DOWN)
 
     def close(self) -> None:
         if self._closed:
             return
+        if self._unsynced and not self._down:
+            self._write_back()  # a last chance for what an outage left behind
         self._closed = True
         self._fallback.close()
         try:
@@ -356,6 +401,14 @@ class RedisStorage:
     def describe(self) -> str:
         state = " (unreachable: using a process-local fallback)" if self._down else ""
         return f"redis {self._masked_url}{state}"
+
+
+def _fresher(mine: OriginRecord, theirs: OriginRecord) -> bool:
+    """True when ``mine`` comes from a later fetch than ``theirs``."""
+    return (mine.fetched_at or -1.0, mine.next_retry_at or -1.0) > (
+        theirs.fetched_at or -1.0,
+        theirs.next_retry_at or -1.0,
+    )
 
 
 def _text(value: Any) -> str:

@@ -5,7 +5,7 @@ directory: ``<project>/.scrapy/`` inside a Scrapy project (a ``scrapy.cfg`` abov
 current directory or ``SCRAPY_SETTINGS_MODULE`` set), otherwise ``.scrapy/`` under the
 current directory. ``sqlite:PATH`` (or ``sqlite:///abs/path``) names the file.
 
-Why it is safe for several processes:
+Why it is safe for several processes, and for several threads of one:
 
 * WAL journal: readers never block the writer, and a process killed mid-write leaves
   the last committed state readable (an uncommitted WAL tail is ignored on open).
@@ -14,13 +14,17 @@ Why it is safe for several processes:
 * A lease is a row (origin, holder, wall-clock expiry) written inside ``BEGIN
   IMMEDIATE``, which takes the database write lock before the row is read, so two
   processes cannot both see the lease as free. Wall clock, not monotonic: the expiry
-  is compared across processes.
+  is compared across processes; an expiry no renewal could have set (a clock jump) is
+  broken, and so is an unreadable row.
+* One connection per instance behind a lock: any thread may call any method.
 
-Nothing here raises out of the ``RobotsStorage`` interface. A file that is not a
-SQLite database, is corrupted, or carries an unknown schema version is moved aside
-(``<name>.corrupt-<timestamp>``) with one WARNING and a fresh store is started. A
-runtime ``sqlite3`` error is logged once per kind and answered from a small in-process
-fallback, so a full disk degrades to per-process caching instead of a refetch storm.
+Nothing here raises out of the ``RobotsStorage`` interface. A damaged file (found at
+open, or later by a query) is moved aside once (``<name>.corrupt-<timestamp>``) with one
+WARNING and a fresh store takes its place, so the next run is healthy too. A file that
+is not a store and that scrapy-rep never used (``sqlite_file.known_as_ours``) is not
+touched: that is a configuration mistake, and ``SettingError`` says so. Other runtime
+errors (disk full, permissions) are logged once per kind and answered from a small
+in-process fallback, so they degrade to per-process caching instead of a crash.
 """
 
 from __future__ import annotations
@@ -31,25 +35,27 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from scrapy_rep.policy.config import SettingError
 from scrapy_rep.policy.records import OriginRecord
-from scrapy_rep.storage.base import MemoryStorage
-from scrapy_rep.storage.codec import pack_record, unpack_record, unpack_stored
+from scrapy_rep.storage import sqlite_file
+from scrapy_rep.storage.base import MemoryStorage, holder_is_dead, lease_is_absurd
+from scrapy_rep.storage.codec import MAX_DECODED, pack_record, unpack_stored
+from scrapy_rep.storage.sqlite_file import (
+    DB_SCHEMA_VERSION,
+    DEFAULT_FILENAME,
+    OUR_TABLES,
+    read_records_read_only,
+)
 
-try:  # POSIX only: serialises open/recovery between processes (see _open_lock)
-    import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
+__all__ = ["DB_SCHEMA_VERSION", "DEFAULT_FILENAME", "SqliteStorage", "read_records_read_only"]
 
 logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
-#: Bumped whenever the table layout changes; a file with another version is replaced.
-DB_SCHEMA_VERSION = 1
-DEFAULT_FILENAME = "scrapy_rep.sqlite3"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS origins (
@@ -57,11 +63,25 @@ CREATE TABLE IF NOT EXISTS origins (
 CREATE TABLE IF NOT EXISTS leases (
     origin TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at REAL NOT NULL);
 """
+# Leases that are over, or that cannot be read: nobody can be waiting on them.
+_CLEAN_LEASES = (
+    "DELETE FROM leases WHERE typeof(expires_at) NOT IN ('integer', 'real') "
+    "OR typeof(holder) != 'text' OR expires_at < ?"
+)
 _MAX_LOGGED_KINDS = 64
+# What the sqlite3 driver really raises on a damaged file: DatabaseError and its
+# subclasses, UnicodeDecodeError when a flipped byte lands in schema or text columns,
+# ValueError/OverflowError from values that do not convert.
+_DRIVER_ERRORS = (sqlite3.Error, ValueError, OverflowError)
+_FAILED = object()
 
 
 class _BadDatabase(Exception):
     """The file exists but is not a store we can use as it is."""
+
+    def __init__(self, reason: str, *, foreign: str = "") -> None:
+        super().__init__(reason)
+        self.foreign = foreign  # what the file looks like, when not a store at all
 
 
 class SqliteStorage:
@@ -75,14 +95,19 @@ class SqliteStorage:
         *,
         busy_timeout: float = 3.0,
         fallback_max_origins: int = 10_000,
+        record_limit: int = MAX_DECODED,
     ) -> None:
         self.path = Path(path)
         # Long enough to ride out another process's short write; short enough that a
-        # stuck writer stalls the reactor for seconds, not minutes.
+        # stuck writer stalls a worker for seconds, not minutes.
         self._busy_timeout = busy_timeout
-        self._lock = threading.Lock()
+        self._record_limit = record_limit
+        self._lock = threading.RLock()
         self._logged: set[str] = set()
         self._closed = False
+        self._repaired = False
+        self._checked = False
+        self._file_id: tuple[int, int] | None = None
         # Answers for what SQLite could not store or read (disk full, I/O errors).
         self._fallback = MemoryStorage(fallback_max_origins)
         self._conn: sqlite3.Connection | None = self._open()
@@ -96,94 +121,71 @@ class SqliteStorage:
         settings: Mapping[str, Any] | None = None,
         *,
         fallback_max_origins: int = 10_000,
+        record_limit: int = MAX_DECODED,
     ) -> SqliteStorage:
         """``sqlite`` (project data dir), ``sqlite:PATH`` or ``sqlite:///abs/path``."""
         path = cls.path_from_spec(spec)
         assert path is not None  # create=True always finds a place
-        return cls(path, fallback_max_origins=fallback_max_origins)
+        return cls(path, fallback_max_origins=fallback_max_origins, record_limit=record_limit)
 
-    @staticmethod
-    def path_from_spec(spec: str, *, create: bool = True) -> Path | None:
-        """The store file ``spec`` names. ``create=False`` creates no directory (for
-        read-only callers) and answers None when no project data dir can be found."""
-        scheme, _, rest = spec.partition(":")
-        if scheme.lower() != "sqlite":
-            raise SettingError(f"REP_STORAGE: not a sqlite spec: {spec!r}")
-        if not rest:
-            if not create:
-                data_dir = _project_data_dir_no_create()
-                return None if data_dir is None else data_dir / DEFAULT_FILENAME
-            from scrapy.utils.project import data_path
-
-            # data_path() creates the *directory* it returns, so ask for the data dir
-            # itself and add the file name afterwards.
-            return Path(data_path("", createdir=True)).absolute() / DEFAULT_FILENAME
-        if rest.startswith("//"):
-            # URL form: sqlite:///abs/path -> /abs/path; sqlite://rel/path -> rel/path
-            rest = rest[2:]
-        if not rest:
-            raise SettingError(f"REP_STORAGE: no file name in {spec!r}")
-        return Path(rest).expanduser().absolute()
+    path_from_spec = staticmethod(sqlite_file.path_from_spec)
 
     def _open(self) -> sqlite3.Connection | None:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise SettingError(f"REP_STORAGE: cannot create {self.path.parent}: {exc}") from None
-        with self._open_lock():
+        ours = sqlite_file.known_as_ours(self.path)  # before open_lock creates the marker
+        with sqlite_file.open_lock(self.path):
             try:
-                return self._connect_patiently()
+                return self._connect_checked()
             except _BadDatabase as exc:
-                try:
-                    aside = self._move_aside()
-                except OSError as move_error:
-                    self._log_once(f"moving the unusable store aside ({exc})", move_error)
+                if exc.foreign and not ours:
+                    raise sqlite_file.refuse_foreign(self.path, exc.foreign) from None
+                if not self._set_aside(exc):
                     return None
-                logger.warning(
-                    "scrapy-rep: robots.txt store %s is unusable (%s); moved it to %s and "
-                    "started a fresh store",
-                    self.path,
-                    exc,
-                    aside,
-                )
             except sqlite3.Error as exc:
-                # Not corruption (permissions, a directory in the way, ...): nothing to
-                # repair, and the crawl must still run.
+                # Not the file's fault (permissions, read-only, a directory in the
+                # way): nothing to repair, and the crawl must still run.
                 self._log_once("open", exc)
                 return None
             try:
-                return self._connect_patiently()
+                return self._connect_checked()
             except (_BadDatabase, sqlite3.Error) as exc:
                 self._log_once("open", exc)
                 return None
 
-    @contextlib.contextmanager
-    def _open_lock(self) -> Iterator[None]:
-        """Keep two processes from both moving a bad file aside (the second would move
-        the first one's fresh store)."""
-        if fcntl is None:  # pragma: no cover - Windows
-            yield
-            return
+    def _set_aside(self, reason: BaseException) -> bool:
+        """Move the damaged file away (the caller holds the open lock)."""
         try:
-            handle = open(f"{self.path}.lock", "a")  # noqa: SIM115 - held across the yield
-        except OSError:
-            yield
-            return
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            yield
-        finally:
-            handle.close()  # also drops the flock
+            aside = sqlite_file.move_aside(self.path)
+        except OSError as move_error:
+            self._log_once(f"moving the unusable store aside ({reason})", move_error)
+            return False
+        self._repaired = True
+        logger.warning(
+            "scrapy-rep: robots.txt store %s is unusable (%s); moved it to %s and "
+            "started a fresh store",
+            self.path,
+            reason,
+            aside,
+        )
+        return True
 
-    def _connect_patiently(self) -> sqlite3.Connection:
+    def _connect_checked(self) -> sqlite3.Connection:
+        if not sqlite_file.is_sqlite_file(self.path):
+            raise _BadDatabase("not a SQLite database", foreign="not a SQLite database")
         # Switching a new file to WAL needs a moment of exclusive access; another process
         # starting at the same time can make that fail with "locked" past busy_timeout.
         for attempt in range(3):
             try:
-                return self._connect()
+                conn = self._connect()
             except sqlite3.OperationalError as exc:
                 if attempt == 2 or "locked" not in str(exc).lower():
                     raise
+            else:
+                self._file_id = sqlite_file.file_id(self.path)
+                return conn
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _connect(self) -> sqlite3.Connection:
@@ -195,6 +197,9 @@ class SqliteStorage:
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
             try:
+                # Identify the file before anything writes to it (WAL mode rewrites the
+                # header): a database that is not ours must be left as it is.
+                _identify(conn)
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = NORMAL")
                 self._check_schema(conn)
@@ -202,6 +207,9 @@ class SqliteStorage:
                 if isinstance(exc, sqlite3.OperationalError) and not _is_corruption(exc):
                     raise  # locked, I/O, permissions: not the file's fault
                 raise _BadDatabase(str(exc)) from exc
+            except (ValueError, OverflowError) as exc:
+                # UnicodeDecodeError: a flipped byte in the schema text
+                raise _BadDatabase(f"damaged schema ({type(exc).__name__})") from exc
         except BaseException:
             conn.close()
             raise
@@ -210,14 +218,7 @@ class SqliteStorage:
     def _check_schema(self, conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")
         try:
-            tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
-            if "meta" in tables:
-                row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-                if row is None or str(row[0]) != str(DB_SCHEMA_VERSION):
-                    found = "none" if row is None else row[0]
-                    raise _BadDatabase(f"unknown schema version {found}")
-            elif tables - {"origins", "leases"}:
-                raise _BadDatabase("not a scrapy-rep store")
+            _identify(conn)  # again, inside the write lock: another process may have won
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     conn.execute(statement)
@@ -225,26 +226,58 @@ class SqliteStorage:
                 "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
                 (str(DB_SCHEMA_VERSION),),
             )
-            # Leases of processes that died: expired anyway, so drop them.
-            conn.execute("DELETE FROM leases WHERE expires_at < ?", (time.time(),))
+            conn.execute(_CLEAN_LEASES, (time.time(),))
             conn.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
             raise
 
-    def _move_aside(self) -> Path:
-        stamp = time.strftime("%Y%m%dT%H%M%S")
-        aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
-        # The WAL and shared-memory files belong to the bad database; a stale WAL left
-        # next to a fresh file could be replayed into it.
-        for suffix in ("", "-wal", "-shm"):
-            source = Path(f"{self.path}{suffix}")
-            with contextlib.suppress(FileNotFoundError):
-                os.replace(source, f"{aside}{suffix}")
-        return aside
+    # -- errors and repair --------------------------------------------------------------
 
-    # -- errors ---------------------------------------------------------------------
+    def _run(self, what: str, query: Callable[[sqlite3.Connection], _T]) -> _T | object:
+        """Run ``query`` on the connection; ``_FAILED`` when the fallback must answer.
+
+        Corruption found by a query moves the file aside and retries once on a fresh
+        store (once per instance: a file that keeps failing is not moved again)."""
+        with self._lock:
+            for attempt in range(2):
+                conn = self._conn
+                if conn is None or self._closed:
+                    return _FAILED
+                try:
+                    return query(conn)
+                except sqlite3.DatabaseError as exc:
+                    if attempt == 0 and _is_corruption(exc) and self._repair(exc):
+                        continue
+                    self._log_once(what, exc)
+                except _DRIVER_ERRORS as exc:
+                    if attempt == 0 and isinstance(exc, UnicodeDecodeError) and self._repair(exc):
+                        continue  # undecodable text in a table: the file is damaged
+                    self._log_once(what, exc)
+                return _FAILED
+        return _FAILED  # pragma: no cover
+
+    def _repair(self, reason: BaseException) -> bool:
+        """Replace a store found damaged while in use; True when a fresh one is open."""
+        if self._repaired or self._closed:
+            return False
+        self._repaired = True
+        if self._conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.close()
+            self._conn = None
+        with sqlite_file.open_lock(self.path):
+            # Another process may have repaired it already: then its fresh file is
+            # there, and moving that aside would throw its work away.
+            if sqlite_file.file_id(self.path) == self._file_id:
+                self._set_aside(reason)
+            try:
+                self._conn = self._connect_checked()
+            except (_BadDatabase, sqlite3.Error) as exc:
+                self._log_once("reopen", exc)
+                return False
+        return True
 
     def _log_once(self, operation: str, exc: BaseException) -> None:
         kind = f"{operation}:{type(exc).__name__}:{exc}"
@@ -264,83 +297,77 @@ class SqliteStorage:
     # -- RobotsStorage ----------------------------------------------------------------
 
     def get(self, origin: str) -> OriginRecord | None:
-        raw: Any = None
-        with self._lock:
-            if self._conn is not None and not self._closed:
-                try:
-                    row = self._conn.execute(
-                        "SELECT record FROM origins WHERE origin = ?", (origin,)
-                    ).fetchone()
-                    raw = None if row is None else row[0]
-                except sqlite3.Error as exc:
-                    self._log_once("read", exc)
-        record = unpack_stored(raw, f"sqlite {self.path}")
+        def read(conn: sqlite3.Connection) -> Any:
+            row = conn.execute("SELECT record FROM origins WHERE origin = ?", (origin,)).fetchone()
+            return None if row is None else row[0]
+
+        raw = self._run("read", read)
+        raw = None if raw is _FAILED else raw
+        record = unpack_stored(raw, f"sqlite {self.path}", self._record_limit)
+        if record is None and raw is not None:
+            self._check_once()
         return record if record is not None else self._fallback.get(origin)
+
+    def _check_once(self) -> None:
+        """An entry that does not decode may be a damaged page rather than one bad
+        value: check the file's structure once per instance, and repair it when the
+        damage is real (a damaged file would otherwise stay damaged for every run)."""
+        if self._checked:
+            return
+        self._checked = True
+
+        def check(conn: sqlite3.Connection) -> None:
+            row = conn.execute("PRAGMA quick_check(1)").fetchone()
+            if row is None or row[0] != "ok":
+                found = "no answer" if row is None else str(row[0])[:200]
+                raise sqlite3.DatabaseError(f"database disk image is malformed ({found})")
+
+        self._run("check", check)
 
     def put(self, origin: str, record: OriginRecord) -> None:
         blob = pack_record(record)
-        with self._lock:
-            if self._conn is not None and not self._closed:
-                try:
-                    self._conn.execute(
-                        "INSERT INTO origins (origin, record, updated_at) VALUES (?, ?, ?) "
-                        "ON CONFLICT (origin) DO UPDATE SET record = excluded.record, "
-                        "updated_at = excluded.updated_at",
-                        (origin, blob, time.time()),
-                    )
-                except sqlite3.Error as exc:
-                    self._log_once("write", exc)
-                else:
-                    if len(self._fallback):
-                        # Keep the fallback copy (from an earlier failure) in step, so it
-                        # never answers with something older than what SQLite now holds.
-                        self._fallback.put(origin, record)
-                    return
-        self._fallback.put(origin, record)
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO origins (origin, record, updated_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (origin) DO UPDATE SET record = excluded.record, "
+                "updated_at = excluded.updated_at",
+                (origin, blob, time.time()),
+            )
+
+        if self._run("write", write) is _FAILED or len(self._fallback):
+            # The only copy when SQLite failed; otherwise it keeps a copy from an
+            # earlier failure in step, so it never answers with something older.
+            self._fallback.put(origin, record)
 
     def acquire_lease(self, origin: str, holder: str, ttl: float) -> bool:
-        with self._lock:
-            if self._conn is not None and not self._closed:
-                try:
-                    return self._acquire(self._conn, origin, holder, ttl)
-                except sqlite3.Error as exc:
-                    self._log_once("lease", exc)
-        # The shared lease is out of reach: single-flight within this process at least.
-        return self._fallback.acquire_lease(origin, holder, ttl)
+        result = self._run("lease", lambda conn: _take_lease(conn, origin, holder, ttl, False))
+        if result is _FAILED:
+            # The shared lease is out of reach: single-flight within this process at least.
+            return self._fallback.acquire_lease(origin, holder, ttl)
+        return bool(result)
 
-    @staticmethod
-    def _acquire(conn: sqlite3.Connection, origin: str, holder: str, ttl: float) -> bool:
-        now = time.time()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            row = conn.execute(
-                "SELECT holder, expires_at FROM leases WHERE origin = ?", (origin,)
-            ).fetchone()
-            if row is not None and row[0] != holder and float(row[1]) > now:
-                conn.execute("ROLLBACK")
-                return False
-            conn.execute(
-                "INSERT OR REPLACE INTO leases (origin, holder, expires_at) VALUES (?, ?, ?)",
-                (origin, holder, now + ttl),
-            )
-            conn.execute("COMMIT")
-            return True
-        except BaseException:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-            raise
+    def renew_lease(self, origin: str, holder: str, ttl: float) -> bool:
+        result = self._run("lease", lambda conn: _take_lease(conn, origin, holder, ttl, True))
+        if result is _FAILED:
+            return self._fallback.renew_lease(origin, holder, ttl)
+        return bool(result)
+
+    def lease_holder(self, origin: str) -> str | None:
+        result = self._run("lease", lambda conn: _read_lease(conn, origin))
+        if result is _FAILED or result is None:
+            return self._fallback.lease_holder(origin)
+        assert isinstance(result, tuple)
+        return str(result[0]) if float(result[1]) > time.time() else None
 
     def release_lease(self, origin: str, holder: str) -> None:
         self._fallback.release_lease(origin, holder)
-        with self._lock:
-            if self._conn is None or self._closed:
-                return
-            try:
-                self._conn.execute(
-                    "DELETE FROM leases WHERE origin = ? AND holder = ?", (origin, holder)
-                )
-            except sqlite3.Error as exc:
-                self._log_once("lease release", exc)
+        self._run(
+            "lease release",
+            lambda conn: conn.execute(
+                "DELETE FROM leases WHERE origin = ? AND holder = ?", (origin, holder)
+            ),
+        )
 
     def close(self) -> None:
         with self._lock:
@@ -357,49 +384,70 @@ class SqliteStorage:
         return f"sqlite {self.path}{state}"
 
 
+def _identify(conn: sqlite3.Connection) -> None:
+    """Raise ``_BadDatabase`` unless the file is empty or a store of this version."""
+    # Every text column: a flipped byte anywhere in the schema shows up here, at open.
+    rows = conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master").fetchall()
+    tables = {row[1] for row in rows if row[0] == "table"}
+    if "meta" in tables:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if row is None or str(row[0]) != str(DB_SCHEMA_VERSION):
+            found = "none" if row is None else row[0]
+            raise _BadDatabase(f"unknown schema version {found}")
+    elif tables - OUR_TABLES:
+        names = ", ".join(sorted(tables)[:5])
+        raise _BadDatabase(
+            "not a scrapy-rep store", foreign=f"a SQLite database with tables {names}"
+        )
+
+
+def _read_lease(conn: sqlite3.Connection, origin: str) -> tuple[str, float] | None:
+    """The lease row, or None when there is none or it cannot be read (a damaged
+    row is nobody's lease: it is overwritten by the next taker)."""
+    row = conn.execute(
+        "SELECT CAST(holder AS BLOB), typeof(expires_at), expires_at FROM leases WHERE origin = ?",
+        (origin,),
+    ).fetchone()
+    if row is None or row[1] not in ("integer", "real") or not isinstance(row[0], bytes):
+        return None
+    try:
+        return row[0].decode("utf-8"), float(row[2])
+    except (UnicodeDecodeError, ValueError, OverflowError):
+        return None
+
+
+def _take_lease(
+    conn: sqlite3.Connection, origin: str, holder: str, ttl: float, renewing: bool
+) -> bool:
+    """Take (or, ``renewing``, extend) the lease in one write transaction."""
+    now = time.time()
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        current = _read_lease(conn, origin)
+        if current is not None and current[0] != holder and current[1] > now:
+            other = current[0]
+            taken_over = not renewing and (
+                lease_is_absurd(current[1] - now, ttl) or holder_is_dead(other)
+            )
+            if not taken_over:
+                conn.execute("ROLLBACK")
+                return False
+        conn.execute(
+            "INSERT OR REPLACE INTO leases (origin, holder, expires_at) VALUES (?, ?, ?)",
+            (origin, holder, now + ttl),
+        )
+        conn.execute("COMMIT")
+        return True
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+        raise
+
+
 def _is_corruption(exc: sqlite3.Error) -> bool:
     text = str(exc).lower()
-    return "malformed" in text or "not a database" in text or "corrupt" in text
-
-
-def _project_data_dir_no_create() -> Path | None:
-    """Where ``scrapy.utils.project.data_path`` would put files, without creating it."""
-    import os
-
-    from scrapy.utils.conf import closest_scrapy_cfg, get_config
-    from scrapy.utils.project import DATADIR_CFG_SECTION, inside_project
-
-    if not inside_project():
-        return Path(".scrapy").absolute()
-    project = os.environ.get("SCRAPY_PROJECT", "default")
-    cfg = get_config()
-    if cfg.has_option(DATADIR_CFG_SECTION, project):
-        return Path(cfg.get(DATADIR_CFG_SECTION, project)).absolute()
-    scrapy_cfg = closest_scrapy_cfg()
-    if not scrapy_cfg:
-        return None
-    return (Path(scrapy_cfg).parent / ".scrapy").resolve()
-
-
-def read_records_read_only(path: Path, origins: list[str]) -> dict[str, OriginRecord | None]:
-    """Read records without writing anything (no schema set-up, no lease clean-up).
-
-    Without a ``-wal`` file no writer is active and ``immutable`` reads without creating
-    ``-wal``/``-shm`` files; with one, ``mode=ro`` sees what the writer has committed.
-    Origins without a row are left out; a row that does not decode maps to None.
-    Raises ``sqlite3.Error`` when the file is not a store of this schema version.
-    """
-    flag = "mode=ro" if Path(f"{path}-wal").exists() else "immutable=1"
-    conn = sqlite3.connect(f"{path.absolute().as_uri()}?{flag}", uri=True, timeout=3.0)
-    try:
-        version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        if version is None or str(version[0]) != str(DB_SCHEMA_VERSION):
-            raise sqlite3.DatabaseError(f"unknown schema version {version}")
-        result: dict[str, OriginRecord | None] = {}
-        for origin in origins:
-            row = conn.execute("SELECT record FROM origins WHERE origin = ?", (origin,)).fetchone()
-            if row is not None:
-                result[origin] = unpack_record(row[0])
-        return result
-    finally:
-        conn.close()
+    # "could not decode to UTF-8": how Python 3.11's sqlite3 reports invalid text
+    # (later versions raise UnicodeDecodeError, handled where it is caught).
+    return any(
+        mark in text for mark in ("malformed", "not a database", "corrupt", "could not decode")
+    )

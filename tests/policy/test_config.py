@@ -83,10 +83,18 @@ def test_inconsistent_bounds_name_both_settings():
         Config.from_settings(Settings({"REP_RETRY_BACKOFF": 1000}))
 
 
-def test_lease_timeout_covers_the_whole_fetch_budget():
-    config = Config(fetch_timeout=10.0, max_redirects=5)
-    assert config.effective_lease_timeout > 60.0
-    assert Config(lease_timeout=3.0).effective_lease_timeout == 3.0
+def test_lease_settings():
+    """Leases are short and renewed, whatever the fetch budget (SPEC 3 "leases")."""
+    config = Config.from_settings(Settings({"DOWNLOAD_TIMEOUT": 900}))
+    assert (config.lease_ttl, config.lease_renew_every) == (30.0, 10.0)
+    config = Config.from_settings(Settings({"REP_LEASE_TTL": 6, "REP_LEASE_RENEW_INTERVAL": 1}))
+    assert (config.lease_ttl, config.lease_renew_every) == (6.0, 1.0)
+    # the old name of the setting is still honoured
+    assert Config.from_settings(Settings({"REP_LEASE_TIMEOUT": 3})).lease_ttl == 3.0
+    with pytest.raises(SettingError, match="REP_LEASE_RENEW_INTERVAL"):
+        Config.from_settings(Settings({"REP_LEASE_TTL": 5, "REP_LEASE_RENEW_INTERVAL": 5}))
+    with pytest.raises(SettingError, match="REP_LEASE_TTL"):
+        Config.from_settings(Settings({"REP_LEASE_TTL": 0}))
 
 
 @pytest.mark.parametrize(

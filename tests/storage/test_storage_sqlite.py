@@ -160,27 +160,53 @@ def test_sqlite_corrupt_file_is_moved_aside(
     store.close()
 
 
-@pytest.mark.parametrize("content", ["schema", "foreign", "garbage-file"])
-def test_sqlite_unknown_schema_is_replaced(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, content: str
-) -> None:
-    path = tmp_path / "robots.db"
+def _fill(path: Path, content: str) -> None:
     if content == "garbage-file":
         path.write_bytes(os.urandom(5000))
-    else:
-        with sqlite3.connect(path) as conn:
-            if content == "schema":
-                conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
-                conn.execute("INSERT INTO meta VALUES ('schema_version', '99')")
-            else:
-                conn.execute("CREATE TABLE users (name TEXT)")
-        conn.close()
-    with caplog.at_level(logging.WARNING, logger=SQLITE_LOGGER):
-        store = SqliteStorage(path)
-    assert len(ours(caplog)) == 1
-    store.put("https://a.test", RECORD)
-    assert store.get("https://a.test") == RECORD
-    store.close()
+        return
+    with sqlite3.connect(path) as conn:
+        if content == "schema":
+            conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+            conn.execute("INSERT INTO meta VALUES ('schema_version', '99')")
+        else:
+            conn.execute("CREATE TABLE users (name TEXT)")
+    conn.close()
+
+
+@pytest.mark.parametrize("content", ["schema", "foreign", "garbage-file"])
+def test_sqlite_unusable_file_we_used_is_replaced(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, content: str
+) -> None:
+    """A file at a path scrapy-rep has used before (its lock file is there), or at the
+    default file name, that is not a usable store: moved aside, one WARNING."""
+    for path in (tmp_path / "robots.db", tmp_path / "sub" / DEFAULT_FILENAME):
+        path.parent.mkdir(exist_ok=True)
+        if path.name != DEFAULT_FILENAME:
+            SqliteStorage(path).close()  # scrapy-rep used this path
+            path.unlink()
+        _fill(path, content)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger=SQLITE_LOGGER):
+            store = SqliteStorage(path)
+        assert len(ours(caplog)) == 1
+        assert "moved it to" in ours(caplog)[0].getMessage()
+        store.put("https://a.test", RECORD)
+        assert store.get("https://a.test") == RECORD
+        store.close()
+
+
+@pytest.mark.parametrize("content", ["foreign", "garbage-file"])
+def test_sqlite_refuses_a_file_that_is_not_ours(tmp_path: Path, content: str) -> None:
+    """REP_STORAGE naming someone else's file (another program's database, a text
+    file) is a mistake: a clear error, and the file is left exactly as it was."""
+    path = tmp_path / "important.db"
+    _fill(path, content)
+    before = path.read_bytes()
+    with pytest.raises(SettingError, match=r"not a scrapy-rep robots\.txt store") as info:
+        SqliteStorage(path)
+    assert str(path) in str(info.value) and "REP_STORAGE" in str(info.value)
+    assert path.read_bytes() == before
+    assert not list(tmp_path.glob("important.db.corrupt-*"))
 
 
 def test_sqlite_runtime_errors_fall_back_and_log_once(

@@ -1,0 +1,172 @@
+"""The SQLite store's file: where it lives, whether it is ours, and moving it aside.
+
+Kept apart from ``sqlite_store`` (the connection and the queries) so that each stays
+readable. Nothing here keeps a connection open.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from scrapy_rep.policy.config import SettingError
+from scrapy_rep.policy.records import OriginRecord
+from scrapy_rep.storage.codec import MAX_DECODED, unpack_record
+
+try:  # POSIX only: serialises open/recovery between processes (see open_lock)
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+DEFAULT_FILENAME = "scrapy_rep.sqlite3"
+#: Bumped whenever the table layout changes; a file with another version is replaced.
+DB_SCHEMA_VERSION = 1
+SQLITE_MAGIC = b"SQLite format 3\x00"
+#: The tables a store of ours may hold (older builds had no ``meta``).
+OUR_TABLES = {"meta", "origins", "leases"}
+
+
+def path_from_spec(spec: str, *, create: bool = True) -> Path | None:
+    """The store file ``spec`` names. ``create=False`` creates no directory (for
+    read-only callers) and answers None when no project data dir can be found."""
+    scheme, _, rest = spec.partition(":")
+    if scheme.lower() != "sqlite":
+        raise SettingError(f"REP_STORAGE: not a sqlite spec: {spec!r}")
+    if not rest:
+        if not create:
+            data_dir = _project_data_dir_no_create()
+            return None if data_dir is None else data_dir / DEFAULT_FILENAME
+        from scrapy.utils.project import data_path
+
+        # data_path() creates the *directory* it returns, so ask for the data dir
+        # itself and add the file name afterwards.
+        return Path(data_path("", createdir=True)).absolute() / DEFAULT_FILENAME
+    if rest.startswith("//"):
+        # URL form: sqlite:///abs/path -> /abs/path; sqlite://rel/path -> rel/path
+        rest = rest[2:]
+    if not rest:
+        raise SettingError(f"REP_STORAGE: no file name in {spec!r}")
+    return Path(rest).expanduser().absolute()
+
+
+def _project_data_dir_no_create() -> Path | None:
+    """Where ``scrapy.utils.project.data_path`` would put files, without creating it."""
+    from scrapy.utils.conf import closest_scrapy_cfg, get_config
+    from scrapy.utils.project import DATADIR_CFG_SECTION, inside_project
+
+    if not inside_project():
+        return Path(".scrapy").absolute()
+    project = os.environ.get("SCRAPY_PROJECT", "default")
+    cfg = get_config()
+    if cfg.has_option(DATADIR_CFG_SECTION, project):
+        return Path(cfg.get(DATADIR_CFG_SECTION, project)).absolute()
+    scrapy_cfg = closest_scrapy_cfg()
+    if not scrapy_cfg:
+        return None
+    return (Path(scrapy_cfg).parent / ".scrapy").resolve()
+
+
+def lock_path(path: Path) -> Path:
+    return Path(f"{path}.lock")
+
+
+def known_as_ours(path: Path) -> bool:
+    """Whether scrapy-rep has used ``path`` before: the default file name, or the lock
+    file every open leaves beside the store. Only such a file may be moved aside when
+    it does not look like a store; anything else at a configured path is probably a
+    mistake in REP_STORAGE, and renaming it could hide someone's database."""
+    return path.name == DEFAULT_FILENAME or lock_path(path).exists()
+
+
+def is_sqlite_file(path: Path) -> bool:
+    """False for a file that exists, is not empty and lacks SQLite's header."""
+    try:
+        with open(path, "rb") as fh:
+            header = fh.read(len(SQLITE_MAGIC))
+    except (FileNotFoundError, IsADirectoryError):
+        return True  # nothing to judge: SQLite creates it, or the open fails
+    except OSError:
+        return True  # unreadable: the open reports it
+    return not header or header == SQLITE_MAGIC
+
+
+def refuse_foreign(path: Path, what: str) -> SettingError:
+    return SettingError(
+        f"REP_STORAGE: {path} is {what}, not a scrapy-rep robots.txt store, and "
+        "scrapy-rep has never used this path: refusing to move it aside. Point "
+        "REP_STORAGE at another file (or delete this one if it is a damaged store)."
+    )
+
+
+def file_id(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
+@contextlib.contextmanager
+def open_lock(path: Path) -> Iterator[None]:
+    """Keep two processes from both moving a bad file aside (the second would move the
+    first one's fresh store). The lock file also marks the path as ours."""
+    if fcntl is None:  # pragma: no cover - Windows
+        yield
+        return
+    try:
+        handle = open(lock_path(path), "a")  # noqa: SIM115 - held across the yield
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        handle.close()  # also drops the flock
+
+
+def move_aside(path: Path) -> Path:
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
+    n = 1
+    while aside.exists():
+        n += 1
+        aside = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
+    # The WAL and shared-memory files belong to the bad database; a stale WAL left
+    # next to a fresh file could be replayed into it.
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(f"{path}{suffix}", f"{aside}{suffix}")
+    return aside
+
+
+def read_records_read_only(
+    path: Path, origins: list[str], limit: int = MAX_DECODED
+) -> dict[str, OriginRecord | None]:
+    """Read records without writing anything (no schema set-up, no lease clean-up).
+
+    Without a ``-wal`` file no writer is active and ``immutable`` reads without creating
+    ``-wal``/``-shm`` files; with one, ``mode=ro`` sees what the writer has committed.
+    Origins without a row are left out; a row that does not decode maps to None.
+    Raises ``sqlite3.Error`` when the file is not a readable store of this version.
+    """
+    flag = "mode=ro" if Path(f"{path}-wal").exists() else "immutable=1"
+    conn = sqlite3.connect(f"{path.absolute().as_uri()}?{flag}", uri=True, timeout=3.0)
+    try:
+        version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if version is None or str(version[0]) != str(DB_SCHEMA_VERSION):
+            raise sqlite3.DatabaseError(f"unknown schema version {version}")
+        result: dict[str, OriginRecord | None] = {}
+        for origin in origins:
+            row = conn.execute("SELECT record FROM origins WHERE origin = ?", (origin,)).fetchone()
+            if row is not None:
+                result[origin] = unpack_record(row[0], limit)
+        return result
+    except (ValueError, OverflowError) as exc:  # UnicodeDecodeError from a damaged schema
+        raise sqlite3.DatabaseError(f"damaged store ({type(exc).__name__})") from exc
+    finally:
+        conn.close()

@@ -1,0 +1,488 @@
+"""The fault suite: every backend (memory, SQLite, Redis) against damage it can meet.
+
+Each fault ends as a cache miss or a repair, never an exception out of the store: bad
+lease state (no expiry, an absurd expiry, unreadable, a dead holder), damaged SQLite
+files (truncated, random bytes in the schema and in the middle, not SQLite, a directory
+in the way, read-only, a future schema, bad rows), Redis keys of the wrong type or
+without TTL, a blackholed Redis, many threads at once. After a repair the next open is
+healthy: no warning, ``PRAGMA integrity_check`` ok, round trips work.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from scrapy_rep.policy.config import Config
+from scrapy_rep.storage import codec
+from scrapy_rep.storage.base import MemoryStorage, RobotsStorage, new_holder, renew_lease
+from scrapy_rep.storage.redis_store import RedisStorage
+from scrapy_rep.storage.sqlite_store import SqliteStorage
+from tests.redis_server import RedisServer
+from tests.storage.test_storage import (
+    RECORD,
+    ours,
+    private_redis_server,
+    redis_server,
+    store,
+    write_raw,
+)
+
+__all__ = ["private_redis_server", "redis_server", "store"]  # fixtures used below
+
+SQLITE_LOGGER = "scrapy_rep.storage.sqlite_store"
+ORIGIN = "https://fault.test"
+DAY = 86_400.0
+
+
+# -- planting bad lease state behind the store's back ------------------------------------
+
+
+def plant_lease(store: RobotsStorage, holder: str, expires_in: float | None) -> None:
+    """A lease of ``holder`` on ORIGIN expiring in ``expires_in`` s (None: never)."""
+    if isinstance(store, SqliteStorage):
+        expiry = 1e300 if expires_in is None else time.time() + expires_in
+        with sqlite3.connect(store.path) as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO leases (origin, holder, expires_at) VALUES (?, ?, ?)",
+                (ORIGIN, holder, expiry),
+            )
+        conn.close()
+    elif isinstance(store, RedisStorage):
+        key = store.lease_key(ORIGIN)
+        if expires_in is None:
+            store._client.set(key, holder)
+        else:
+            store._client.set(key, holder, px=int(expires_in * 1000))
+    else:
+        assert isinstance(store, MemoryStorage)
+        expiry = float("inf") if expires_in is None else time.monotonic() + expires_in
+        store._leases[ORIGIN] = (holder, expiry)
+
+
+def plant_unreadable_lease(store: RobotsStorage) -> None:
+    if isinstance(store, SqliteStorage):
+        with sqlite3.connect(store.path) as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO leases (origin, holder, expires_at) VALUES (?, ?, ?)",
+                (ORIGIN, "someone", "abc"),
+            )
+            conn.execute(
+                "INSERT OR REPLACE INTO leases (origin, holder, expires_at) VALUES (?, ?, ?)",
+                ("https://other.test", b"\xff\xfe\x00", time.time() + 20),
+            )
+        conn.close()
+    elif isinstance(store, RedisStorage):
+        store._client.rpush(store.lease_key(ORIGIN), b"junk")
+        store._client.hset(store.lease_key("https://other.test"), "a", "b")
+    else:
+        pytest.skip("memory storage keeps objects, not rows")
+
+
+def dead_holder() -> str:
+    """The holder identity of a process of this machine that has exited."""
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from scrapy_rep.storage.base import new_holder; print(new_holder())",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.strip()
+
+
+def test_a_lease_without_expiry_is_broken_and_taken_over(store: RobotsStorage) -> None:
+    plant_lease(store, "holder-elsewhere", None)
+    assert store.acquire_lease(ORIGIN, "p2", 30)
+    assert not store.acquire_lease(ORIGIN, "p3", 30), "the takeover is a normal lease"
+
+
+def test_a_lease_beyond_any_renewal_is_broken(store: RobotsStorage) -> None:
+    plant_lease(store, "holder-elsewhere", 10 * DAY)  # a clock jump, a bad writer
+    assert store.acquire_lease(ORIGIN, "p2", 30)
+    plant_lease(store, "holder-elsewhere", 40)  # within 2 x 30 s + skew: obeyed
+    assert not store.acquire_lease(ORIGIN, "p2", 30)
+
+
+def test_an_unreadable_lease_is_ignored_and_cleaned(store: RobotsStorage) -> None:
+    plant_unreadable_lease(store)
+    assert store.acquire_lease(ORIGIN, "p2", 30)
+    assert store.acquire_lease("https://other.test", "p2", 30)
+    assert renew_lease(store, ORIGIN, "p2", 30)
+    assert store.lease_holder(ORIGIN) == "p2"  # type: ignore[attr-defined]
+    assert not store.acquire_lease(ORIGIN, "p3", 30)
+
+
+def test_a_dead_local_holder_is_taken_over_at_once(store: RobotsStorage) -> None:
+    plant_lease(store, dead_holder(), 30)
+    assert store.acquire_lease(ORIGIN, "p2", 30)
+
+
+def test_live_holders_are_obeyed(store: RobotsStorage) -> None:
+    for live in (new_holder(), "another-host+x:1:123:abc", "an old-style uuid holder"):
+        plant_lease(store, live, 30)
+        assert not store.acquire_lease(ORIGIN, "p2", 30), live
+
+
+def test_renew_extends_only_our_own_lease(store: RobotsStorage) -> None:
+    assert store.acquire_lease(ORIGIN, "p1", 0.2)
+    assert renew_lease(store, ORIGIN, "p1", 60)
+    time.sleep(0.4)  # the first lease would be over by now; the renewed one is not
+    assert not store.acquire_lease(ORIGIN, "p2", 60)
+    assert not renew_lease(store, ORIGIN, "p2", 60)
+    assert store.lease_holder(ORIGIN) == "p1"  # type: ignore[attr-defined]
+    store.release_lease(ORIGIN, "p1")
+    assert store.lease_holder(ORIGIN) is None  # type: ignore[attr-defined]
+    assert renew_lease(store, ORIGIN, "p1", 60), "a free lease is taken again"
+
+
+def test_many_threads_share_one_store(store: RobotsStorage) -> None:
+    """The crawl calls the store from worker threads: concurrent calls on one instance
+    raise nothing, and each lease goes to exactly one thread."""
+    winners: dict[str, list[str]] = {f"https://t{i}.test": [] for i in range(40)}
+    errors: list[BaseException] = []
+
+    def work(name: str) -> None:
+        try:
+            for origin, won in winners.items():
+                store.put(origin, RECORD)
+                assert store.get(origin) == RECORD
+                if store.acquire_lease(origin, name, 60):
+                    won.append(name)
+                    assert renew_lease(store, origin, name, 60)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(f"thread{n}",)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors, errors
+    assert all(len(won) == 1 for won in winners.values()), winners
+
+
+# -- SQLite files ----------------------------------------------------------------------
+
+
+def filled_store(path: Path, count: int = 300) -> None:
+    store = SqliteStorage(path)
+    for i in range(count):
+        store.put(f"https://o{i}.test", RECORD.evolve(body=os.urandom(600)))
+    assert store.acquire_lease(ORIGIN, "p1", 60)
+    store.close()
+
+
+def exercise(store: SqliteStorage, count: int = 300) -> None:
+    """Every method on every origin: none may raise."""
+    for i in range(count):
+        origin = f"https://o{i}.test"
+        store.get(origin)
+        if i % 10 == 0:
+            store.put(origin, RECORD)
+            assert store.get(origin) == RECORD
+    assert store.acquire_lease(ORIGIN, "p2", 60) in (True, False)
+    renew_lease(store, ORIGIN, "p2", 60)
+    store.lease_holder(ORIGIN)
+    store.release_lease(ORIGIN, "p2")
+
+
+def assert_healthy(path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The next run: opens without a warning, passes integrity_check, works."""
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="scrapy_rep"):
+        store = SqliteStorage(path)
+        store.put("https://after.test", RECORD)
+        assert store.get("https://after.test") == RECORD
+        assert store.acquire_lease("https://after.test", "p9", 60)
+        store.close()
+    assert not ours(caplog), [r.getMessage() for r in ours(caplog)]
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    conn.close()
+
+
+def damaged_then_used(path: Path, caplog: pytest.LogCaptureFixture) -> list[str]:
+    """Open the damaged file, use it; the WARNINGs it logged."""
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="scrapy_rep"):
+        store = SqliteStorage(path)
+        exercise(store)
+        store.close()
+    return [r.getMessage() for r in ours(caplog) if r.levelno >= logging.WARNING]
+
+
+def moved(messages: list[str]) -> int:
+    return sum("moved it to" in m for m in messages)
+
+
+@pytest.mark.parametrize("keep", [0, 10, 100, 0.5])
+def test_sqlite_truncated_file(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, keep: float
+) -> None:
+    path = tmp_path / "store.db"
+    filled_store(path)
+    size = path.stat().st_size
+    with open(path, "r+b") as fh:
+        fh.truncate(int(size * keep) if keep < 1 else int(keep))
+    messages = damaged_then_used(path, caplog)
+    assert moved(messages) <= 1, messages
+    assert_healthy(path, caplog)
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("where", ["schema", "middle"])
+def test_sqlite_random_bytes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, seed: int, where: str
+) -> None:
+    """Random bytes over the schema (page 1, where a flipped byte can make sqlite3 raise
+    UnicodeDecodeError) or over a page in the middle of the file."""
+    path = tmp_path / "store.db"
+    filled_store(path)
+    rng = random.Random(seed)
+    size = path.stat().st_size
+    start = rng.randrange(100, 4096) if where == "schema" else rng.randrange(size // 4, size // 2)
+    length = rng.randrange(1, 64) if where == "schema" else 4096
+    with open(path, "r+b") as fh:
+        fh.seek(start)
+        fh.write(rng.randbytes(length))
+    messages = damaged_then_used(path, caplog)
+    assert moved(messages) <= 1, messages
+    assert_healthy(path, caplog)
+
+
+def test_sqlite_non_utf8_schema_text_is_repaired(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The issue's case: a byte flip leaves invalid UTF-8 in sqlite_master's text, which
+    sqlite3 reports as UnicodeDecodeError or (Python 3.11) "Could not decode to UTF-8"."""
+    path = tmp_path / "store.db"
+    filled_store(path)
+    data = bytearray(path.read_bytes())
+    index_name = b"sqlite_autoindex_origins_1"
+    at = data.index(index_name + b"origins") + len(index_name) + 2
+    data[at] = 0xFF  # inside the index's tbl_name
+    path.write_bytes(bytes(data))
+    with (
+        pytest.raises((UnicodeDecodeError, sqlite3.OperationalError)),
+        sqlite3.connect(path) as conn,
+    ):
+        conn.execute("SELECT tbl_name FROM sqlite_master").fetchall()
+    conn.close()
+    messages = damaged_then_used(path, caplog)
+    assert moved(messages) == 1, messages
+    assert_healthy(path, caplog)
+
+
+def test_sqlite_damage_found_while_reading_is_repaired_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The file opens (page 1 is intact) but its data pages are junk: the first read
+    that meets them moves the file aside, once, with one WARNING; the rest of the run
+    goes on in the fresh file."""
+    path = tmp_path / "store.db"
+    filled_store(path)
+    with open(path, "r+b") as fh:
+        fh.seek(4096)
+        fh.write(random.Random(1).randbytes(path.stat().st_size - 4096))
+    messages = damaged_then_used(path, caplog)
+    assert moved(messages) == 1, messages
+    assert len(messages) == 1, messages
+    assert len(list(tmp_path.glob("store.db.corrupt-*"))) == 1
+    assert_healthy(path, caplog)
+
+
+def test_sqlite_future_schema_is_replaced(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "store.db"
+    filled_store(path)
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    conn.close()
+    messages = damaged_then_used(path, caplog)
+    assert moved(messages) == 1 and "schema version 99" in messages[0]
+    assert_healthy(path, caplog)
+
+
+def test_sqlite_directory_in_the_way(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "store.db"
+    path.mkdir()
+    messages = damaged_then_used(path, caplog)
+    assert len(messages) == 1 and moved(messages) == 0, messages
+    assert path.is_dir(), "a directory is never moved"
+
+
+@pytest.fixture
+def read_only(tmp_path: Path) -> Iterator[Path]:
+    """A store file nobody may write: chattr +i for root (who ignores modes)."""
+    path = tmp_path / "store.db"
+    filled_store(path)
+    if os.geteuid() == 0:
+        if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode:
+            pytest.skip("running as root on a file system without chattr +i")
+        try:
+            yield path
+        finally:
+            subprocess.run(["chattr", "-i", str(path)], check=True)
+    else:
+        path.chmod(0o444)
+        yield path
+
+
+def test_sqlite_read_only_file(read_only: Path, caplog: pytest.LogCaptureFixture) -> None:
+    before = read_only.read_bytes()
+    messages = damaged_then_used(read_only, caplog)
+    assert moved(messages) == 0 and len(messages) == 1, messages
+    assert read_only.read_bytes() == before
+
+
+def test_sqlite_bad_rows(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "store.db"
+    filled_store(path)
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE origins SET record = 'abc' WHERE origin = 'https://o1.test'")
+        conn.execute(
+            "UPDATE origins SET record = 42, updated_at = 'x' WHERE origin = 'https://o2.test'"
+        )
+        conn.execute("UPDATE origins SET record = X'FFFE' WHERE origin = 'https://o3.test'")
+        conn.execute("UPDATE leases SET expires_at = 'abc'")
+    conn.close()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="scrapy_rep"):
+        store = SqliteStorage(path)
+        assert [store.get(f"https://o{i}.test") for i in (1, 2, 3)] == [None] * 3
+        assert store.get("https://o4.test") is not None
+        assert store.acquire_lease(ORIGIN, "p2", 60)
+        store.close()
+    assert moved([r.getMessage() for r in ours(caplog)]) == 0, "bad rows are misses"
+    assert_healthy(path, caplog)
+
+
+# -- Redis -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["list", "hash", "set", "zset"])
+def test_redis_keys_of_the_wrong_type(redis_server: RedisServer, kind: str) -> None:
+    backend = RedisStorage.from_url(redis_server.url, Config())
+    client = backend._client
+    client.flushdb()
+    for key in (backend.origin_key(ORIGIN), backend.lease_key(ORIGIN)):
+        {
+            "list": lambda k: client.rpush(k, "x"),
+            "hash": lambda k: client.hset(k, "a", "b"),
+            "set": lambda k: client.sadd(k, "x"),
+            "zset": lambda k: client.zadd(k, {"x": 1.0}),
+        }[kind](key)
+    assert backend.get(ORIGIN) is None
+    assert backend.lease_holder(ORIGIN) is None
+    assert backend.acquire_lease(ORIGIN, "p1", 30)
+    assert backend.renew_lease(ORIGIN, "p1", 30)
+    backend.put_and_release_lease(ORIGIN, RECORD, "p1")
+    assert backend.get(ORIGIN) == RECORD
+    assert not backend.degraded
+    backend.close()
+
+
+def test_redis_record_key_without_ttl_gets_one(redis_server: RedisServer) -> None:
+    backend = RedisStorage.from_url(redis_server.url, Config())
+    key = backend.origin_key(ORIGIN)
+    backend.put(ORIGIN, RECORD)
+    backend._client.persist(key)
+    assert backend._client.pttl(key) == -1
+    assert backend.get(ORIGIN) == RECORD  # still read
+    backend.put(ORIGIN, RECORD)
+    assert backend._client.pttl(key) > 0
+    backend.close()
+
+
+@pytest.fixture
+def blackhole() -> Iterator[int]:
+    """A local socket that accepts connections (the kernel's backlog does) and never
+    answers a byte: what a stalled Redis or a dropped route looks like."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(64)
+        yield sock.getsockname()[1]
+
+
+def test_redis_blackholed_calls_are_misses(
+    blackhole: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every call returns (a miss, a local lease) after the per-call timeout instead of
+    hanging, raises nothing, and one WARNING says so. Run in a thread so a hang fails
+    the test instead of stalling the suite."""
+    results: list[object] = []
+
+    def calls() -> None:
+        backend = RedisStorage.from_url(f"redis://:pw@127.0.0.1:{blackhole}/0", Config())
+        results.append(backend.get(ORIGIN))
+        backend.put(ORIGIN, RECORD)
+        results.append(backend.get(ORIGIN))
+        results.append(backend.acquire_lease(ORIGIN, "p1", 30))
+        results.append(backend.renew_lease(ORIGIN, "p1", 30))
+        results.append(backend.degraded)
+        backend.close()
+
+    with caplog.at_level(logging.WARNING, logger="scrapy_rep"):
+        worker = threading.Thread(target=calls, daemon=True)
+        worker.start()
+        worker.join(timeout=60)
+    assert not worker.is_alive(), "a blackholed Redis hung the caller"
+    assert results == [None, RECORD, True, True, True]
+    warnings = [r.getMessage() for r in ours(caplog)]
+    assert len(warnings) == 1 and "Timeout" in warnings[0], warnings
+
+
+# -- records -----------------------------------------------------------------------------
+
+
+def test_a_zip_bomb_costs_no_more_than_the_limit(
+    store: RobotsStorage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """64 MiB of spaces in a 64 KiB stored value: zlib stops producing output at the
+    record limit (a few hundred KiB), not after the 64 MiB."""
+    bomb = zlib.compress(b"{" + b" " * (64 * 1024 * 1024), 9)
+    produced: list[int] = []
+    real = zlib.decompressobj
+
+    class Counting:
+        def __init__(self) -> None:
+            self._inflater = real()
+
+        def decompress(self, data: bytes, max_length: int = 0) -> bytes:
+            out = self._inflater.decompress(data, max_length)
+            produced.append(len(out))
+            return out
+
+        @property
+        def unconsumed_tail(self) -> bytes:
+            return self._inflater.unconsumed_tail
+
+        @property
+        def eof(self) -> bool:
+            return self._inflater.eof
+
+    monkeypatch.setattr(codec.zlib, "decompressobj", Counting)
+    assert codec.unpack_record(bomb) is None
+    assert 0 < sum(produced) <= codec.MAX_DECODED + 1
+    produced.clear()
+    write_raw(store, ORIGIN, bomb)
+    assert store.get(ORIGIN) is None
+    assert 0 < sum(produced) <= codec.MAX_DECODED + 1
+    # a real record of the largest body REP_MAX_SIZE allows still fits the limit
+    biggest = RECORD.evolve(body=os.urandom(512_000))
+    assert codec.unpack_record(codec.pack_record(biggest)) == biggest
