@@ -155,14 +155,21 @@ async def test_a_dead_lease_holder_does_not_strand_the_others(
     store: str,
 ) -> None:
     """A crawler process is killed (SIGKILL) while it holds an origin's fetch lease
-    (REP_LEASE_TIMEOUT=3). Another crawler sharing the store waits on that lease, takes
-    it over when it expires, fetches robots.txt itself and crawls normally."""
+    (REP_LEASE_TTL=2, renewed every 0.5 s). Another crawler sharing the store sees that
+    the holder was a process of this machine that no longer runs, takes the lease over
+    at once (without that, within REP_LEASE_TTL: test_crawl_storage_kills.py), fetches
+    robots.txt itself and crawls normally."""
     hanging = {"body": DISALLOW_PRIVATE, "delay": 10}
     mockserver.configure(host, {"robots": [hanging, {"body": DISALLOW_PRIVATE}]})
     (tmp_path / "go").write_text("go")
     urls = [mockserver.url(host, "/a")]
     proc, _, log = start_process(
-        tmp_path, subprocess_env, store, "doomed", urls, ("-s", "REP_LEASE_TIMEOUT=3")
+        tmp_path,
+        subprocess_env,
+        store,
+        "doomed",
+        urls,
+        ("-s", "REP_LEASE_TTL=2", "-s", "REP_LEASE_RENEW_INTERVAL=0.5"),
     )
     try:
         await wait_until(
@@ -181,6 +188,7 @@ async def test_a_dead_lease_holder_does_not_strand_the_others(
     urls = [mockserver.url(host, "/b"), mockserver.url(host, "/private/c")]
     crawler = await run_crawl(urls, settings={**REP, "REP_STORAGE": store})
     assert mockserver.paths(host) == ["/robots.txt", "/robots.txt", "/b"]
+    assert not [m for m in crawler.messages() if "holds its fetch lease" in m], "no wait"
     assert crawler.stat("robotstxt/request_count") == 1
     assert crawler.stat("robotstxt/forbidden") == 1
     assert crawler.spider.response_urls == [mockserver.url(host, "/b")]

@@ -1,0 +1,144 @@
+"""Fetch leases in real crawls (SPEC section 3 "leases"), and a blackholed Redis.
+
+* the running fetch renews its short lease, so a robots.txt slower than the lease is
+  still fetched once, and nobody else takes it meanwhile;
+* waiting on another holder's lease for more than a few seconds is logged at INFO,
+  once per origin, naming the holder; the lease is taken over when it runs out;
+* a Redis that accepts connections and never answers does not stop the crawl.
+
+Killed holders (kill -9, SIGSTOP) are in test_crawl_storage_kills.py."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import pytest_twisted
+from twisted.internet import defer, task
+
+from scrapy_rep.policy.config import Config
+from scrapy_rep.policy.origin import origin_of
+from scrapy_rep.storage.base import RobotsStorage, describe_holder
+from scrapy_rep.storage.redis_store import RedisStorage
+from scrapy_rep.storage.sqlite_store import SqliteStorage
+from tests import redis_server as redis_helper
+from tests.crawl_helpers import DISALLOW_PRIVATE, pages_of
+from tests.crawl_storage_helpers import REP, installed_reactor, store, wait_until, warnings_of
+
+redis_server = redis_helper.redis_server  # the `store` fixture's redis-server
+
+__all__ = ["store"]  # a fixture used below
+
+#: Another machine's crawler, alive as far as this machine can tell.
+REMOTE_HOLDER = "crawler-b+0000:4242:77:feedbeef"
+
+
+def open_store(spec: str) -> RobotsStorage:
+    """A second handle on the crawl's store, as another process would have."""
+    if spec.startswith("sqlite:"):
+        return SqliteStorage(spec.removeprefix("sqlite:"))
+    return RedisStorage.from_url(spec, Config())
+
+
+async def sleep(seconds: float) -> None:
+    await task.deferLater(installed_reactor(), seconds, lambda: None)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_running_fetch_renews_its_lease(
+    mockserver: Any, run_crawl: Any, host: str, store: str
+) -> None:
+    """robots.txt answers after 3 s; the lease lasts 1 s and is renewed every 0.25 s.
+    Two seconds into the fetch (two lease lengths), another holder still cannot take
+    the lease, which names this process; the fetch ends once, and the lease is given
+    up with the result."""
+    mockserver.configure(host, {"robots": {"body": DISALLOW_PRIVATE, "delay": 3.0}})
+    origin = origin_of(mockserver.url(host, "/"))
+    settings = {
+        **REP,
+        "REP_STORAGE": store,
+        "REP_FETCH_TIMEOUT": 10,
+        "REP_LEASE_TTL": 1,
+        "REP_LEASE_RENEW_INTERVAL": 0.25,
+    }
+    other = open_store(store)
+    try:
+        crawl = defer.Deferred.fromCoroutine(
+            run_crawl([mockserver.url(host, "/a"), mockserver.url(host, "/private/b")], settings)
+        )
+        await wait_until(lambda: mockserver.count(host, "/robots.txt") == 1, "the fetch")
+        await sleep(2.0)
+        assert mockserver.count(host, "/robots.txt") == 1
+        holder = other.lease_holder(origin)  # type: ignore[attr-defined]
+        assert holder is not None and describe_holder(holder).endswith("on this machine")
+        assert not other.acquire_lease(origin, REMOTE_HOLDER, 1)
+        crawler = await crawl
+        assert other.lease_holder(origin) is None  # type: ignore[attr-defined]
+    finally:
+        other.close()
+    assert mockserver.count(host, "/robots.txt") == 1
+    assert pages_of(mockserver, host) == ["/a"]
+    assert crawler.stat("robotstxt/forbidden") == 1
+    assert not crawler.messages(logging.WARNING, logger="scrapy_rep")
+
+
+@pytest_twisted.ensureDeferred
+async def test_waiting_on_another_holder_is_logged_once_then_taken_over(
+    mockserver: Any, run_crawl: Any, host: str, store: str
+) -> None:
+    """Another machine's crawler holds the origin's lease for 7 more seconds and never
+    finishes. After a few seconds of waiting the crawl says so at INFO (once, naming
+    the holder), takes the lease over when it runs out, and crawls normally."""
+    mockserver.configure(host, {"robots": {"body": DISALLOW_PRIVATE}})
+    origin = origin_of(mockserver.url(host, "/"))
+    other = open_store(store)
+    try:
+        assert other.acquire_lease(origin, REMOTE_HOLDER, 7)
+    finally:
+        other.close()
+    urls = [mockserver.url(host, p) for p in ("/a", "/b", "/private/c")]
+    crawler = await run_crawl(urls, {**REP, "REP_STORAGE": store}, timeout=60)
+    assert mockserver.count(host, "/robots.txt") == 1
+    assert sorted(pages_of(mockserver, host)) == ["/a", "/b"]
+    waits = [m for m in crawler.messages(logging.INFO) if "holds its fetch lease" in m]
+    assert len(waits) == 1, waits
+    assert origin in waits[0] and "pid 4242 on crawler-b" in waits[0]
+    assert "REP_LEASE_TTL" in waits[0]
+    assert not warnings_of(crawler)
+
+
+@pytest.fixture
+def blackholed_redis() -> Iterator[str]:
+    """A redis URL whose server accepts connections (the kernel's backlog does) and
+    never answers a byte."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(128)
+        yield f"redis://:blackhole-pw@127.0.0.1:{sock.getsockname()[1]}/0"
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_blackholed_redis_does_not_stop_the_crawl(
+    mockserver: Any, run_crawl: Any, blackholed_redis: str
+) -> None:
+    """Every Redis call times out (short per-call timeouts), the store answers from
+    process memory, and every origin is crawled: each robots.txt fetched once, every
+    request downloaded or forbidden, one WARNING without the password."""
+    hosts = [mockserver.unique_host(f"blackhole-{i}") for i in range(4)]
+    mockserver.configure_many({h: {"robots": {"body": DISALLOW_PRIVATE}} for h in hosts})
+    urls = [mockserver.url(h, p) for h in hosts for p in ("/a", "/private/b")]
+    started = time.monotonic()
+    crawler = await run_crawl(urls, {**REP, "REP_STORAGE": blackholed_redis}, timeout=60)
+    elapsed = time.monotonic() - started
+    for h in hosts:
+        assert mockserver.count(h, "/robots.txt") == 1
+        assert pages_of(mockserver, h) == ["/a"]
+    assert crawler.stat("robotstxt/forbidden") == len(hosts)
+    warnings = warnings_of(crawler)
+    assert len(warnings) == 1 and "unreachable" in warnings[0], warnings
+    assert "blackhole-pw" not in "\n".join(crawler.messages())
+    print(f"blackholed-redis crawl of {len(hosts)} origins took {elapsed:.1f} s")
