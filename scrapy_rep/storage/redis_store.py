@@ -389,8 +389,12 @@ class RedisStorage:
     def close(self) -> None:
         if self._closed:
             return
-        if self._unsynced and not self._down:
-            self._write_back()  # a last chance for what an outage left behind
+        if self._unsynced:
+            # A last chance for what an outage left behind: one probe (the per-call
+            # timeout bounds it), which writes back when Redis answers.
+            with self._lock:
+                self._next_probe = 0.0
+            self._call(self._client.ping)
         self._closed = True
         self._fallback.close()
         try:

@@ -12,10 +12,15 @@ message rather than connect somewhere else with a piece of the password.
 
 from __future__ import annotations
 
+import re
 from urllib.parse import parse_qsl, unquote, urlencode
 
 _SECRET_PARAMS = {"password", "pass", "passwd", "token", "username", "user"}
 _MASK = "***"
+# A credential in the query runs to the next "&" whatever it holds ("@", "#", "/"):
+# masked in the raw text, before the "@" rule below could misread it.
+_SECRET_NAMES = "|".join(sorted(_SECRET_PARAMS))
+_SECRET_QUERY = re.compile(rf"([?&](?:{_SECRET_NAMES})=)([^&]*)", re.IGNORECASE)
 
 
 def _split(url: str) -> tuple[str, str, str] | None:
@@ -32,7 +37,7 @@ def mask_url(url: str) -> str:
 
     Query parameters that carry credentials are masked, a fragment is dropped, and a
     user name that holds a reserved character is masked with the password."""
-    parts = _split(url)
+    parts = _split(_SECRET_QUERY.sub(rf"\1{_MASK}", url))
     if parts is None:
         return "<unparsable redis URL>"
     scheme, userinfo, rest = parts
@@ -56,8 +61,8 @@ def mask_url(url: str) -> str:
 def secrets_of(url: str) -> list[str]:
     """Every string that may be (part of) a credential in ``url``, longest first, to
     scrub from any text that may echo it (driver error messages)."""
-    found: set[str] = set()
-    parts = _split(url)
+    found: set[str] = {m.group(2) for m in _SECRET_QUERY.finditer(url)}
+    parts = _split(_SECRET_QUERY.sub("", url))
     if parts is not None:
         _, userinfo, rest = parts
         if userinfo:

@@ -10,6 +10,7 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest_twisted
 from twisted.internet import defer, task
@@ -254,3 +255,20 @@ async def test_redis_outage_mid_crawl_loses_nothing(
     password = private_redis_server.password
     assert password
     assert not any(password in m for m in crawler.messages())
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_redis_password_never_reaches_the_crawl_log(
+    mockserver: Any, run_crawl: Any, host: str, private_redis_server: RedisServer
+) -> None:
+    """A percent-encoded password full of reserved characters, and wrong: the crawl
+    logs the store (masked) and Redis's refusal, never the password in any form."""
+    mockserver.configure(host, {"robots": {"body": DISALLOW_PRIVATE}})
+    reserved = "Zq9#Xw/7?Yv@8:Uu%"
+    url = f"redis://:{quote(reserved, safe='')}@127.0.0.1:{private_redis_server.port}/0"
+    crawler = await run_crawl([mockserver.url(host, "/a")], {**REP, "REP_STORAGE": url})
+    assert pages_of(mockserver, host) == ["/a"]
+    text = "\n".join(crawler.messages())
+    assert f"redis://:***@127.0.0.1:{private_redis_server.port}/0" in text
+    for piece in ("Zq9", "Yv@8", "Uu%", quote(reserved, safe="")):
+        assert piece not in text, piece

@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Iterator
+from urllib.parse import quote
 
 import pytest
+import redis
 
 from scrapy_rep.policy.config import Config, SettingError
+from scrapy_rep.storage.codec import pack_record, unpack_record
 from scrapy_rep.storage.factory import create_storage
 from scrapy_rep.storage.redis_store import RedisStorage, mask_url
 from tests import redis_server as redis_helper
@@ -128,3 +132,90 @@ def test_redis_unreachable_at_start_does_not_raise(caplog: pytest.LogCaptureFixt
     assert len(ours(caplog)) == 1
     assert "topsecret" not in caplog.text and "user:***@" in caplog.text
     store.close()
+
+
+def test_redis_writes_back_what_it_learned_during_an_outage(
+    private_redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Records learned while Redis was down, and while it was back but the reconnection
+    probe not yet due, reach Redis when the probe succeeds; a record another process
+    stored meanwhile that is newer is kept."""
+    server = private_redis_server
+    store = RedisStorage.from_url(server.url, Config(), reconnect_interval=3600)
+    other = redis.Redis.from_url(server.url)
+    server.stop()
+    store.put("https://during.test", RECORD)  # finds Redis down
+    store.put("https://newer-elsewhere.test", RECORD)  # not even tried: probe not due
+    assert store.degraded
+    server.start()  # empty: no persistence
+    store.put("https://before-probe.test", RECORD)  # Redis is back; the probe is not due
+    newer = RECORD.evolve(fetched_at=RECORD.fetched_at + 60, body=b"User-agent: *\n")
+    other.set(store.origin_key("https://newer-elsewhere.test"), pack_record(newer))
+    assert not other.exists(store.origin_key("https://during.test"))
+
+    store._next_probe = 0.0  # the probe comes due (instead of in an hour)
+    with caplog.at_level(logging.INFO, logger=REDIS_LOGGER):
+        assert store.get("https://during.test") == RECORD
+    assert not store.degraded
+    assert "writing back 3 origin(s)" in caplog.text
+    for origin in ("https://during.test", "https://before-probe.test"):
+        assert unpack_record(other.get(store.origin_key(origin))) == RECORD
+        assert other.pttl(store.origin_key(origin)) > 0
+    assert unpack_record(other.get(store.origin_key("https://newer-elsewhere.test"))) == newer
+    assert store.get("https://newer-elsewhere.test") == newer
+    assert len(store._fallback) == 0, "written back: Redis answers again"
+    store.close()
+    other.close()
+
+
+def test_redis_close_writes_back(private_redis_server: RedisServer) -> None:
+    server = private_redis_server
+    store = RedisStorage.from_url(server.url, Config(), reconnect_interval=3600)
+    server.stop()
+    store.put("https://learned.test", RECORD)
+    server.start()
+    store.close()  # the crawl ends before any probe was due
+    other = redis.Redis.from_url(server.url)
+    assert unpack_record(other.get(RedisStorage.origin_key("https://learned.test"))) == RECORD
+    other.close()
+
+
+RESERVED = "Zq9#Xw/7?Yv@8:Uu%"
+PIECES = ("Zq9", "Xw", "7?Y", "Yv@8", "Uu%")
+
+
+@pytest.fixture
+def reserved_password_server() -> Iterator[RedisServer]:
+    yield from redis_helper.run_redis_server(password=RESERVED)
+
+
+def test_redis_password_with_reserved_characters_is_never_shown(
+    reserved_password_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Percent-encoded, the password works and is masked; written as is (so that
+    urllib reads a piece of it as the port), the URL is refused with a masked error."""
+    port = reserved_password_server.port
+    good = f"redis://:{quote(RESERVED, safe='')}@127.0.0.1:{port}/0"
+    store = RedisStorage.from_url(good, Config())
+    store.put("https://a.test", RECORD)
+    assert store.get("https://a.test") == RECORD and not store.degraded
+    assert store.describe() == f"redis redis://:***@127.0.0.1:{port}/0"
+    store.close()
+    for raw in (
+        f"redis://:{RESERVED}@127.0.0.1:{port}/0",
+        f"redis://user:{RESERVED}@127.0.0.1:{port}/0",
+        f"rediss://{RESERVED}@127.0.0.1:{port}",
+        f"redis://127.0.0.1:{port}/0?password={RESERVED}",
+    ):
+        shown = mask_url(raw)
+        assert not any(piece in shown for piece in PIECES), (raw, shown)
+        with pytest.raises(SettingError) as info:
+            create_storage(Config(storage=raw), None)
+        assert not any(piece in str(info.value) for piece in PIECES), str(info.value)
+    # an encoded but wrong password: Redis refuses, the warning shows no password
+    wrong = f"redis://:{quote(RESERVED[::-1], safe='')}@127.0.0.1:{port}/0"
+    with caplog.at_level(logging.DEBUG, logger=REDIS_LOGGER):
+        store = RedisStorage.from_url(wrong, Config())
+        assert store.get("https://a.test") is None
+        store.close()
+    assert caplog.text and not any(p in caplog.text or p[::-1] in caplog.text for p in PIECES)
