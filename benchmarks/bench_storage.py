@@ -172,7 +172,31 @@ def throughput(store: RobotsStorage, ops: int) -> dict[str, float]:
         store.release_lease(names[i], "bench")
 
     result["lease+release"] = _rate(ops, lease)
+    renew = getattr(store, "renew_lease", None)
+    if renew is not None:
+        for name in names:
+            store.acquire_lease(name, "bench", 60)
+        result["renew"] = _rate(ops, lambda i: renew(names[i], "bench", 60))
     return result
+
+
+def zip_bomb_read_cost(expanded: int = 64 * 1024 * 1024) -> tuple[float, float]:
+    """Seconds to reject a stored zip bomb (``expanded`` bytes of spaces): with the
+    codec's streaming limit, and decompressing up to the old fixed 64 MiB limit."""
+    import zlib
+
+    from scrapy_rep.storage.codec import unpack_record
+
+    bomb = zlib.compress(b"{" + b" " * expanded, 9)
+    started = time.perf_counter()
+    for _ in range(5):
+        assert unpack_record(bomb) is None
+    bounded = (time.perf_counter() - started) / 5
+    started = time.perf_counter()
+    for _ in range(5):
+        zlib.decompressobj().decompress(bomb, 64 * 1024 * 1024)
+    old = (time.perf_counter() - started) / 5
+    return bounded, old
 
 
 def store_overhead_per_request(
@@ -270,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
             ("sqlite", lambda: SqliteStorage(directory / "tp.sqlite3")),
         ]
         header = f"    {'backend':<8}" + "".join(
-            f"{k:>15}" for k in ("put", "get hit", "get miss", "lease+release")
+            f"{k:>15}" for k in ("put", "get hit", "get miss", "lease+release", "renew")
         )
         print(header)
 
@@ -295,6 +319,11 @@ def main(argv: list[str] | None = None) -> int:
     print("\n    store overhead per request (1000 origins x 20 requests, amortised):")
     for name, seconds in overhead.items():
         print(f"    {name:<8} {seconds * 1e6:8.1f} us/request")
+
+    bounded, old = zip_bomb_read_cost()
+    print("\n(d) reading a stored zip bomb (64 MiB of spaces in ~64 KiB), per read:")
+    print(f"    streaming limit (REP_MAX_SIZE): {bounded * 1e3:8.2f} ms")
+    print(f"    old fixed 64 MiB limit:         {old * 1e3:8.2f} ms  ({old / bounded:,.0f}x)")
     return 0
 
 
