@@ -238,17 +238,25 @@ class OriginCoordinator:
         if renewer is not None and renewer.running:
             renewer.stop()
 
-    def _renew(self, origin: str) -> None:
-        try:
-            kept = renew_lease(self.storage, origin, self.holder, self._lease_ttl())
-        except Exception:  # a store must not raise, but a renewal loop must never die
-            logger.exception("scrapy-rep: renewing the fetch lease of %s failed", origin)
-            return
-        if not kept:
+    def _renew(self, origin: str) -> Deferred[Any]:
+        # In a worker thread (every store is thread-safe): a slow store must not stall
+        # the reactor. LoopingCall waits for the Deferred before the next renewal.
+        from twisted.internet.threads import deferToThread
+
+        renewing = deferToThread(renew_lease, self.storage, origin, self.holder, self._lease_ttl())
+        renewing.addCallback(self._renewed, origin)
+        return renewing.addErrback(self._renew_failed, origin)
+
+    def _renew_failed(self, failure: Any, origin: str) -> None:
+        # A store must not raise, but the renewal loop must never die of it.
+        logger.error("scrapy-rep: renewing the fetch lease of %s failed: %s", origin, failure)
+
+    def _renewed(self, kept: bool, origin: str) -> None:
+        if not kept and origin in self._renewers:
             logger.info(
-                "scrapy-rep: the fetch lease of %s was taken over by another process "
-                "(this fetch took longer than REP_LEASE_TTL without a renewal); its "
-                "robots.txt may be fetched twice",
+                "scrapy-rep: this process lost the fetch lease of %s (not renewed "
+                "within REP_LEASE_TTL, or taken over); its robots.txt may be fetched "
+                "twice",
                 origin,
             )
             self._stop_renewing(origin)
@@ -260,13 +268,19 @@ class OriginCoordinator:
         if now - since < LEASE_WAIT_LOG_AFTER or origin in self._lease_wait_logged:
             return
         self._lease_wait_logged.add(origin)
-        holder = lease_holder(self.storage, origin)
+        from twisted.internet.threads import deferToThread
+
+        asking = deferToThread(lease_holder, self.storage, origin)
+        asking.addCallback(self._log_lease_wait, origin, now - since)
+        asking.addErrback(lambda failure: self._log_lease_wait(None, origin, now - since))
+
+    def _log_lease_wait(self, holder: str | None, origin: str, waited: float) -> None:
         logger.info(
             "robots.txt of %s: waiting %.0f s so far for another process (%s) that holds "
             "its fetch lease; if that holder is gone, the lease ends within "
             "REP_LEASE_TTL (%g s)",
             origin,
-            now - since,
+            waited,
             "unknown" if holder is None else describe_holder(holder),
             self._lease_ttl(),
         )

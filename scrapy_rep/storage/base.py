@@ -58,14 +58,20 @@ class RobotsStorage(Protocol):
 # -- lease rules shared by every backend ----------------------------------------------
 
 #: A lease never legitimately has more than ``ttl`` left (each renewal sets it to now +
-#: ttl). Twice that plus a few seconds leaves room for clock skew between machines and
-#: for processes configured with a somewhat longer REP_LEASE_TTL.
+#: ttl). Twice that (at least a minute) plus a few seconds leaves room for clock skew
+#: between machines and for processes configured with a longer REP_LEASE_TTL.
 LEASE_SKEW = 5.0
+_LEASE_FLOOR = 60.0
+
+
+def absurd_after(ttl: float) -> float:
+    """Seconds left beyond which a lease is broken for a taker using ``ttl``."""
+    return max(2 * ttl, _LEASE_FLOOR) + LEASE_SKEW
 
 
 def lease_is_absurd(remaining: float, ttl: float) -> bool:
     """True when a lease claims an expiry no renewal could have set (broken)."""
-    return remaining > 2 * ttl + LEASE_SKEW
+    return remaining > absurd_after(ttl)
 
 
 def _this_host() -> str:
@@ -178,13 +184,14 @@ class MemoryStorage:
             return True
 
     def renew_lease(self, origin: str, holder: str, ttl: float) -> bool:
-        """Extend our lease to now + ``ttl``; False when another holder has it."""
-        now = time.monotonic()
+        """Extend our lease to now + ``ttl``; False when it is no longer ours (taken
+        over, or released: a renewal never takes a free lease again, so one that
+        arrives after the release cannot leave a stray lease behind)."""
         with self._lock:
             current = self._leases.get(origin)
-            if current is not None and current[0] != holder and current[1] > now:
+            if current is None or current[0] != holder:
                 return False
-            self._leases[origin] = (holder, now + ttl)
+            self._leases[origin] = (holder, time.monotonic() + ttl)
             return True
 
     def lease_holder(self, origin: str) -> str | None:
@@ -207,8 +214,9 @@ class MemoryStorage:
 
 
 def renew_lease(storage: RobotsStorage, origin: str, holder: str, ttl: float) -> bool:
-    """``storage.renew_lease``, for a custom store without it: taking the lease again
-    renews it (every backend lets the holder re-acquire its own lease)."""
+    """``storage.renew_lease``; for a custom store without it, taking the lease again
+    (every backend lets the holder re-acquire its own lease; but that may also take a
+    lease that was just released)."""
     renew = getattr(storage, "renew_lease", None)
     if renew is not None:
         return bool(renew(origin, holder, ttl))

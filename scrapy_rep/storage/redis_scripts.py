@@ -29,19 +29,13 @@ return {1, ''}
 """
 )
 
-#: ARGV: holder, ttl ms. Extends our lease; takes it again when nobody holds it.
-RENEW = (
-    _CLEAN_WRONG_TYPE
-    + """
-local current = redis.call('get', KEYS[1])
-if current == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end
-if not current then
-    redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
-    return 1
+#: ARGV: holder, ttl ms. Extends our own lease only (never takes a free one).
+RENEW = """
+if redis.call('type', KEYS[1])['ok'] == 'string' and redis.call('get', KEYS[1]) == ARGV[1] then
+    return redis.call('pexpire', KEYS[1], ARGV[2])
 end
 return 0
 """
-)
 
 #: ARGV: the dead holder we saw, the new holder, ttl ms: compare and swap.
 TAKEOVER = (

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from scrapy_rep.policy.config import Config, SettingError
 from scrapy_rep.policy.records import OriginRecord
 from scrapy_rep.storage import redis_scripts as lua
-from scrapy_rep.storage.base import LEASE_SKEW, MemoryStorage, holder_is_dead
+from scrapy_rep.storage.base import MemoryStorage, absurd_after, holder_is_dead
 from scrapy_rep.storage.codec import MAX_DECODED, pack_record, record_limit, unpack_record
 from scrapy_rep.storage.codec import unpack_stored as _unpack_stored
 from scrapy_rep.storage.redis_url import check_url, mask_url, scrub, secrets_of
@@ -90,6 +90,7 @@ class RedisStorage:
         # Origins learned while Redis could not take them: written back when it can.
         self._unsynced: set[str] = set()
         self._writing_back = False
+        self._next_write_back = 0.0
         self._closed = False
 
     @classmethod
@@ -213,6 +214,8 @@ class RedisStorage:
         with self._lock:
             if self._writing_back or self._down or not self._unsynced:
                 return
+            if time.monotonic() < self._next_write_back:
+                return  # the last attempt failed: not on every call
             self._writing_back = True
             pending = list(self._unsynced)
         try:
@@ -239,6 +242,8 @@ class RedisStorage:
             return False
         except self._redis_error as exc:
             self._log_once(exc)
+            with self._lock:
+                self._next_write_back = time.monotonic() + self._reconnect_interval
             return False
         with self._lock:
             self._unsynced.difference_update(origins)
@@ -294,7 +299,7 @@ class RedisStorage:
 
     def _lease_args(self, holder: str, ttl: float) -> list[Any]:
         ttl_ms = max(1, int(ttl * 1000))
-        absurd_ms = int((2 * ttl + LEASE_SKEW) * 1000)
+        absurd_ms = int(absurd_after(ttl) * 1000)
         return [holder, ttl_ms, absurd_ms]
 
     def _settle(self, origin: str, answer: Any, holder: str, ttl: float) -> bool:
@@ -393,7 +398,7 @@ class RedisStorage:
             # A last chance for what an outage left behind: one probe (the per-call
             # timeout bounds it), which writes back when Redis answers.
             with self._lock:
-                self._next_probe = 0.0
+                self._next_probe = self._next_write_back = 0.0
             self._call(self._client.ping)
         self._closed = True
         self._fallback.close()

@@ -424,6 +424,9 @@ def _take_lease(
     conn.execute("BEGIN IMMEDIATE")
     try:
         current = _read_lease(conn, origin)
+        if renewing and (current is None or current[0] != holder):
+            conn.execute("ROLLBACK")  # no longer ours: a renewal never takes a lease
+            return False
         if current is not None and current[0] != holder and current[1] > now:
             other = current[0]
             taken_over = not renewing and (
