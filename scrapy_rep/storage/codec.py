@@ -70,8 +70,14 @@ def unpack_stored(raw: object, store: str, limit: int = MAX_DECODED) -> OriginRe
     unreadable (corrupt, or written by another version) is a miss, and the first one
     per store is logged so that an operator learns the store holds junk."""
     record = unpack_record(raw, limit)
-    present = isinstance(raw, (bytes, bytearray, memoryview, str))
-    if record is None and present and store not in _warned_unreadable:
+    if record is None and isinstance(raw, (bytes, bytearray, memoryview, str)):
+        warn_unreadable(store)
+    return record
+
+
+def warn_unreadable(store: str) -> None:
+    """The first unreadable entry of ``store`` is logged; later ones are not."""
+    if store not in _warned_unreadable:
         _warned_unreadable.add(store)
         logger.warning(
             "scrapy-rep: %s holds an unreadable robots.txt entry (corrupt, or written by "
@@ -79,4 +85,3 @@ def unpack_stored(raw: object, store: str, limit: int = MAX_DECODED) -> OriginRe
             "Further unreadable entries are not logged.",
             store,
         )
-    return record

@@ -278,7 +278,7 @@ class RedisStorage:
             self._fallback.put(origin, record)
 
     def _unpack(self, raw: object) -> OriginRecord | None:
-        return _unpack_stored(raw, self.describe(), self._record_limit)
+        return _unpack_stored(raw, f"redis {self._masked_url}", self._record_limit)
 
     # -- RobotsStorage ----------------------------------------------------------------
 

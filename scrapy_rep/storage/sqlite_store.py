@@ -43,7 +43,7 @@ from scrapy_rep.policy.config import SettingError
 from scrapy_rep.policy.records import OriginRecord
 from scrapy_rep.storage import sqlite_file
 from scrapy_rep.storage.base import MemoryStorage, holder_is_dead, lease_is_absurd
-from scrapy_rep.storage.codec import MAX_DECODED, pack_record, unpack_stored
+from scrapy_rep.storage.codec import MAX_DECODED, pack_record, unpack_record, warn_unreadable
 from scrapy_rep.storage.sqlite_file import (
     DB_SCHEMA_VERSION,
     DEFAULT_FILENAME,
@@ -303,18 +303,22 @@ class SqliteStorage:
 
         raw = self._run("read", read)
         raw = None if raw is _FAILED else raw
-        record = unpack_stored(raw, f"sqlite {self.path}", self._record_limit)
-        if record is None and raw is not None:
-            self._check_once()
+        record = unpack_record(raw, self._record_limit)
+        if record is None and raw is not None and not self._check_once():
+            # One bad value in a sound file: a miss (a damaged file was just moved
+            # aside instead, with its own WARNING).
+            warn_unreadable(f"sqlite {self.path}")
         return record if record is not None else self._fallback.get(origin)
 
-    def _check_once(self) -> None:
+    def _check_once(self) -> bool:
         """An entry that does not decode may be a damaged page rather than one bad
         value: check the file's structure once per instance, and repair it when the
-        damage is real (a damaged file would otherwise stay damaged for every run)."""
+        damage is real (a damaged file would otherwise stay damaged for every run).
+        True when the file was found damaged and replaced."""
         if self._checked:
-            return
+            return False
         self._checked = True
+        repaired_before = self._repaired
 
         def check(conn: sqlite3.Connection) -> None:
             row = conn.execute("PRAGMA quick_check(1)").fetchone()
@@ -323,6 +327,7 @@ class SqliteStorage:
                 raise sqlite3.DatabaseError(f"database disk image is malformed ({found})")
 
         self._run("check", check)
+        return self._repaired and not repaired_before
 
     def put(self, origin: str, record: OriginRecord) -> None:
         blob = pack_record(record)

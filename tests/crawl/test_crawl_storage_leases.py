@@ -52,17 +52,17 @@ async def sleep(seconds: float) -> None:
 async def test_a_running_fetch_renews_its_lease(
     mockserver: Any, run_crawl: Any, host: str, store: str
 ) -> None:
-    """robots.txt answers after 3 s; the lease lasts 1 s and is renewed every 0.25 s.
-    Two seconds into the fetch (two lease lengths), another holder still cannot take
-    the lease, which names this process; the fetch ends once, and the lease is given
-    up with the result."""
-    mockserver.configure(host, {"robots": {"body": DISALLOW_PRIVATE, "delay": 3.0}})
+    """robots.txt answers after 5 s; the lease lasts 2 s and is renewed every 0.25 s.
+    Three seconds into the fetch (past the first lease), another holder still cannot
+    take the lease, which names this process; the fetch ends once, and the lease is
+    given up with the result."""
+    mockserver.configure(host, {"robots": {"body": DISALLOW_PRIVATE, "delay": 5.0}})
     origin = origin_of(mockserver.url(host, "/"))
     settings = {
         **REP,
         "REP_STORAGE": store,
         "REP_FETCH_TIMEOUT": 10,
-        "REP_LEASE_TTL": 1,
+        "REP_LEASE_TTL": 2,
         "REP_LEASE_RENEW_INTERVAL": 0.25,
     }
     other = open_store(store)
@@ -71,7 +71,7 @@ async def test_a_running_fetch_renews_its_lease(
             run_crawl([mockserver.url(host, "/a"), mockserver.url(host, "/private/b")], settings)
         )
         await wait_until(lambda: mockserver.count(host, "/robots.txt") == 1, "the fetch")
-        await sleep(2.0)
+        await sleep(3.0)
         assert mockserver.count(host, "/robots.txt") == 1
         holder = other.lease_holder(origin)  # type: ignore[attr-defined]
         assert holder is not None and describe_holder(holder).endswith("on this machine")
