@@ -42,13 +42,21 @@ from typing import Any, TypeVar
 from scrapy_rep.policy.config import SettingError
 from scrapy_rep.policy.records import OriginRecord
 from scrapy_rep.storage import sqlite_file
-from scrapy_rep.storage.base import MemoryStorage, holder_is_dead, lease_is_absurd
+from scrapy_rep.storage.base import MemoryStorage
 from scrapy_rep.storage.codec import MAX_DECODED, pack_record, unpack_record, warn_unreadable
 from scrapy_rep.storage.sqlite_file import (
     DB_SCHEMA_VERSION,
     DEFAULT_FILENAME,
-    OUR_TABLES,
     read_records_read_only,
+)
+from scrapy_rep.storage.sqlite_queries import (
+    CLEAN_LEASES,
+    SCHEMA,
+    BadDatabase,
+    identify,
+    is_corruption,
+    read_lease,
+    take_lease,
 )
 
 __all__ = ["DB_SCHEMA_VERSION", "DEFAULT_FILENAME", "SqliteStorage", "read_records_read_only"]
@@ -56,32 +64,12 @@ __all__ = ["DB_SCHEMA_VERSION", "DEFAULT_FILENAME", "SqliteStorage", "read_recor
 logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS origins (
-    origin TEXT PRIMARY KEY, record BLOB NOT NULL, updated_at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS leases (
-    origin TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at REAL NOT NULL);
-"""
-# Leases that are over, or that cannot be read: nobody can be waiting on them.
-_CLEAN_LEASES = (
-    "DELETE FROM leases WHERE typeof(expires_at) NOT IN ('integer', 'real') "
-    "OR typeof(holder) != 'text' OR expires_at < ?"
-)
 _MAX_LOGGED_KINDS = 64
 # What the sqlite3 driver really raises on a damaged file: DatabaseError and its
 # subclasses, UnicodeDecodeError when a flipped byte lands in schema or text columns,
 # ValueError/OverflowError from values that do not convert.
 _DRIVER_ERRORS = (sqlite3.Error, ValueError, OverflowError)
 _FAILED = object()
-
-
-class _BadDatabase(Exception):
-    """The file exists but is not a store we can use as it is."""
-
-    def __init__(self, reason: str, *, foreign: str = "") -> None:
-        super().__init__(reason)
-        self.foreign = foreign  # what the file looks like, when not a store at all
 
 
 class SqliteStorage:
@@ -139,7 +127,7 @@ class SqliteStorage:
         with sqlite_file.open_lock(self.path):
             try:
                 return self._connect_checked()
-            except _BadDatabase as exc:
+            except BadDatabase as exc:
                 if exc.foreign and not ours:
                     raise sqlite_file.refuse_foreign(self.path, exc.foreign) from None
                 if not self._set_aside(exc):
@@ -151,7 +139,7 @@ class SqliteStorage:
                 return None
             try:
                 return self._connect_checked()
-            except (_BadDatabase, sqlite3.Error) as exc:
+            except (BadDatabase, sqlite3.Error) as exc:
                 self._log_once("open", exc)
                 return None
 
@@ -174,7 +162,7 @@ class SqliteStorage:
 
     def _connect_checked(self) -> sqlite3.Connection:
         if not sqlite_file.is_sqlite_file(self.path):
-            raise _BadDatabase("not a SQLite database", foreign="not a SQLite database")
+            raise BadDatabase("not a SQLite database", foreign="not a SQLite database")
         # Switching a new file to WAL needs a moment of exclusive access; another process
         # starting at the same time can make that fail with "locked" past busy_timeout.
         for attempt in range(3):
@@ -199,17 +187,17 @@ class SqliteStorage:
             try:
                 # Identify the file before anything writes to it (WAL mode rewrites the
                 # header): a database that is not ours must be left as it is.
-                _identify(conn)
+                identify(conn)
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = NORMAL")
                 self._check_schema(conn)
             except sqlite3.DatabaseError as exc:
-                if isinstance(exc, sqlite3.OperationalError) and not _is_corruption(exc):
+                if isinstance(exc, sqlite3.OperationalError) and not is_corruption(exc):
                     raise  # locked, I/O, permissions: not the file's fault
-                raise _BadDatabase(str(exc)) from exc
+                raise BadDatabase(str(exc)) from exc
             except (ValueError, OverflowError) as exc:
                 # UnicodeDecodeError: a flipped byte in the schema text
-                raise _BadDatabase(f"damaged schema ({type(exc).__name__})") from exc
+                raise BadDatabase(f"damaged schema ({type(exc).__name__})") from exc
         except BaseException:
             conn.close()
             raise
@@ -218,15 +206,15 @@ class SqliteStorage:
     def _check_schema(self, conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")
         try:
-            _identify(conn)  # again, inside the write lock: another process may have won
-            for statement in _SCHEMA.split(";"):
+            identify(conn)  # again, inside the write lock: another process may have won
+            for statement in SCHEMA.split(";"):
                 if statement.strip():
                     conn.execute(statement)
             conn.execute(
                 "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
                 (str(DB_SCHEMA_VERSION),),
             )
-            conn.execute(_CLEAN_LEASES, (time.time(),))
+            conn.execute(CLEAN_LEASES, (time.time(),))
             conn.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
@@ -248,7 +236,7 @@ class SqliteStorage:
                 try:
                     return query(conn)
                 except sqlite3.DatabaseError as exc:
-                    if attempt == 0 and _is_corruption(exc) and self._repair(exc):
+                    if attempt == 0 and is_corruption(exc) and self._repair(exc):
                         continue
                     self._log_once(what, exc)
                 except _DRIVER_ERRORS as exc:
@@ -274,7 +262,7 @@ class SqliteStorage:
                 self._set_aside(reason)
             try:
                 self._conn = self._connect_checked()
-            except (_BadDatabase, sqlite3.Error) as exc:
+            except (BadDatabase, sqlite3.Error) as exc:
                 self._log_once("reopen", exc)
                 return False
         return True
@@ -346,20 +334,20 @@ class SqliteStorage:
             self._fallback.put(origin, record)
 
     def acquire_lease(self, origin: str, holder: str, ttl: float) -> bool:
-        result = self._run("lease", lambda conn: _take_lease(conn, origin, holder, ttl, False))
+        result = self._run("lease", lambda conn: take_lease(conn, origin, holder, ttl, False))
         if result is _FAILED:
             # The shared lease is out of reach: single-flight within this process at least.
             return self._fallback.acquire_lease(origin, holder, ttl)
         return bool(result)
 
     def renew_lease(self, origin: str, holder: str, ttl: float) -> bool:
-        result = self._run("lease", lambda conn: _take_lease(conn, origin, holder, ttl, True))
+        result = self._run("lease", lambda conn: take_lease(conn, origin, holder, ttl, True))
         if result is _FAILED:
             return self._fallback.renew_lease(origin, holder, ttl)
         return bool(result)
 
     def lease_holder(self, origin: str) -> str | None:
-        result = self._run("lease", lambda conn: _read_lease(conn, origin))
+        result = self._run("lease", lambda conn: read_lease(conn, origin))
         if result is _FAILED or result is None:
             return self._fallback.lease_holder(origin)
         assert isinstance(result, tuple)
@@ -387,75 +375,3 @@ class SqliteStorage:
     def describe(self) -> str:
         state = "" if self._conn is not None else " (unusable: process-local fallback)"
         return f"sqlite {self.path}{state}"
-
-
-def _identify(conn: sqlite3.Connection) -> None:
-    """Raise ``_BadDatabase`` unless the file is empty or a store of this version."""
-    # Every text column: a flipped byte anywhere in the schema shows up here, at open.
-    rows = conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master").fetchall()
-    tables = {row[1] for row in rows if row[0] == "table"}
-    if "meta" in tables:
-        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        if row is None or str(row[0]) != str(DB_SCHEMA_VERSION):
-            found = "none" if row is None else row[0]
-            raise _BadDatabase(f"unknown schema version {found}")
-    elif tables - OUR_TABLES:
-        names = ", ".join(sorted(tables)[:5])
-        raise _BadDatabase(
-            "not a scrapy-rep store", foreign=f"a SQLite database with tables {names}"
-        )
-
-
-def _read_lease(conn: sqlite3.Connection, origin: str) -> tuple[str, float] | None:
-    """The lease row, or None when there is none or it cannot be read (a damaged
-    row is nobody's lease: it is overwritten by the next taker)."""
-    row = conn.execute(
-        "SELECT CAST(holder AS BLOB), typeof(expires_at), expires_at FROM leases WHERE origin = ?",
-        (origin,),
-    ).fetchone()
-    if row is None or row[1] not in ("integer", "real") or not isinstance(row[0], bytes):
-        return None
-    try:
-        return row[0].decode("utf-8"), float(row[2])
-    except (UnicodeDecodeError, ValueError, OverflowError):
-        return None
-
-
-def _take_lease(
-    conn: sqlite3.Connection, origin: str, holder: str, ttl: float, renewing: bool
-) -> bool:
-    """Take (or, ``renewing``, extend) the lease in one write transaction."""
-    now = time.time()
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        current = _read_lease(conn, origin)
-        if renewing and (current is None or current[0] != holder):
-            conn.execute("ROLLBACK")  # no longer ours: a renewal never takes a lease
-            return False
-        if current is not None and current[0] != holder and current[1] > now:
-            other = current[0]
-            taken_over = not renewing and (
-                lease_is_absurd(current[1] - now, ttl) or holder_is_dead(other)
-            )
-            if not taken_over:
-                conn.execute("ROLLBACK")
-                return False
-        conn.execute(
-            "INSERT OR REPLACE INTO leases (origin, holder, expires_at) VALUES (?, ?, ?)",
-            (origin, holder, now + ttl),
-        )
-        conn.execute("COMMIT")
-        return True
-    except BaseException:
-        with contextlib.suppress(sqlite3.Error):
-            conn.execute("ROLLBACK")
-        raise
-
-
-def _is_corruption(exc: sqlite3.Error) -> bool:
-    text = str(exc).lower()
-    # "could not decode to UTF-8": how Python 3.11's sqlite3 reports invalid text
-    # (later versions raise UnicodeDecodeError, handled where it is caught).
-    return any(
-        mark in text for mark in ("malformed", "not a database", "corrupt", "could not decode")
-    )

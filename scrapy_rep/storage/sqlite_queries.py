@@ -1,0 +1,107 @@
+"""The SQLite store's SQL: its tables, telling a store of ours from anything else, and
+the lease rows (read defensively, taken and renewed inside one write transaction).
+
+Kept apart from ``sqlite_store`` (the connection, errors and repair) for readability.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import time
+
+from scrapy_rep.storage.base import holder_is_dead, lease_is_absurd
+from scrapy_rep.storage.sqlite_file import DB_SCHEMA_VERSION, OUR_TABLES
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS origins (
+    origin TEXT PRIMARY KEY, record BLOB NOT NULL, updated_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS leases (
+    origin TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at REAL NOT NULL);
+"""
+# Leases that are over, or that cannot be read: nobody can be waiting on them.
+CLEAN_LEASES = (
+    "DELETE FROM leases WHERE typeof(expires_at) NOT IN ('integer', 'real') "
+    "OR typeof(holder) != 'text' OR expires_at < ?"
+)
+
+
+class BadDatabase(Exception):
+    """The file exists but is not a store we can use as it is."""
+
+    def __init__(self, reason: str, *, foreign: str = "") -> None:
+        super().__init__(reason)
+        self.foreign = foreign  # what the file looks like, when not a store at all
+
+
+def identify(conn: sqlite3.Connection) -> None:
+    """Raise ``BadDatabase`` unless the file is empty or a store of this version."""
+    # Every text column: a flipped byte anywhere in the schema shows up here, at open.
+    rows = conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master").fetchall()
+    tables = {row[1] for row in rows if row[0] == "table"}
+    if "meta" in tables:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if row is None or str(row[0]) != str(DB_SCHEMA_VERSION):
+            found = "none" if row is None else row[0]
+            raise BadDatabase(f"unknown schema version {found}")
+    elif tables - OUR_TABLES:
+        names = ", ".join(sorted(tables)[:5])
+        raise BadDatabase(
+            "not a scrapy-rep store", foreign=f"a SQLite database with tables {names}"
+        )
+
+
+def read_lease(conn: sqlite3.Connection, origin: str) -> tuple[str, float] | None:
+    """The lease row, or None when there is none or it cannot be read (a damaged
+    row is nobody's lease: it is overwritten by the next taker)."""
+    row = conn.execute(
+        "SELECT CAST(holder AS BLOB), typeof(expires_at), expires_at FROM leases WHERE origin = ?",
+        (origin,),
+    ).fetchone()
+    if row is None or row[1] not in ("integer", "real") or not isinstance(row[0], bytes):
+        return None
+    try:
+        return row[0].decode("utf-8"), float(row[2])
+    except (UnicodeDecodeError, ValueError, OverflowError):
+        return None
+
+
+def take_lease(
+    conn: sqlite3.Connection, origin: str, holder: str, ttl: float, renewing: bool
+) -> bool:
+    """Take (or, ``renewing``, extend) the lease in one write transaction."""
+    now = time.time()
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        current = read_lease(conn, origin)
+        if renewing and (current is None or current[0] != holder):
+            conn.execute("ROLLBACK")  # no longer ours: a renewal never takes a lease
+            return False
+        if current is not None and current[0] != holder and current[1] > now:
+            other = current[0]
+            taken_over = not renewing and (
+                lease_is_absurd(current[1] - now, ttl) or holder_is_dead(other)
+            )
+            if not taken_over:
+                conn.execute("ROLLBACK")
+                return False
+        conn.execute(
+            "INSERT OR REPLACE INTO leases (origin, holder, expires_at) VALUES (?, ?, ?)",
+            (origin, holder, now + ttl),
+        )
+        conn.execute("COMMIT")
+        return True
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+        raise
+
+
+def is_corruption(exc: sqlite3.Error) -> bool:
+    text = str(exc).lower()
+    # "could not decode to UTF-8": how Python 3.11's sqlite3 reports invalid text
+    # (later versions raise UnicodeDecodeError, handled where it is caught).
+    return any(
+        mark in text for mark in ("malformed", "not a database", "corrupt", "could not decode")
+    )
