@@ -25,7 +25,7 @@ from scrapy_rep.crawl.coordinator import OriginCoordinator
 from scrapy_rep.crawl.decide import Decider
 from scrapy_rep.crawl.fetcher import FETCH_META_KEY, RobotsFetcher
 from scrapy_rep.crawl.sitemap import SitemapRobotsCopy
-from scrapy_rep.policy.config import Config
+from scrapy_rep.policy.config import Config, SettingError
 from scrapy_rep.policy.origin import origin_of_memo
 from scrapy_rep.policy.robots_policy import RobotsPolicy
 from scrapy_rep.storage.factory import create_storage
@@ -56,8 +56,6 @@ def _clock_from_settings(crawler: Crawler) -> Callable[[], float]:
     if isinstance(clock, str):
         clock = load_object(clock)
     if not callable(clock):
-        from scrapy_rep.policy.config import SettingError
-
         raise SettingError(f"REP_CLOCK must be a callable returning epoch seconds, got {clock!r}")
     return clock  # type: ignore[no-any-return]
 
@@ -66,16 +64,22 @@ class RobotsTxtMiddleware:
     """RFC 9309 robots.txt, with Google's error states. Drop-in for Scrapy's middleware."""
 
     def __init__(self, crawler: Crawler) -> None:
-        self.config = config = Config.from_settings(crawler.settings)
-        if not config.obey:
-            raise NotConfigured
+        try:
+            self.config = config = Config.from_settings(crawler.settings)
+            if not config.obey:
+                raise NotConfigured
+            self.clock = _clock_from_settings(crawler)
+            self.storage = create_storage(config, crawler.settings)
+        except SettingError as exc:
+            # One line that names the setting, before Scrapy's traceback of the failed
+            # start (which ends with the same message, 30-odd lines further down).
+            logger.error("scrapy-rep: the crawl cannot start: %s", exc)
+            raise
         compat.check_configuration(crawler)  # stock middleware beside us, ROBOTSTXT_PARSER
         self.crawler = crawler
         assert crawler.stats is not None
         self.stats = crawler.stats
-        self.clock = _clock_from_settings(crawler)
         self.policy = RobotsPolicy(config)
-        self.storage = create_storage(config, crawler.settings)
         self.fetcher = RobotsFetcher(crawler, config, self.clock)
         self.coordinator = OriginCoordinator(
             self.policy,
@@ -97,7 +101,10 @@ class RobotsTxtMiddleware:
         connect(self._on_spider_closed, signal=signals.spider_closed)
         logger.info(
             "scrapy-rep: obeying robots.txt (%s), store: %s",
-            "enforcing" if config.enforce else "audit mode: nothing is dropped or delayed",
+            "enforcing"
+            if config.enforce
+            else "audit mode (REP_ENFORCE = False): nothing is dropped; requests wait only "
+            "for their origin's first robots.txt answer",
             self.storage.describe(),
         )
 

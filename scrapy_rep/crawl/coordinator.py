@@ -312,12 +312,12 @@ class OriginCoordinator:
         if record.unreachable and not was_unreachable:
             rt.unreachable_spells += 1
             self._inc("robotstxt/unreachable")
+            waiting = len(rt.held) + len(rt.waiters)
             logger.warning(  # WARNING, with the error's text (Scrapy's middleware: ERROR)
-                "robots.txt of %s is unreachable (%s): its %d waiting request(s) are delayed; "
-                "next try in %.0f s",
+                "robots.txt of %s is unreachable (%s): %s; next try in %.0f s",
                 rt.origin,
-                outcome.detail,
-                len(rt.held) + len(rt.waiters),
+                outcome.detail.rstrip("."),
+                f"{waiting} request(s) wait for it" if waiting else "its requests will wait for it",
                 (record.next_retry_at or now) - now,
             )
         elif record.unreachable:

@@ -32,6 +32,15 @@ if TYPE_CHECKING:
 logger = logging.getLogger("scrapy_rep")
 
 DECISION_META_KEY = "robotstxt_decision"
+
+# The ``reason`` and ``source`` slugs of a decision, shared with ``scrapy robots --json``
+# (docs/reference.rst lists each). The rule-set reasons come from RobotsTxt.explain():
+# "rule", "no-matching-rule", "no-matching-group", "robots.txt-always-allowed".
+REASON_ALLOW_ALL = "allow-all"  # 4xx or too many redirects: no rules (RFC 9309 2.3.1.3)
+REASON_FALLBACK_ALLOW = "fallback-allow"  # unreachable too long, REP_UNREACHABLE_FALLBACK
+REASON_FALLBACK_DISALLOW = "fallback-disallow"
+REASON_UNREACHABLE = "unreachable"  # no copy applies yet (audit mode records would-delay)
+SOURCE_UNREACHABLE = "unreachable"  # beside fresh, expired, stale, fallback (policy)
 # Tokens that mean a browser UA string reached us; robots.txt groups never name them.
 _BROWSER_TOKENS = frozenset({"mozilla", "opera", "safari", "chrome", "applewebkit"})
 _PARSED_CACHE_SIZE = 4096
@@ -64,13 +73,30 @@ class Decider:
         token = product_token(raw)
         if token.lower() in _BROWSER_TOKENS and not self._warned_browser:
             self._warned_browser = True
+            where, fix = self._token_source(request)
             logger.warning(
-                "scrapy-rep: the robots.txt product token is %r, taken from a browser-like "
-                "User-Agent. robots.txt groups name crawlers, so only '*' groups will apply. "
-                "Set ROBOTSTXT_USER_AGENT to your crawler's name.",
+                "scrapy-rep: the robots.txt product token is %r, taken from %s, a "
+                "browser-like User-Agent. robots.txt groups name crawlers, so only '*' "
+                "groups will apply. %s",
                 token,
+                where,
+                fix,
             )
         return token
+
+    def _token_source(self, request: Request) -> tuple[str, str]:
+        """Where ``token_for`` found the token, and what to change (for the warning)."""
+        own_name = "Set it to your crawler's name (for example 'MyBot')."
+        if request.meta.get("robotstxt_user_agent"):
+            return 'request.meta["robotstxt_user_agent"]', own_name
+        if self.spider is not None and getattr(self.spider, "robotstxt_user_agent", None):
+            return "the spider attribute robotstxt_user_agent", own_name
+        if self.config.robotstxt_user_agent:
+            return "ROBOTSTXT_USER_AGENT", own_name
+        fix = "Set ROBOTSTXT_USER_AGENT to your crawler's name (for example 'MyBot')."
+        if request.headers and request.headers.get(b"User-Agent"):
+            return "the request's User-Agent header", fix
+        return "USER_AGENT", fix
 
     # -- verdicts ----------------------------------------------------------------------
 
@@ -91,35 +117,42 @@ class Decider:
         """Record the decision on the request; raise IgnoreRequest to drop it."""
         token = self.token_for(request)
         waited = request.meta.get(WAITED_META_KEY, 0.0)
+        # Every decision has the same keys (docs: "Meta and stats"); line, rule and
+        # groups are filled only when a rule set decided.
         decision: dict[str, Any] = {
+            "allowed": True,
+            "reason": REASON_UNREACHABLE,
+            "source": evaluation.source or SOURCE_UNREACHABLE,
+            "line": None,
+            "rule": None,
+            "groups": [],
             "origin": origin,
             "product_token": token,
-            "source": evaluation.source or "unreachable",
             "robots": rt.record.last_outcome if rt.record is not None else "",
             "waited": round(waited, 3) if waited else 0.0,  # (round() only when needed)
         }
         if not evaluation.ready:  # audit mode only: an enforcing crawl would wait
-            decision.update(allowed=True, reason="unreachable: would delay")
             self.stats.inc_value("robotstxt/audit/would_delay")
             request.meta[DECISION_META_KEY] = decision
             return
         if evaluation.kind == RULES:
             robots = self.parsed(origin, evaluation.body)
             explained = robots.explain(request.url, token)
-            decision.update(
-                allowed=explained.allowed,
-                reason=explained.reason,
-                line=explained.line,
-                rule=explained.rule,
-                groups=list(explained.groups),
-            )
+            decision["allowed"] = explained.allowed
+            decision["reason"] = explained.reason
+            decision["line"] = explained.line
+            decision["rule"] = explained.rule
+            decision["groups"] = list(explained.groups)
             if self.config.crawl_delay:
                 self._apply_crawl_delay(request, robots, token)
         elif evaluation.kind == ALLOW_ALL:
-            decision.update(allowed=True, reason="no robots.txt rules (allow-all)")
+            decision["reason"] = (
+                REASON_FALLBACK_ALLOW if evaluation.source == FALLBACK else REASON_ALLOW_ALL
+            )
         else:
             assert evaluation.kind == DISALLOW_ALL
-            decision.update(allowed=False, reason="unreachable: REP_UNREACHABLE_FALLBACK")
+            decision["allowed"] = False
+            decision["reason"] = REASON_FALLBACK_DISALLOW
         request.meta[DECISION_META_KEY] = decision
         if decision["allowed"]:
             self.stats.inc_value("robotstxt/allowed")

@@ -7,6 +7,7 @@ which names the setting, at start-up rather than half-way through a crawl.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -100,6 +101,50 @@ def _optional_str(settings: Mapping[str, Any], name: str) -> str | None:
     return raw
 
 
+# A class import path (``mypackage.stores.MyStore``): dotted identifiers only.
+_IMPORT_PATH = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+# File names that are SQLite files, not modules, even without a slash (``cache.sqlite``).
+_SQLITE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
+STORAGE_FORMS = (
+    "'sqlite' (the project data dir), 'sqlite:PATH', a file path ('/path/x.sqlite', "
+    "'./x.sqlite'), 'memory', a redis://, rediss:// or unix:// URL, or a class import path"
+)
+
+
+def storage_spec(raw: Any) -> str:
+    """``REP_STORAGE`` in one canonical form, or ``SettingError``.
+
+    A bare file path (what most users type) is a SQLite path: anything with a slash,
+    starting with ``~`` or ``.``, or ending in ``.sqlite``, ``.sqlite3`` or ``.db``. It
+    becomes ``sqlite:PATH``, so every reader (the crawl and ``scrapy robots``) sees one
+    spelling. Whether the file can be opened is the store's business (storage.factory).
+    """
+    if raw is None or raw == "":
+        return "sqlite"
+    if not isinstance(raw, str):
+        raise SettingError(f"REP_STORAGE must be a string, got {raw!r}")
+    spec = raw.strip()
+    lowered = spec.lower()
+    if lowered in ("sqlite", "memory"):
+        return lowered
+    if lowered.startswith("sqlite:"):
+        rest = spec[len("sqlite:") :]
+        if rest in ("", "//", "///"):
+            raise SettingError(f"REP_STORAGE: no file name in {raw!r}")
+        return "sqlite:" + rest
+    if lowered.startswith(("redis://", "rediss://", "unix://")):
+        return spec
+    if "://" in spec:  # a URL of a scheme we do not know: never a file path
+        raise SettingError(f"REP_STORAGE must be {STORAGE_FORMS}; got {raw!r}")
+    if "/" in spec or "\\" in spec or spec.startswith(("~", ".")):
+        return "sqlite:" + spec
+    if lowered.endswith(_SQLITE_SUFFIXES):
+        return "sqlite:" + spec
+    if _IMPORT_PATH.fullmatch(spec):
+        return spec
+    raise SettingError(f"REP_STORAGE must be {STORAGE_FORMS}; got {raw!r}")
+
+
 @dataclass(frozen=True, slots=True)
 class Config:
     """Every setting scrapy-rep reads, with its default. See the README for each."""
@@ -155,11 +200,7 @@ class Config:
                 f"REP_RETRY_BACKOFF ({backoff:g}) must not exceed REP_MAX_RETRY_BACKOFF "
                 f"({max_backoff:g})"
             )
-        storage = settings.get("REP_STORAGE")
-        if storage is None or storage == "":
-            storage = "sqlite"
-        if not isinstance(storage, str):
-            raise SettingError(f"REP_STORAGE must be a string, got {storage!r}")
+        storage = storage_spec(settings.get("REP_STORAGE"))
         user_agent = _optional_str(settings, "USER_AGENT") or "Scrapy"
         # REP_LEASE_TIMEOUT is the old name of REP_LEASE_TTL (then a lease was never
         # renewed); it is still honoured when REP_LEASE_TTL is not set.
@@ -199,7 +240,7 @@ class Config:
             max_ttl=max_ttl,
             crawl_delay=_boolean(settings, "REP_CRAWL_DELAY", True),
             max_crawl_delay=_number(settings, "REP_MAX_CRAWL_DELAY", 30.0),
-            storage=storage.strip(),
+            storage=storage,
             memory_max_origins=_integer(settings, "REP_MEMORY_MAX_ORIGINS", 100_000, minimum=1),
             lease_ttl=lease_ttl,
             lease_renew_interval=lease_renew,

@@ -3,6 +3,9 @@ imports the factory that creates them (the layout issue: arrows point down only)
 
 from __future__ import annotations
 
+import os
+import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scrapy_rep.policy.config import Config, SettingError
@@ -22,9 +25,11 @@ def create_storage(config: Config, settings: Mapping[str, Any] | None = None) ->
     if lowered == "sqlite" or lowered.startswith("sqlite:"):
         from scrapy_rep.storage.sqlite_store import SqliteStorage
 
-        return SqliteStorage.from_spec(
-            spec,
-            settings,
+        path = SqliteStorage.path_from_spec(spec)  # "sqlite": makes Scrapy's data dir
+        assert path is not None
+        check_sqlite_place(path, spec)
+        return SqliteStorage(
+            path,
             fallback_max_origins=config.memory_max_origins,
             record_limit=record_limit(config.max_size),
         )
@@ -47,3 +52,42 @@ def create_storage(config: Config, settings: Mapping[str, Any] | None = None) ->
         "REP_STORAGE must be 'sqlite', 'sqlite:PATH', 'memory', a redis:// URL or a class "
         f"import path; got {spec!r}"
     )
+
+
+def sqlite_place_problem(path: Path) -> str | None:
+    """Why a SQLite store cannot live at ``path``, or None when it can.
+
+    One rule for every place problem (README "Storage"): the crawl does not start. A
+    missing directory is not created (a typo would otherwise build a tree at ``/``), a
+    file in the way or a place where no file can be made (``/proc``, a read-only mount)
+    is named. Damage to an existing store is another matter: it is moved aside and
+    replaced (sqlite_store), and failures once running degrade to process memory.
+    """
+    if path.is_dir():
+        return f"{path} is a directory; name a file inside it"
+    parent = path.parent
+    if not parent.is_dir():
+        for ancestor in (parent, *parent.parents):
+            if ancestor.exists() and not ancestor.is_dir():
+                return f"{ancestor} is a file, not a directory"
+        return f"the directory {parent} does not exist; create it first"
+    if path.exists():
+        if not path.is_file():
+            return f"{path} is not a regular file"
+        if not os.access(path, os.R_OK | os.W_OK):
+            return f"{path} is not readable and writable"
+        return None
+    try:
+        # Can a file be made here? An unnamed temporary file leaves nothing behind.
+        with tempfile.TemporaryFile(dir=parent):
+            pass
+    except OSError as exc:
+        return f"cannot create a file in {parent} ({exc.strerror or exc})"
+    return None
+
+
+def check_sqlite_place(path: Path, spec: str) -> None:
+    """Raise ``SettingError`` naming ``REP_STORAGE`` when ``path`` cannot hold the store."""
+    problem = sqlite_place_problem(path)
+    if problem is not None:
+        raise SettingError(f"REP_STORAGE = {spec!r}: {problem}")

@@ -126,3 +126,28 @@ def test_origin_normalisation(url, origin):
 
 def test_scheme_is_part_of_the_origin():
     assert origin_of("http://a.test/") != origin_of("https://a.test/")
+
+
+@pytest.mark.parametrize(
+    ("raw", "spec"),
+    [
+        (None, "sqlite"),
+        ("SQLite", "sqlite"),
+        (" memory ", "memory"),
+        ("/srv/cache/x.sqlite", "sqlite:/srv/cache/x.sqlite"),  # a bare path: SQLite
+        ("./x.db", "sqlite:./x.db"),
+        ("cache.sqlite3", "sqlite:cache.sqlite3"),
+        ("~/rep.sqlite", "sqlite:~/rep.sqlite"),
+        ("sqlite:///abs/x.db", "sqlite:///abs/x.db"),
+        ("redis://localhost:6379/0", "redis://localhost:6379/0"),
+        ("myproject.stores.MyStore", "myproject.stores.MyStore"),
+    ],
+)
+def test_storage_spec_forms(raw, spec):
+    assert Config.from_settings(Settings({"REP_STORAGE": raw})).storage == spec
+
+
+@pytest.mark.parametrize("raw", ["carrier-pigeon://x", "mem", "sqlite:", "sqlite://", 3])
+def test_storage_spec_rejected(raw):
+    with pytest.raises(SettingError, match="REP_STORAGE"):
+        Config.from_settings(Settings({"REP_STORAGE": raw}))
