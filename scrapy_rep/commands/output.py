@@ -1,7 +1,8 @@
 """What ``scrapy robots`` found, and how it is printed (text for people, JSON for scripts).
 
-The JSON keys are a documented interface (README, "scrapy robots"): add keys if needed,
-never rename or remove one.
+The JSON keys are a documented interface (docs/command.rst, "--json"): add keys if
+needed, never rename or remove one. ``reason`` and ``source`` use the slugs of the
+crawl's ``robotstxt_decision`` meta (crawl/decide.py).
 """
 
 from __future__ import annotations
@@ -25,15 +26,17 @@ DECIDE = "decide"
 HOLD = "wait"
 
 # Where the copy that decides comes from.
-COPY_FETCHED = "fetched"
-COPY_STORED = "stored"  # the last good copy, after REP_UNREACHABLE_WAIT
+COPY_FETCHED = "fetched"  # fetched by this run
+COPY_STORED = "stored"  # from the store: still fresh, or the last good copy after the wait
 COPY_FALLBACK = "fallback"  # REP_UNREACHABLE_FALLBACK, no usable copy
 COPY_FILE = "file"
+SOURCE_FILE = "file"  # the ``source`` slug of a --file verdict
 
-# Exit statuses (also in --help and the README).
+# Exit statuses (also in --help and the docs).
 EXIT_ALLOWED = 0
 EXIT_DISALLOWED = 1
-EXIT_ERROR = 2
+EXIT_USAGE = 2  # Scrapy's own status for a UsageError
+EXIT_WAITING = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +46,7 @@ class Verdict:
     rule: str | None = None
     group: str | None = None
     reason: str = ""
+    source: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -51,6 +55,7 @@ class Verdict:
             "rule": self.rule,
             "group": self.group,
             "reason": self.reason,
+            "source": self.source,
         }
 
 
@@ -60,11 +65,13 @@ class UrlResult:
     origin: str | None
     now: Verdict  # verdict WAIT while the origin is unreachable
     after_wait: Verdict | None = None  # only with WAIT: what applies once the wait ends
+    fresh: Verdict | None = None  # the fresh copy's verdict, when it differs from ``now``
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"url": self.url, "origin": self.origin}
         doc.update(self.now.to_json())
         doc["after_wait"] = None if self.after_wait is None else self.after_wait.to_json()
+        doc["fresh"] = None if self.fresh is None else self.fresh.to_json()
         return doc
 
 
@@ -121,13 +128,18 @@ class OriginReport:
     action: str = DECIDE  # DECIDE or HOLD
     copy: str = COPY_FETCHED
     kind: str | None = None  # RULES, ALLOW_ALL or DISALLOW_ALL of the copy that decides
+    source: str = ""  # the decision's source slug (fresh, expired, stale, fallback, file)
     copy_fetched_at: float | None = None  # COPY_STORED: when that copy was fetched
+    copy_expires_at: float | None = None  # a stored copy still fresh: when it expires
     wait_until: float | None = None  # HOLD: when the wait ends
     unreachable_wait: float = 0.0  # REP_UNREACHABLE_WAIT
     after_wait_copy: str | None = None  # HOLD: COPY_STORED or COPY_FALLBACK
     after_wait_kind: str | None = None
+    after_wait_source: str | None = None
     stored: StoredState | None = None
-    stored_differs: bool = False  # a fresh stored copy differs from the fetched one
+    uses_stored: bool = False  # a crawl would act on the stored record, without fetching
+    stored_differs: bool = False  # ... and the fetched copy differs from it
+    refreshed: bool = False  # --refresh wrote the fetched copy to the store
     parsed_bytes: int = 0
     truncated: bool = False
     max_size: int = 0
@@ -165,7 +177,10 @@ class OriginReport:
                 "action": self.action,
                 "copy": self.copy if self.action == DECIDE else None,
                 "kind": self.kind if self.action == DECIDE else None,
+                "source": self.source if self.action == DECIDE else None,
+                "uses_stored": self.uses_stored,
                 "copy_fetched_at": iso(self.copy_fetched_at),
+                "copy_expires_at": iso(self.copy_expires_at),
                 "wait_until": iso(self.wait_until),
                 "after_wait": (
                     None
@@ -175,6 +190,7 @@ class OriginReport:
             },
             "stored": None if self.stored is None else self.stored.to_json(now),
             "stored_differs": self.stored_differs,
+            "refreshed": self.refreshed,
             "truncated": self.truncated,
             "parsed_bytes": self.parsed_bytes,
             "group": self.group,
@@ -199,9 +215,8 @@ class Report:
         if DISALLOWED in verdicts:
             return EXIT_DISALLOWED
         if WAIT in verdicts:
-            # Neither yes nor no: robots.txt could not be had, which the command
-            # reports as a fetch error.
-            return EXIT_ERROR
+            # Neither yes nor no yet: a crawl would hold these requests.
+            return EXIT_WAITING
         return EXIT_ALLOWED
 
     def to_json(self) -> dict[str, Any]:
@@ -249,11 +264,12 @@ def _kind_text(kind: str | None) -> str:
 def _fetch_line(report: OriginReport) -> str:
     outcome = report.fetch
     assert outcome is not None
-    text = f"{outcome.kind}: {outcome.detail}"
+    # Exception texts end with a full stop ("Connection refused."); the line goes on.
+    text = f"{outcome.kind}: {outcome.detail.rstrip('.')}"
     if outcome.kind == "rules":
         text += f", {len(outcome.body)} bytes"
     if outcome.kind == "unreachable" and report.retry_in is not None:
-        text += f", retry after {duration(report.retry_in)}"
+        text += f"; next try in {duration(report.retry_in)}"
     return text
 
 
@@ -288,6 +304,7 @@ def _verdict_text(verdict: Verdict) -> str:
         "allow-all": "robots.txt allows all",
         "fallback-allow": "unreachable too long: fallback allows all",
         "fallback-disallow": "unreachable too long: fallback disallows all",
+        "unreachable": "robots.txt unreachable",
     }.get(verdict.reason, verdict.reason)
 
 
@@ -298,14 +315,16 @@ def _crawl_line(report: OriginReport) -> str | None:
             then = "the last good copy (stored, fetched " + when(report.copy_fetched_at) + ")"
         else:
             then = f"the fallback ({_kind_text(report.after_wait_kind)})"
-        retry = (
-            ""
-            if report.retry_in is None
-            else f"; robots.txt retried in {duration(report.retry_in)}"
-        )
+        retry = "" if report.retry_in is None else f"; next try in {duration(report.retry_in)}"
         return (
             f"a crawl would hold this origin's requests{retry}; from {when(report.wait_until)} "
             f"(REP_UNREACHABLE_WAIT {duration(report.unreachable_wait)}) {then} applies"
+        )
+    if report.copy == COPY_STORED and report.source != "stale":
+        until = "" if report.copy_expires_at is None else f" until {when(report.copy_expires_at)}"
+        return (
+            f"a crawl with this store applies the stored copy (fetched "
+            f"{when(report.copy_fetched_at)}){until} and does not fetch robots.txt before"
         )
     if report.copy == COPY_STORED:
         return (
@@ -343,16 +362,18 @@ def render_text(report: Report) -> str:
             lines.append(
                 f"  stored ({origin.stored.store}): {_stored_line(origin.stored, report.now)}"
             )
-            if origin.stored_differs:
-                assert origin.stored.record is not None
+            if origin.refreshed:
+                lines.append("  refreshed: the fetched copy is now in the store")
+            elif origin.stored_differs:
                 lines.append(
-                    "  note: the stored copy is still fresh and differs from the fetched one; "
-                    "crawls using this store apply the stored copy until it expires "
-                    f"({when(origin.stored.record.expires_at)})"
+                    "  note: the fetched copy differs from the stored one, which a crawl "
+                    "applies; --refresh stores the fetched copy, --forget ORIGIN clears it"
                 )
         rules_now = origin.action != HOLD and origin.kind == "rules"
         rules_later = origin.action == HOLD and origin.after_wait_kind == "rules"
-        context = " (last good copy)" if origin.copy_fetched_at is not None else ""
+        context = ""
+        if origin.copy_fetched_at is not None:
+            context = " (last good copy)" if origin.source != "fresh" else " (stored copy)"
         if rules_now or rules_later or report.source == "file":
             lines.append(f"  group{context}: {origin.group or 'none'}")
             if origin.crawl_delay is not None:
@@ -373,6 +394,10 @@ def render_text(report: Report) -> str:
                     why += f" ({_verdict_text(result.after_wait)})"
             else:
                 why = _verdict_text(verdict)
+            if result.fresh is not None:
+                why += (
+                    f"; fresh copy: {result.fresh.verdict.upper()} ({_verdict_text(result.fresh)})"
+                )
             lines.append(f"  {verdict.verdict.upper():<10}  {result.url}  {why}")
         lines.append("")
     counts = {name: 0 for name in (ALLOWED, DISALLOWED, WAIT)}

@@ -1,70 +1,109 @@
-"""``scrapy robots URL [URL ...]``: what robots.txt says about URLs, and why.
+"""``scrapy robots URL [URL ...]``: what a crawl would do with URLs, and why.
 
 Without ``--file`` each distinct origin's robots.txt is fetched by a real, tiny Scrapy
 crawl, through ``RobotsFetcher`` like the middleware does, so proxies, TLS, headers,
 download handlers and settings (``-s DOWNLOAD_TIMEOUT=...``) apply, and the same
-status, redirect and size rules give the same outcome a crawl would get. The result is
-then put through ``RobotsPolicy`` together with what the configured store already holds
-(read-only: the command never writes to a store), so an unreachable robots.txt is
-reported as what a crawl would do now: hold the requests, and what applies later.
+status, redirect and size rules give the same outcome a crawl would get. The verdict is
+then what a crawl with the configured store would do now (commands/evaluate.py): the
+stored copy while it is fresh, else the fetched one put through ``RobotsPolicy``. The
+fetched copy's verdict stands beside it when it differs. ``--refresh`` stores the
+fetched copy; ``--forget`` clears origins from the store. Nothing else writes.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from scrapy import Spider
-from scrapy.commands import ScrapyCommand
+from scrapy.commands import ScrapyCommand, ScrapyHelpFormatter
 from scrapy.exceptions import UsageError
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.defer import DeferredList
 
+from scrapy_rep.commands.evaluate import (
+    evaluate_origin,
+    evaluation_of,
+    fresh_verdict,
+    parse_copy,
+    url_problem,
+    url_result,
+    verdict,
+)
 from scrapy_rep.commands.output import (
-    ALLOWED,
-    COPY_FALLBACK,
-    COPY_FETCHED,
     COPY_FILE,
-    COPY_STORED,
-    DISALLOWED,
-    EXIT_ERROR,
-    HOLD,
-    WAIT,
+    EXIT_USAGE,
+    SOURCE_FILE,
     OriginReport,
     Report,
     StoredState,
     UrlResult,
-    Verdict,
     render_json,
     render_text,
 )
-from scrapy_rep.commands.store_view import read_store
+from scrapy_rep.commands.store_view import forget, open_for_writing, read_store
 from scrapy_rep.policy.config import Config, SettingError
-from scrapy_rep.policy.origin import origin_of, robots_url
-from scrapy_rep.policy.records import ALLOW_ALL, RULES, UNREACHABLE
-from scrapy_rep.policy.robots_policy import (
-    DISALLOW_ALL,
-    FALLBACK,
-    STALE,
-    FetchOutcome,
-    RobotsPolicy,
-)
-from scrapy_rep.robotstxt._robotstxt import RobotsTxt
+from scrapy_rep.policy.origin import origin_of
+from scrapy_rep.policy.records import RULES, UNREACHABLE
+from scrapy_rep.policy.robots_policy import FetchOutcome, RobotsPolicy
 from scrapy_rep.robotstxt._useragent import product_token
 
 if TYPE_CHECKING:
-    import argparse
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Iterable
 
     from scrapy.settings import BaseSettings
+
+    from scrapy_rep.policy.records import OriginRecord
+    from scrapy_rep.robotstxt._robotstxt import RobotsTxt
+    from scrapy_rep.storage.base import RobotsStorage
 
 # Above every named Scrapy priority ("cmdline" is 40): the internal crawl must not run
 # a robots.txt middleware whatever the project or -s says, or it would fetch robots.txt
 # itself and could hold the command's own requests.
 _FORCED_PRIORITY = 100
 _BROWSER_TOKENS = frozenset({"mozilla", "opera", "safari", "chrome", "applewebkit"})
+
+DESCRIPTION = """\
+Check URLs against robots.txt as a crawl with scrapy-rep would now.
+
+Each origin's robots.txt is fetched through Scrapy (settings, proxies and
+download handlers apply). With a store (REP_STORAGE, or the default SQLite
+store inside a project) the verdict is what a crawl using that store would
+do now: a stored copy still fresh applies until it expires. When the fetched
+copy says otherwise, its verdict is shown beside it.
+
+Exit status
+  0  every URL is allowed
+  1  some URL is disallowed
+  2  usage error (a bad URL, option or setting)
+  3  some robots.txt is unreachable: a crawl would hold those URLs
+"""
+
+
+class _HelpFormatter(ScrapyHelpFormatter):
+    """Scrapy's formatter, except that the description keeps its line breaks and an
+    option's help line that happens to end in a colon is not made a heading."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "".join(indent + line for line in text.splitlines(keepends=True))
+
+    _in_action = 0
+
+    def _format_action(self, action: argparse.Action) -> str:
+        self._in_action += 1
+        try:
+            return super()._format_action(action)
+        finally:
+            self._in_action -= 1
+
+    def _join_parts(self, part_strings: Iterable[str]) -> str:
+        if self._in_action:  # the lines of one option's help: no headings in there
+            return argparse.HelpFormatter._join_parts(self, part_strings)
+        return super()._join_parts(part_strings)
 
 
 class _RobotsFetchSpider(Spider):
@@ -118,30 +157,34 @@ class RobotsCommand(ScrapyCommand):
         return "Check URLs against robots.txt (scrapy-rep)"
 
     def long_desc(self) -> str:
-        return (
-            "Check URLs against their origin's robots.txt as scrapy-rep would: the verdict, "
-            "the deciding line and rule, the group used, crawl-delay, request-rate, content "
-            "signals and sitemaps. robots.txt is fetched through Scrapy (settings, proxies "
-            "and download handlers apply) and the fetch outcome is shown; with a store "
-            "configured (REP_STORAGE, or the default SQLite store inside a project) the "
-            "origin's stored state is shown too, read-only. Exit status: 0 if every URL is "
-            "allowed; 1 if any URL is disallowed; 2 on a usage error, or when some robots.txt "
-            "is unreachable (a crawl would hold those requests) and no URL is disallowed."
-        )
+        return DESCRIPTION
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
+        parser.formatter_class = _HelpFormatter
         parser.add_argument(
             "--user-agent",
             metavar="TOKEN",
-            help="product token to check for (default: ROBOTSTXT_USER_AGENT, else USER_AGENT; "
-            "a full User-Agent string is reduced to its leading token)",
+            help="product token to check for; defaults to ROBOTSTXT_USER_AGENT, "
+            "else USER_AGENT (a full User-Agent string is cut to its leading token)",
         )
         parser.add_argument(
             "--file",
             metavar="ROBOTS_TXT",
-            help="parse this local robots.txt instead of fetching (no network); URLs may "
-            "then also be bare paths such as /private/x",
+            help="parse this local robots.txt instead of fetching (no network, no "
+            "store); URLs may then also be bare paths such as /private/x",
+        )
+        parser.add_argument(
+            "--refresh",
+            action="store_true",
+            help="store the fetched copy, as a crawl's refetch would (it then applies "
+            "at once instead of the stored one)",
+        )
+        parser.add_argument(
+            "--forget",
+            action="store_true",
+            help="remove what the store holds for the origins of the URLs given (a "
+            "crawl then fetches their robots.txt first); fetches nothing",
         )
         parser.add_argument(
             "--json", action="store_true", help="print one JSON document for scripts"
@@ -151,16 +194,25 @@ class RobotsCommand(ScrapyCommand):
         assert self.settings is not None
         if not args:
             raise UsageError("give at least one URL")
+        if opts.file is not None and (opts.refresh or opts.forget):
+            raise UsageError(
+                "--file uses no store: it cannot be combined with --refresh or --forget"
+            )
+        if opts.refresh and opts.forget:
+            raise UsageError("give --refresh or --forget, not both")
         try:
             config = Config.from_settings(self.settings)
         except SettingError as exc:
             raise UsageError(str(exc), print_help=False) from None
+        if opts.forget:
+            self._forget(args, config, as_json=opts.json)
+            return
         token = self._token(opts.user_agent, config)
         report: Report | None
         if opts.file is not None:
             report = self._check_file(Path(opts.file), args, token, config)
         else:
-            report = self._check_online(args, token, config)
+            report = self._check_online(args, token, config, refresh=opts.refresh)
         if report is None:
             return
         print(render_json(report) if opts.json else render_text(report))
@@ -173,7 +225,9 @@ class RobotsCommand(ScrapyCommand):
         raw = option or config.robotstxt_user_agent or config.user_agent
         token = product_token(raw)
         if not token:
-            raise UsageError(f"no product token in {raw!r} (it must start with [A-Za-z_-])")
+            raise UsageError(
+                f"no product token in {raw!r} (it must start with a letter, a digit, - or _)"
+            )
         if token.lower() in _BROWSER_TOKENS:
             print(
                 f"warning: the product token is {token!r}, from a browser-like User-Agent; "
@@ -182,58 +236,91 @@ class RobotsCommand(ScrapyCommand):
             )
         return token
 
+    @staticmethod
+    def _origins(urls: list[str]) -> list[tuple[str, str]]:
+        """(url, origin) per URL, or a UsageError that says what is wrong with one."""
+        pairs: list[tuple[str, str]] = []
+        for url in urls:
+            problem = url_problem(url)
+            if problem is not None:
+                raise UsageError(problem, print_help=False)
+            origin = origin_of(url)
+            assert origin is not None
+            pairs.append((url, origin))
+        return pairs
+
     # -- --file ----------------------------------------------------------------------
 
     def _check_file(self, path: Path, urls: list[str], token: str, config: Config) -> Report:
         for url in urls:
-            if not url.startswith("/") and origin_of(url) is None:
-                raise UsageError(f"not an http(s) URL or a path: {url!r}")
+            if not url.startswith("/") and url_problem(url) is not None:
+                raise UsageError(f"neither a path nor {url_problem(url)}", print_help=False)
         try:
             body = path.read_bytes()
         except OSError as exc:
             raise UsageError(
                 f"cannot read {path}: {exc.strerror or exc}", print_help=False
             ) from None
-        report = OriginReport(origin=str(path), robots_url=None, copy=COPY_FILE, kind=RULES)
-        robots = _describe_copy(report, body, token, config)
+        report = OriginReport(
+            origin=str(path), robots_url=None, copy=COPY_FILE, kind=RULES, source=SOURCE_FILE
+        )
+        robots = parse_copy(report, body, token, config)
         results = [
-            UrlResult(url, origin_of(url), _verdict(url, token, RULES, robots)) for url in urls
+            UrlResult(url, origin_of(url), verdict(url, token, RULES, robots, SOURCE_FILE))
+            for url in urls
         ]
         report.urls = results
         return Report(token, "file", [report], results)
 
     # -- fetching --------------------------------------------------------------------
 
-    def _check_online(self, urls: list[str], token: str, config: Config) -> Report | None:
+    def _check_online(
+        self, urls: list[str], token: str, config: Config, *, refresh: bool
+    ) -> Report | None:
         assert self.settings is not None
-        origins: list[str] = []
-        by_url: list[tuple[str, str]] = []
-        for url in urls:
-            origin = origin_of(url)
-            if origin is None:
-                raise UsageError(f"not an http(s) URL: {url!r}")
-            if origin not in origins:
-                origins.append(origin)
-            by_url.append((url, origin))
+        by_url = self._origins(urls)
+        origins = list(dict.fromkeys(origin for _, origin in by_url))
         # Read the store before fetching, so the state shown is what a crawl starting
-        # now would find.
-        stored = read_store(self.settings, config, origins)
+        # now would find; a store place the crawl would refuse is refused here too.
+        try:
+            store = open_for_writing(self.settings, config, "--refresh") if refresh else None
+            stored = read_store(self.settings, config, origins)
+        except SettingError as exc:
+            raise UsageError(str(exc), print_help=False) from None
         outcomes = self._fetch_all(origins)
         if outcomes is None:
+            if store is not None:
+                store.close()
             return None
         now = time.time()
         policy = RobotsPolicy(config)
         reports: dict[str, OriginReport] = {}
-        parsed: dict[str, RobotsTxt | None] = {}
+        contexts: dict[str, tuple[RobotsTxt | None, FetchOutcome, OriginRecord]] = {}
         for origin in origins:
             outcome = outcomes.get(origin) or FetchOutcome(UNREACHABLE, "not fetched")
             state = None if stored is None else stored[origin]
-            report, robots = _evaluate(origin, outcome, state, policy, token, config, now)
-            reports[origin], parsed[origin] = report, robots
+            report, record, refreshed = evaluate_origin(
+                origin, outcome, state, policy, config, now, refresh=refresh
+            )
+            if store is not None:
+                store.put(origin, refreshed)
+                report.stored = StoredState(store.describe(), refreshed)
+            evaluation = evaluation_of(record, policy, now)
+            robots: RobotsTxt | None = None
+            if evaluation.kind == RULES:
+                robots = parse_copy(report, evaluation.body, token, config)
+            reports[origin] = report
+            contexts[origin] = (robots, outcome, refreshed)
+        if store is not None:
+            store.close()
         results: list[UrlResult] = []
-        for url, origin in by_url:
+        for url, origin in by_url:  # in command-line order
             report = reports[origin]
-            result = _url_result(url, origin, report, parsed[origin], token)
+            robots, outcome, refreshed = contexts[origin]
+            fresh = None
+            if report.uses_stored:
+                fresh = fresh_verdict(url, token, outcome, refreshed, policy, config, now)
+            result = url_result(url, origin, report, robots, token, fresh)
             report.urls.append(result)
             results.append(result)
         return Report(token, "fetch", list(reports.values()), results, now=now)
@@ -245,118 +332,40 @@ class RobotsCommand(ScrapyCommand):
         self.crawler_process.start()
         if self.crawler_process.bootstrap_failed:
             print("error: the robots.txt fetch crawl did not start (see the log)", file=sys.stderr)
-            self.exitcode = EXIT_ERROR
+            self.exitcode = EXIT_USAGE
             return None
         return outcomes
 
+    # -- --forget --------------------------------------------------------------------
 
-# -- evaluation ------------------------------------------------------------------------
-
-
-def _evaluate(
-    origin: str,
-    outcome: FetchOutcome,
-    stored: StoredState | None,
-    policy: RobotsPolicy,
-    token: str,
-    config: Config,
-    now: float,
-) -> tuple[OriginReport, RobotsTxt | None]:
-    """Put the fetch outcome through the policy, on top of the stored record."""
-    previous = None if stored is None else stored.record
-    record = policy.after_fetch(previous, outcome, now)
-    report = OriginReport(
-        origin=origin,
-        robots_url=robots_url(origin),
-        fetch=outcome,
-        stored=stored,
-        truncated=outcome.truncated,
-        max_size=config.max_size,
-        unreachable_wait=config.unreachable_wait,
-    )
-    if outcome.kind == UNREACHABLE and record.next_retry_at is not None:
-        report.retry_in = max(0.0, record.next_retry_at - now)
-    if (
-        previous is not None
-        and not previous.unreachable
-        and previous.kind is not None
-        and now < previous.expires_at
-        and (previous.kind, previous.body) != (outcome.kind, outcome.body)
-    ):
-        # A crawl sharing the store would not fetch at all before the stored copy
-        # expires, so the fetched result (even an unreachable one) does not apply yet.
-        report.stored_differs = True
-    evaluation = policy.evaluate(record, now)
-    if not evaluation.ready:
-        # Unreachable and still within REP_UNREACHABLE_WAIT: what applies once it ends.
-        assert record.unreachable_since is not None
-        report.action = HOLD
-        report.wait_until = record.unreachable_since + config.unreachable_wait
-        evaluation = policy.evaluate(record, report.wait_until)
-        assert evaluation.ready
-        report.after_wait_copy = COPY_STORED if evaluation.source == STALE else COPY_FALLBACK
-        report.after_wait_kind = evaluation.kind
-    else:
-        report.copy = {STALE: COPY_STORED, FALLBACK: COPY_FALLBACK}.get(
-            evaluation.source, COPY_FETCHED
-        )
-        report.kind = evaluation.kind
-    if evaluation.source == STALE:
-        report.copy_fetched_at = record.fetched_at
-    robots = None
-    if evaluation.kind == RULES:
-        robots = _describe_copy(report, evaluation.body, token, config)
-    return report, robots
-
-
-def _describe_copy(report: OriginReport, body: bytes, token: str, config: Config) -> RobotsTxt:
-    robots = RobotsTxt.parse(body, max_size=config.max_size)
-    report.parsed_bytes = min(len(body), config.max_size)
-    report.max_size = config.max_size
-    report.truncated = report.truncated or len(body) > config.max_size
-    # The group a URL's decision names is the one the token obeys; any path that is
-    # not /robots.txt shows it.
-    report.group = next(iter(robots.explain("/", token).groups), None)
-    report.crawl_delay = robots.crawl_delay(token)
-    report.request_rate = robots.request_rate(token)
-    report.content_signals = robots.content_signals(token)
-    report.sitemaps = list(robots.sitemaps)
-    return robots
-
-
-def _verdict(url: str, token: str, kind: str | None, robots: RobotsTxt | None) -> Verdict:
-    if kind == RULES and robots is not None:
-        decision = robots.explain(url, token)
-        return Verdict(
-            ALLOWED if decision.allowed else DISALLOWED,
-            decision.line,
-            decision.rule,
-            next(iter(decision.groups), None),
-            decision.reason,
-        )
-    if kind == ALLOW_ALL:
-        return Verdict(ALLOWED, reason="allow-all")
-    assert kind == DISALLOW_ALL
-    return Verdict(DISALLOWED, reason="fallback-disallow")
-
-
-def _url_result(
-    url: str, origin: str, report: OriginReport, robots: RobotsTxt | None, token: str
-) -> UrlResult:
-    if report.action == HOLD:
-        later = _verdict(url, token, report.after_wait_kind, robots)
-        if report.after_wait_copy == COPY_FALLBACK:
-            later = _fallback_reason(later)
-        return UrlResult(url, origin, Verdict(WAIT, reason="unreachable"), later)
-    verdict = _verdict(url, token, report.kind, robots)
-    if report.copy == COPY_FALLBACK:
-        verdict = _fallback_reason(verdict)
-    return UrlResult(url, origin, verdict)
-
-
-def _fallback_reason(verdict: Verdict) -> Verdict:
-    reason = "fallback-allow" if verdict.verdict == ALLOWED else "fallback-disallow"
-    return Verdict(verdict.verdict, reason=reason)
+    def _forget(self, args: list[str], config: Config, *, as_json: bool) -> None:
+        assert self.settings is not None
+        origins = list(dict.fromkeys(origin for _, origin in self._origins(args)))
+        try:
+            store: RobotsStorage = open_for_writing(self.settings, config, "--forget")
+        except SettingError as exc:
+            raise UsageError(str(exc), print_help=False) from None
+        now = time.time()
+        try:
+            description = store.describe()
+            forgotten = [(origin, forget(store, origin)) for origin in origins]
+        finally:
+            store.close()
+        if as_json:
+            doc = {
+                "version": 1,
+                "store": description,
+                "forgotten": [
+                    {"origin": origin, "had": StoredState(description, held).state(now)}
+                    for origin, held in forgotten
+                ],
+            }
+            print(json.dumps(doc, indent=2))
+            return
+        for origin, held in forgotten:
+            had = StoredState(description, held).state(now)
+            what = "nothing stored" if had == "none" else f"removed its {had} state"
+            print(f"{origin}: {what} ({description})")
 
 
 __all__ = ["RobotsCommand"]

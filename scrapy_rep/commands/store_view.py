@@ -1,7 +1,9 @@
-"""What a configured store holds per origin, read without writing (for ``scrapy robots``).
+"""The configured store, as ``scrapy robots`` sees it: read without writing, except for
+``--refresh`` and ``--forget``, which say so.
 
-The command must never change a crawl's state: an SQLite file is opened read-only and
-one that does not exist is not created; other stores are only asked ``get``.
+Reading never changes a crawl's state: an SQLite file is opened read-only and one that
+does not exist is not created; other stores are only asked ``get``. A storage place the
+crawl would refuse (storage.factory.check_sqlite_place) is refused here too.
 """
 
 from __future__ import annotations
@@ -10,24 +12,29 @@ import sqlite3
 from typing import TYPE_CHECKING
 
 from scrapy_rep.commands.output import StoredState
+from scrapy_rep.policy.config import SettingError
+from scrapy_rep.policy.records import OriginRecord
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
     from scrapy_rep.policy.config import Config
+    from scrapy_rep.storage.base import RobotsStorage
+
+
+def store_configured(settings: BaseSettings) -> bool:
+    """REP_STORAGE is set (project settings or -s), or we are inside a project, where
+    crawls use the default SQLite store."""
+    from scrapy.utils.project import inside_project
+
+    return settings.getpriority("REP_STORAGE") is not None or inside_project()
 
 
 def read_store(
     settings: BaseSettings, config: Config, origins: list[str]
 ) -> dict[str, StoredState] | None:
-    """What the configured store holds per origin; None when no store is configured.
-
-    A store counts as configured when REP_STORAGE is set (project settings or -s), or
-    inside a project, where crawls use the default SQLite store.
-    """
-    from scrapy.utils.project import inside_project
-
-    if settings.getpriority("REP_STORAGE") is None and not inside_project():
+    """What the configured store holds per origin; None when no store is configured."""
+    if not store_configured(settings):
         return None
     spec = config.storage
     lowered = spec.lower()
@@ -41,12 +48,16 @@ def read_store(
 
 def _read_sqlite(spec: str, config: Config, origins: list[str]) -> dict[str, StoredState]:
     from scrapy_rep.storage.codec import record_limit
+    from scrapy_rep.storage.factory import check_sqlite_place
     from scrapy_rep.storage.sqlite_store import SqliteStorage, read_records_read_only
 
     path = SqliteStorage.path_from_spec(spec, create=False)
     if path is None:
         state = StoredState("sqlite", note="no project data directory")
         return dict.fromkeys(origins, state)
+    if spec.lower() != "sqlite" or path.parent.exists():
+        # As the crawl would refuse it; only the default's data dir is made by Scrapy.
+        check_sqlite_place(path, spec)
     description = f"sqlite {path}"
     if not path.exists():
         # Opening it with SqliteStorage would create it: the command must not.
@@ -95,3 +106,33 @@ def _read_other(
         return {origin: StoredState(description, found[origin]) for origin in origins}
     finally:
         store.close()
+
+
+def open_for_writing(settings: BaseSettings, config: Config, option: str) -> RobotsStorage:
+    """The store a crawl would use, opened as the crawl opens it (--refresh, --forget)."""
+    from scrapy_rep.storage.factory import create_storage
+
+    if not store_configured(settings):
+        raise SettingError(
+            f"{option} needs a store: set REP_STORAGE (-s REP_STORAGE=...) or run it "
+            "inside the Scrapy project whose store it is"
+        )
+    if config.storage == "memory":
+        raise SettingError(f"{option}: a memory store keeps nothing between runs")
+    return create_storage(config, settings)
+
+
+def forget(store: RobotsStorage, origin: str) -> OriginRecord | None:
+    """Remove what ``store`` holds for ``origin``; returns what it held.
+
+    The store protocol has no delete: an empty record is what a store without one gets,
+    and a crawl reads it as unknown (it fetches robots.txt first). A store may offer
+    ``forget(origin)`` to delete the entry for real.
+    """
+    held = store.get(origin)
+    delete = getattr(store, "forget", None)
+    if callable(delete):
+        delete(origin)
+    elif held is not None:
+        store.put(origin, OriginRecord())
+    return held

@@ -72,7 +72,10 @@ def test_json_all_allowed_and_404(
         "action": "decide",
         "copy": "fetched",
         "kind": "rules",
+        "source": "fresh",
+        "uses_stored": False,
         "copy_fetched_at": None,
+        "copy_expires_at": None,
         "wait_until": None,
         "after_wait": None,
     }
@@ -87,18 +90,20 @@ def test_json_all_allowed_and_404(
     assert [u["url"] for u in doc["urls"]] == urls
     assert [u["verdict"] for u in doc["urls"]] == ["allowed", "allowed"]
     assert doc["urls"][0]["reason"] == "no-matching-rule"
+    assert doc["urls"][0]["source"] == "fresh"
     assert doc["urls"][0]["group"] == "mybot"
+    assert doc["urls"][0]["fresh"] is None
     assert doc["urls"][1]["reason"] == "allow-all"
 
 
-def test_unreachable_waits_exit_2_text(
+def test_unreachable_waits_exit_3_text(
     mockserver: MockServer, host: str, subprocess_env: dict[str, str], workdir: Path
 ) -> None:
     mockserver.configure(host, {"robots": {"status": 503, "headers": {"Retry-After": "30"}}})
     result = robots([mockserver.url(host, "/x")], subprocess_env, workdir)
-    assert result.returncode == 2, result.stderr
+    assert result.returncode == 3, result.stderr
     out = result.stdout
-    assert "robots.txt: unreachable: 503, retry after 30 s" in out
+    assert "robots.txt: unreachable: 503; next try in 30 s" in out
     assert "a crawl would hold this origin's requests" in out
     assert "(REP_UNREACHABLE_WAIT 12 h) the fallback (allow all) applies" in out
     assert f"WAIT        {mockserver.url(host, '/x')}  robots.txt unreachable" in out
@@ -134,9 +139,10 @@ def test_disallowed_beats_unreachable_json(
     assert crawl["wait_until"] is not None
     waiting, disallowed = doc["urls"]
     assert waiting["verdict"] == "wait"
-    assert waiting["reason"] == "unreachable"
+    assert (waiting["reason"], waiting["source"]) == ("unreachable", "unreachable")
     assert waiting["after_wait"]["verdict"] == "disallowed"
     assert waiting["after_wait"]["reason"] == "fallback-disallow"
+    assert waiting["after_wait"]["source"] == "fallback"
     assert (disallowed["verdict"], disallowed["line"], disallowed["rule"]) == (
         "disallowed",
         2,
@@ -202,8 +208,21 @@ def test_truncated_at_size_limit(
 def test_usage_errors_exit_2(subprocess_env: dict[str, str], workdir: Path) -> None:
     for args, message in (
         ([], "give at least one URL"),
-        (["ftp://example.test/x"], "not an http(s) URL"),
+        (["ftp://example.test/x"], "robots.txt applies to http and https URLs, not ftp"),
+        (["http://127.0.0.1:99999/x"], "the port '99999' is not a number from 0 to 65535"),
+        (["127.0.0.1:8701/x"], "has no scheme: did you mean 'http://127.0.0.1:8701/x'?"),
+        (["/x"], "'/x' is a path, not a URL: give the whole URL (http://HOST/x)"),
+        (["http:///x"], "has no host name"),
         (["--file", "missing.txt", "/x"], "cannot read missing.txt"),
+        (["--file", "robots.txt", "--refresh", "/x"], "--file uses no store"),
+        (["--refresh", "--forget", "http://a.test/"], "not both"),
+        # Settings are validated by the crawl's own Config.from_settings.
+        (["http://a.test/", "-s", "REP_MAX_SIZE=10"], "REP_MAX_SIZE must be >= 512000"),
+        (["http://a.test/", "-s", "REP_STORAGE=carrier-pigeon://x"], "REP_STORAGE must be"),
+        (["http://a.test/", "-s", "REP_STORAGE=/no/such/dir/x.sqlite"], "does not exist"),
+        (["http://a.test/", "-s", "REP_STORAGE=/proc/x.sqlite"], "cannot create a file"),
+        (["http://a.test/", "--refresh"], "--refresh needs a store"),
+        (["http://a.test/", "--forget", "-s", "REP_STORAGE=memory"], "a memory store keeps"),
     ):
         result = robots(args, subprocess_env, workdir, online=False)
         assert result.returncode == 2, (args, result.stderr)

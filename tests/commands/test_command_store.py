@@ -75,19 +75,26 @@ def test_stored_state_shown_and_store_untouched(
         subprocess_env,
         workdir,
     )
-    assert result.returncode == 2, result.stderr  # one origin waits, nothing disallowed
+    # The stored copy of `fresh` is still fresh: a crawl applies it (Disallow: /) and
+    # does not fetch; the fetched copy (Allow: /) stands beside it.
+    assert result.returncode == 1, result.stderr
     out = result.stdout
     assert f"stored (sqlite {db}): unreachable since" in out
     assert "2 failed fetch(es)" in out
     assert "last good copy (rules) fetched" in out
     # The third failure in a row: the backoff has doubled twice (10 s -> 40 s).
-    assert "robots.txt: unreachable: 503, retry after 40 s" in out
+    assert "robots.txt: unreachable: 503; next try in 40 s" in out
     assert "the last good copy (stored, fetched" in out
     assert "robots.txt unreachable; after the wait: disallowed (line 2: Disallow: /old)" in out
     assert "group (last good copy): *" in out
     assert "fresh (rules); fetched" in out
     assert "; last outcome 200" in out
-    assert "the stored copy is still fresh and differs from the fetched one" in out
+    assert "a crawl with this store applies the stored copy (fetched" in out
+    assert (
+        f"DISALLOWED  {mockserver.url(fresh, '/page')}  line 2: Disallow: /; "
+        "fresh copy: ALLOWED (line 2: Allow: /)"
+    ) in out
+    assert "the fetched copy differs from the stored one, which a crawl applies" in out
     assert _digest(db) == before
     assert sorted(p.name for p in db.parent.iterdir()) == files_before
 
@@ -96,8 +103,15 @@ def test_stored_state_shown_and_store_untouched(
         subprocess_env,
         workdir,
     )
-    assert result.returncode == 0, result.stderr
-    stored = as_json(result)["origins"][0]["stored"]
+    assert result.returncode == 1, result.stderr
+    doc = as_json(result)
+    stored = doc["origins"][0]["stored"]
+    assert doc["origins"][0]["crawl"]["copy"] == "stored"
+    assert doc["origins"][0]["crawl"]["uses_stored"] is True
+    assert doc["origins"][0]["stored_differs"] is True
+    [url] = doc["urls"]
+    assert (url["verdict"], url["source"], url["rule"]) == ("disallowed", "fresh", "Disallow: /")
+    assert (url["fresh"]["verdict"], url["fresh"]["rule"]) == ("allowed", "Allow: /")
     assert stored["state"] == "fresh"
     assert stored["kind"] == "rules"
     assert stored["last_outcome"] == "200"
@@ -120,13 +134,22 @@ def _scrapy_help(env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[
 def test_absent_store_is_not_created(
     mockserver: MockServer, host: str, subprocess_env: dict[str, str], workdir: Path, tmp_path: Path
 ) -> None:
-    db = tmp_path / "nothing-here" / "rep.sqlite3"
+    (tmp_path / "empty").mkdir()
+    db = tmp_path / "empty" / "rep.sqlite3"
     result = robots(
         [mockserver.url(host, "/a"), "-s", f"REP_STORAGE=sqlite:{db}"], subprocess_env, workdir
     )
     assert result.returncode == 0, result.stderr
     assert f"stored (sqlite {db}): no stored state ({db} does not exist)" in result.stdout
-    assert not db.parent.exists()
+    assert list(db.parent.iterdir()) == []
+    # A missing directory: refused as the crawl refuses it (a bare path is SQLite too).
+    missing = tmp_path / "nothing-here" / "rep.sqlite3"
+    result = robots(
+        [mockserver.url(host, "/a"), "-s", f"REP_STORAGE={missing}"], subprocess_env, workdir
+    )
+    assert result.returncode == 2
+    assert f"the directory {missing.parent} does not exist; create it first" in result.stderr
+    assert not missing.parent.exists()
 
 
 def test_listed_in_help_and_project_default_store(
@@ -136,8 +159,7 @@ def test_listed_in_help_and_project_default_store(
     outside.mkdir()
     result = robots(["-h"], subprocess_env, outside, online=False)
     assert result.returncode == 0, result.stderr
-    help_text = " ".join(result.stdout.split())  # argparse wraps the description
-    assert "Exit status: 0 if every URL is allowed; 1 if any URL is disallowed; 2 on" in help_text
+    assert "  3  some robots.txt is unreachable: a crawl would hold those URLs" in result.stdout
     listing = _scrapy_help(subprocess_env, outside)
     assert "  robots " in listing.stdout
 
