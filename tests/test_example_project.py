@@ -180,3 +180,17 @@ def test_product_token_overrides_change_verdicts(demo: DemoRun) -> None:
         ("ArchiveBot", "custom_settings"),
     }
     assert "PressBot (tour, Request.meta)" in demo.output
+
+
+def test_docs_demo_table_lists_the_origins_the_demo_prints(demo: DemoRun) -> None:
+    import re
+
+    text = (REPO_ROOT / "docs" / "demo.md").read_text("utf-8")
+    table = text[text.index("| origin | robots.txt | what you see |") :]
+    table = table[: table.index("\n\n")]
+    documented = re.findall(r"^\| `([a-z]+)` \|", table, flags=re.M)
+    header = "scrapy-rep demo site, one origin per port:\n"
+    listing = demo.output[demo.output.index(header) + len(header) :].split("\n")
+    printed = [line.split()[0] for line in listing[: len(demo.origins)]]
+    assert printed == list(demo.origins)
+    assert documented == printed

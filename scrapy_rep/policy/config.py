@@ -147,7 +147,7 @@ def storage_spec(raw: Any) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Config:
-    """Every setting scrapy-rep reads, with its default. See the README for each."""
+    """Every setting scrapy-rep reads, with its default. See docs/settings.md for each."""
 
     obey: bool = True
     enforce: bool = True

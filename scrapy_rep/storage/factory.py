@@ -57,11 +57,12 @@ def create_storage(config: Config, settings: Mapping[str, Any] | None = None) ->
 def sqlite_place_problem(path: Path) -> str | None:
     """Why a SQLite store cannot live at ``path``, or None when it can.
 
-    One rule for every place problem (README "Storage"): the crawl does not start. A
-    missing directory is not created (a typo would otherwise build a tree at ``/``), a
-    file in the way or a place where no file can be made (``/proc``, a read-only mount)
-    is named. Damage to an existing store is another matter: it is moved aside and
-    replaced (sqlite_store), and failures once running degrade to process memory.
+    One rule for every place problem (docs/storage.md, "Storage path problems"): the
+    crawl does not start. A missing directory is not created (a typo would otherwise
+    build a tree at ``/``), a file in the way or a place where no file can be made
+    (``/proc``, a read-only mount) is named. Damage to an existing store is another
+    matter: it is moved aside and replaced (sqlite_store), and failures once running
+    degrade to process memory.
     """
     if path.is_dir():
         return f"{path} is a directory; name a file inside it"
