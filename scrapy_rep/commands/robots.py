@@ -43,9 +43,9 @@ from scrapy_rep.commands.output import (
     StoredState,
     UrlResult,
     render_json,
-    render_text,
 )
 from scrapy_rep.commands.store_view import forget, open_for_writing, read_store
+from scrapy_rep.commands.text import render_text
 from scrapy_rep.policy.config import Config, SettingError
 from scrapy_rep.policy.origin import origin_of
 from scrapy_rep.policy.records import RULES, UNREACHABLE
