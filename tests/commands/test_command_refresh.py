@@ -9,8 +9,10 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+import pytest_twisted
 
 from scrapy_rep.policy.records import RULES, OriginRecord
 from scrapy_rep.storage.sqlite_store import SqliteStorage
@@ -109,6 +111,43 @@ def test_unreachable_spell_not_due_holds_despite_a_good_fetch(
         "unreachable",
     )
     assert (entry["fresh"]["verdict"], entry["fresh"]["rule"]) == ("disallowed", "Disallow: /x")
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_verdict_is_what_a_crawl_with_the_store_does(
+    mockserver: MockServer,
+    run_crawl: Any,
+    host: str,
+    subprocess_env: dict[str, str],
+    workdir: Path,
+    tmp_path: Path,
+) -> None:
+    """A real crawl on the same store does what the command said, before and after
+    --forget."""
+    mockserver.configure(host, {"robots": {"body": "User-agent: *\nAllow: /\n"}})
+    origin, url = mockserver.origin(host), mockserver.url(host, "/page")
+    db = tmp_path / "rep.sqlite3"
+    now = time.time()
+    stale_rules = b"User-agent: *\nDisallow: /page\n"
+    _store(db, origin, OriginRecord(RULES, stale_rules, now - 60, now + 3_600, last_outcome="200"))
+    settings = {"ADDONS": {"scrapy_rep.Addon": 0}, "REP_STORAGE": str(db)}
+
+    said = as_json(robots([url, "--json", "-s", f"REP_STORAGE={db}"], subprocess_env, workdir))
+    assert said["urls"][0]["verdict"] == "disallowed"
+    assert said["urls"][0]["fresh"]["verdict"] == "allowed"
+    fetched_by_command = mockserver.count(host, "/robots.txt")
+
+    crawler = await run_crawl([url], settings=settings)
+    assert crawler.stat("robotstxt/forbidden") == 1
+    assert "/page" not in mockserver.paths(host)
+    assert mockserver.count(host, "/robots.txt") == fetched_by_command  # the stored copy
+
+    forgot = robots([origin, "--forget", "-s", f"REP_STORAGE={db}"], subprocess_env, workdir)
+    assert forgot.returncode == 0, forgot.stderr
+    crawler = await run_crawl([url], settings=settings)
+    assert crawler.stat("robotstxt/forbidden") is None
+    assert mockserver.count(host, "/robots.txt") == fetched_by_command + 1
+    assert "/page" in mockserver.paths(host)
 
 
 @pytest.mark.parametrize("columns", [60, 80, 100])
