@@ -194,3 +194,10 @@ def test_docs_demo_table_lists_the_origins_the_demo_prints(demo: DemoRun) -> Non
     printed = [line.split()[0] for line in listing[: len(demo.origins)]]
     assert printed == list(demo.origins)
     assert documented == printed
+
+
+def test_the_ledger_counts_the_held_requests_scrapy_rep_counts(demo: DemoRun) -> None:
+    # Each held request's robotstxt_decision shows a wait above 0, however brief.
+    for spider in ("tour", "nightowl", "archive"):
+        held = sum(1 for e in demo.entries(spider) if e["held"])
+        assert held == demo.record["spiders"][spider]["ledger"]["stats"]["robotstxt/delayed"]

@@ -129,7 +129,8 @@ class Decider:
             "origin": origin,
             "product_token": token,
             "robots": rt.record.last_outcome if rt.record is not None else "",
-            "waited": round(waited, 3) if waited else 0.0,  # (round() only when needed)
+            # Microseconds, so that a request held even briefly shows a wait above 0.
+            "waited": round(waited, 6) if waited else 0.0,
         }
         if not evaluation.ready:  # audit mode only: an enforcing crawl would wait
             self.stats.inc_value("robotstxt/audit/would_delay")
