@@ -16,10 +16,13 @@ import pytest_twisted
 
 from scrapy_rep.policy.records import RULES, OriginRecord
 from scrapy_rep.storage.sqlite_store import SqliteStorage
+from tests import redis_server as redis_helper
 from tests.command_helpers import as_json, robots, workdir
 from tests.conftest import MockServer
+from tests.redis_server import RedisServer
 
-__all__ = ["workdir"]  # a fixture used below
+redis_server = redis_helper.redis_server
+__all__ = ["redis_server", "workdir"]  # fixtures used below
 
 
 def _store(db: Path, origin: str, record: OriginRecord) -> None:
@@ -166,3 +169,36 @@ def test_help_reads_well(subprocess_env: dict[str, str], workdir: Path, columns:
     assert headings == ["Usage", "Options", "Global Options"], headings
     assert "  3  some robots.txt is unreachable: a crawl would hold those URLs" in lines
     assert os.linesep.join(lines).count("--refresh") == 1
+
+
+def test_refresh_and_forget_on_redis(
+    mockserver: MockServer,
+    host: str,
+    subprocess_env: dict[str, str],
+    workdir: Path,
+    redis_server: RedisServer,
+) -> None:
+    """The same options on a real redis-server, the cluster's store."""
+    from scrapy_rep.policy.config import Config
+    from scrapy_rep.storage.redis_store import RedisStorage
+
+    mockserver.configure(host, {"robots": {"body": "User-agent: *\nDisallow: /x\n"}})
+    origin, url = mockserver.origin(host), mockserver.url(host, "/x")
+    store_option = ["-s", f"REP_STORAGE={redis_server.url}"]
+    config = Config(storage=redis_server.url)
+
+    result = robots([url, "--refresh", *store_option], subprocess_env, workdir)
+    assert result.returncode == 1, result.stderr
+    assert "refreshed: the fetched copy is now in the store" in result.stdout
+    store = RedisStorage.from_url(redis_server.url, config)
+    record = store.get(origin)
+    store.close()
+    assert record is not None and record.body == b"User-agent: *\nDisallow: /x\n"
+
+    result = robots([origin, "--forget", "--json", *store_option], subprocess_env, workdir)
+    assert result.returncode == 0, result.stderr
+    assert as_json(result)["forgotten"] == [{"origin": origin, "had": "fresh"}]
+    store = RedisStorage.from_url(redis_server.url, config)
+    record = store.get(origin)
+    store.close()
+    assert record is None or (record.kind is None and not record.unreachable)
