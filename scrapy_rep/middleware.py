@@ -13,12 +13,12 @@ Two hooks gate a request:
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
 from scrapy.exceptions import DontCloseSpider, IgnoreRequest, NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
-from scrapy.utils.misc import load_object
 
 from scrapy_rep.crawl import compat
 from scrapy_rep.crawl.coordinator import OriginCoordinator
@@ -31,8 +31,6 @@ from scrapy_rep.policy.robots_policy import RobotsPolicy
 from scrapy_rep.storage.factory import create_storage
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from scrapy import Spider
     from scrapy.crawler import Crawler
     from scrapy.http import Response
@@ -47,19 +45,6 @@ logger = logging.getLogger("scrapy_rep")
 SCHEDULED_META_KEY = "rep_scheduled"
 
 
-def _clock_from_settings(crawler: Crawler) -> Callable[[], float]:
-    import time
-
-    clock = crawler.settings.get("REP_CLOCK")
-    if clock is None:
-        return time.time
-    if isinstance(clock, str):
-        clock = load_object(clock)
-    if not callable(clock):
-        raise SettingError(f"REP_CLOCK must be a callable returning epoch seconds, got {clock!r}")
-    return clock  # type: ignore[no-any-return]
-
-
 class RobotsTxtMiddleware:
     """RFC 9309 robots.txt, with Google's error states. Drop-in for Scrapy's middleware."""
 
@@ -68,7 +53,7 @@ class RobotsTxtMiddleware:
             self.config = config = Config.from_settings(crawler.settings)
             if not config.obey:
                 raise NotConfigured
-            self.clock = _clock_from_settings(crawler)
+            self.clock = config.clock or time.time  # REP_CLOCK, validated by Config
             self.storage = create_storage(config, crawler.settings)
         except SettingError as exc:
             # One line that names the setting, before Scrapy's traceback of the failed

@@ -1,7 +1,6 @@
 """The documentation says what the code does: every setting, slug and JSON key.
 
-- docs/settings.md lists exactly the settings ``Config.from_settings`` reads (plus the
-  few read elsewhere, each checked to be read where it says);
+- docs/settings.md lists exactly the settings ``Config.from_settings`` reads;
 - docs/reference.md lists every ``reason`` and ``source`` slug a decision can carry;
 - docs/command.md shows every key of ``scrapy robots --json``;
 - the README's two Quickstart commands are the ones ``.ci/run`` runs, word for word,
@@ -39,8 +38,9 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 README = ROOT / "README.md"
 
-#: Settings documented in the reference but read outside ``Config``: where they are read.
-READ_ELSEWHERE = {"REP_CLOCK": "scrapy_rep/middleware.py"}
+#: Settings documented in the reference but read outside ``Config``: where they are read
+#: (none today: every setting is read by ``Config.from_settings``).
+READ_ELSEWHERE: dict[str, str] = {}
 
 
 class _RecordingSettings(dict[str, Any]):

@@ -6,9 +6,10 @@ which names the setting, at start-up rather than half-way through a crawl.
 
 from __future__ import annotations
 
+import importlib
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,6 +102,25 @@ def _optional_str(settings: Mapping[str, Any], name: str) -> str | None:
     return raw
 
 
+def _clock(settings: Mapping[str, Any], name: str) -> Callable[[], float] | None:
+    """A callable, or the import path of one, that returns epoch seconds."""
+    raw = settings.get(name)
+    if raw is None or raw == "":
+        return None
+    clock = raw
+    if isinstance(raw, str):
+        module, _, attribute = raw.strip().rpartition(".")
+        if not module:
+            raise SettingError(f"{name} must be a callable or its import path, got {raw!r}")
+        try:
+            clock = getattr(importlib.import_module(module), attribute)
+        except (ImportError, AttributeError, ValueError) as exc:
+            raise SettingError(f"{name}: cannot import {raw!r}: {exc}") from None
+    if not callable(clock):
+        raise SettingError(f"{name} must be a callable returning epoch seconds, got {raw!r}")
+    return clock  # type: ignore[no-any-return]
+
+
 # A class import path (``mypackage.stores.MyStore``): dotted identifiers only.
 _IMPORT_PATH = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
 # File names that are SQLite files, not modules, even without a slash (``cache.sqlite``).
@@ -174,6 +194,7 @@ class Config:
     # ``lease_ttl`` whatever DOWNLOAD_TIMEOUT is.
     lease_ttl: float = 30.0
     lease_renew_interval: float = 0.0  # 0 = a third of lease_ttl
+    clock: Callable[[], float] | None = None  # REP_CLOCK; None = time.time
 
     @property
     def lease_renew_every(self) -> float:
@@ -244,4 +265,5 @@ class Config:
             memory_max_origins=_integer(settings, "REP_MEMORY_MAX_ORIGINS", 100_000, minimum=1),
             lease_ttl=lease_ttl,
             lease_renew_interval=lease_renew,
+            clock=_clock(settings, "REP_CLOCK"),
         )

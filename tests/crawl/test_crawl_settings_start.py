@@ -55,6 +55,18 @@ def test_bad_setting_logs_one_error_line_before_the_traceback(
     assert sum("the crawl cannot start" in line for line in lines) == 1
 
 
+@pytest.mark.parametrize(
+    ("name", "value"), [("REP_CLOCK", "no_such_module_x.now"), ("REP_STORAGE", "mem")]
+)
+@pytest_twisted.ensureDeferred
+async def test_bad_setting_is_one_error_line_in_a_crawl(
+    mockserver: Any, run_crawl: Any, host: str, name: str, value: str
+) -> None:
+    with pytest.raises(SettingError, match=name):
+        await run_crawl([mockserver.url(host, "/a")], settings={**REP, name: value})
+    assert mockserver.paths(host) == []
+
+
 @pytest_twisted.ensureDeferred
 async def test_bare_path_is_a_sqlite_store(
     mockserver: Any, run_crawl: Any, host: str, tmp_path: Path

@@ -147,6 +147,20 @@ def test_storage_spec_forms(raw, spec):
     assert Config.from_settings(Settings({"REP_STORAGE": raw})).storage == spec
 
 
+def test_clock_from_a_callable_or_an_import_path():
+    import time
+
+    assert Config.from_settings(Settings()).clock is None
+    assert Config.from_settings(Settings({"REP_CLOCK": "time.time"})).clock is time.time
+    assert Config.from_settings(Settings({"REP_CLOCK": time.monotonic})).clock is time.monotonic
+
+
+@pytest.mark.parametrize("raw", ["no_such_module_x.now", "time.no_such_clock", "now", 3])
+def test_clock_rejected(raw):
+    with pytest.raises(SettingError, match="REP_CLOCK"):
+        Config.from_settings(Settings({"REP_CLOCK": raw}))
+
+
 @pytest.mark.parametrize("raw", ["carrier-pigeon://x", "mem", "sqlite:", "sqlite://", 3])
 def test_storage_spec_rejected(raw):
     with pytest.raises(SettingError, match="REP_STORAGE"):
