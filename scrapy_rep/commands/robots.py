@@ -253,8 +253,9 @@ class RobotsCommand(ScrapyCommand):
 
     def _check_file(self, path: Path, urls: list[str], token: str, config: Config) -> Report:
         for url in urls:
-            if not url.startswith("/") and url_problem(url) is not None:
-                raise UsageError(f"neither a path nor {url_problem(url)}", print_help=False)
+            problem = None if url.startswith("/") else url_problem(url)  # paths are fine here
+            if problem is not None:
+                raise UsageError(problem, print_help=False)
         try:
             body = path.read_bytes()
         except OSError as exc:

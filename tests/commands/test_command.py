@@ -214,6 +214,7 @@ def test_usage_errors_exit_2(subprocess_env: dict[str, str], workdir: Path) -> N
         (["/x"], "'/x' is a path, not a URL: give the whole URL (http://HOST/x)"),
         (["http:///x"], "has no host name"),
         (["--file", "missing.txt", "/x"], "cannot read missing.txt"),
+        (["--file", "robots.txt", "a.test/x"], "has no scheme: did you mean 'http://a.test/x'?"),
         (["--file", "robots.txt", "--refresh", "/x"], "--file uses no store"),
         (["--refresh", "--forget", "http://a.test/"], "not both"),
         # Settings are validated by the crawl's own Config.from_settings.
