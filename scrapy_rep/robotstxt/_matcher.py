@@ -22,17 +22,16 @@ from itertools import accumulate, compress, count, pairwise, repeat
 from operator import add, and_, contains, itemgetter, lshift, or_, sub
 from typing import TypeAlias
 
+from scrapy_rep.robotstxt._escapes import JOINED_FIX, normalise_pattern
 from scrapy_rep.robotstxt._forest import parents as forest_parents
 from scrapy_rep.robotstxt._forest import plain_literals, ranked_chain
 
 __all__ = [
     "EMPTY_GROUP",
-    "ESCAPE",
     "Group",
     "Rules",
     "best_rule",
     "compile_group",
-    "fix_escape",
     "literal_rule",
     "match_pieces",
     "merged_rules",
@@ -43,48 +42,6 @@ __all__ = [
     "split_pattern",
     "wild_rule",
 ]
-
-# RFC 3986 §2.3 unreserved characters: their %XX form equals the character itself.
-_UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
-
-# Escapes that normalisation changes: any with a lower-case hex digit, and those of
-# unreserved characters (2D 2E 30-39 41-5A 5F 61-7A 7E).  Escapes already in
-# canonical form (upper-case, reserved or non-ASCII: "%2F", "%E3") are left alone,
-# so a pattern full of them costs one regex scan and no Python callback.
-ESCAPE = rb"%(?:[0-9A-Fa-f][a-f]|[a-f][0-9A-F]|2[DE]|3[0-9]|4[1-9A-F]|5[0-9AF]|6[1-9A-F]|7[0-9AE])"
-# In a pattern: those escapes, non-ASCII octets to escape, and a "$" that is not
-# the final character (only a final "$" anchors; elsewhere it is a literal "$",
-# which a URL carries as %24 after normalise_path).
-_PATTERN_FIX = re.compile(ESCAPE + rb"|[\x80-\xff]+|\$(?!\Z)")
-
-
-def fix_escape(match: re.Match[bytes]) -> bytes:
-    text = match.group()
-    if text[0] != 0x25:
-        # raw octets that must be escaped: a run of non-ASCII ones, or a "$" or "*"
-        # (those two only reach here from a path)
-        return b"%" + text.hex("%").upper().encode("ascii")
-    value = int(text[1:], 16)
-    if value in _UNRESERVED:
-        return bytes((value,))
-    return text.upper()
-
-
-def normalise_pattern(raw: bytes) -> bytes:
-    """Canonical form of a rule pattern, as raw bytes from the file.
-
-    Non-ASCII octets become upper-case %XX (RFC 9309 §2.2.2); %XX of unreserved
-    characters is decoded; other escapes keep their meaning but get upper-case hex.
-    Invalid UTF-8 is escaped octet by octet, as Google's library does, so a Latin-1
-    robots.txt still matches the Latin-1 escapes its own site uses.
-    """
-    # 0x25 is "%", 0x24 "$" (and 0x2A "*" below): an int membership test is one
-    # memchr, several times faster than b"%" in
-    if raw.isascii() and 0x25 not in raw and 0x24 not in raw[:-1]:
-        return raw
-    if _PATTERN_FIX.search(raw) is None:
-        return raw
-    return _PATTERN_FIX.sub(fix_escape, raw)
 
 
 def split_pattern(pattern: bytes) -> tuple[tuple[bytes, ...], bool]:
@@ -164,9 +121,6 @@ EMPTY_GROUP: Group = ((), array("i"), (), array("i"), (), (), array("q"), array(
 # sites, and a pattern is split only when a path passes its guard and probe.
 _SPLIT: dict[bytes, tuple[tuple[bytes, ...], bool]] = {}
 _CACHE_LIMIT = 4096
-# In patterns joined by "\n": octets that make a pattern need normalising or the
-# general matcher.  (A "$" at a pattern's end needs only the latter.)
-_JOINED_FIX = re.compile(ESCAPE + rb"|[\x80-\xff]|\$(?!\n|\Z)")
 
 
 _longest = partial(max, key=len, default=b"")
@@ -202,16 +156,15 @@ def normalised_rules(
     {line: pattern as written} for the patterns that change.
     """
     joined = b"\n".join(patterns)
-    dollars = joined.count(b"$")
-    mid_dollar = dollars and dollars != joined.count(b"$\n") + joined.endswith(b"$")
-    if (not joined.isascii() or 0x25 in joined or mid_dollar) and _JOINED_FIX.search(joined):
+    if JOINED_FIX.search(joined):
         ends = list(accumulate(map(add, map(len, patterns), repeat(1))))
         fixed = list(patterns)
-        for i in _rules_at(ends, _JOINED_FIX.finditer(joined)):
+        for i in _rules_at(ends, JOINED_FIX.finditer(joined)):
             raw = patterns[i]
-            if _PATTERN_FIX.search(raw) is not None:
+            new = normalise_pattern(raw)
+            if new != raw:
                 originals.setdefault(marks[i] >> 1, raw.decode("utf-8", "replace"))
-                fixed[i] = _PATTERN_FIX.sub(fix_escape, raw)
+                fixed[i] = new
         return fixed, b"\n".join(fixed)
     return patterns, joined
 

@@ -8,6 +8,8 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import TypeAlias
 
+from scrapy_rep.robotstxt._escapes import normalise_path_bytes
+from scrapy_rep.robotstxt._extensions import SIGNAL_KEYS, ExtensionLine, Extensions
 from scrapy_rep.robotstxt._interpreted import (
     Scan,
     compile_cost,
@@ -16,16 +18,15 @@ from scrapy_rep.robotstxt._interpreted import (
     scan_best,
     scan_rule,
 )
+from scrapy_rep.robotstxt._issues import Issue
 from scrapy_rep.robotstxt._matcher import (
-    ESCAPE,
     Group,
     best_rule,
     compile_group,
-    fix_escape,
     pattern_at,
     wild_rule,
 )
-from scrapy_rep.robotstxt._parser import SIGNAL_KEYS, Run, parse
+from scrapy_rep.robotstxt._parser import Run, parse
 from scrapy_rep.robotstxt._useragent import token_key
 
 __all__ = ["DEFAULT_MAX_SIZE", "Decision", "RobotsTxt"]
@@ -38,11 +39,6 @@ _Text: TypeAlias = str | bytes | bytearray | memoryview
 
 # --- URLs -----------------------------------------------------------------------
 
-# URLs are normalised like patterns (RFC 9309 §2.2.2, see _matcher): escapes that
-# change, non-ASCII octets, plus literal "*" and "$", which must not look like
-# pattern syntax; RFC 9309 §2.2.3 (Figure 6) says %2A and %24 in a rule match them.
-_PATH_FIX = re.compile(ESCAPE + rb"|[\x80-\xff]+|[*$]")
-
 # scheme "://" authority, or a network-path reference "//" authority (RFC 3986 §4.2),
 # then the path and query as group 1 (the fragment is never sent to a server).
 _AUTHORITY = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.\-]*:)?//[^/?#]*([^#]*)")
@@ -51,9 +47,10 @@ _AUTHORITY = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.\-]*:)?//[^/?#]*([^#]*)")
 # plain_path's fast path: path and query of an absolute or path-only URL, of any
 # scheme and with or without a fragment, that needs no normalisation (ASCII, no "%",
 # no "*" or "$"), in one regex call.
-_PLAIN = re.compile(
-    r"(?:(?:[A-Za-z][A-Za-z0-9+.\-]*:)?//[^/?#]*)?([^#%*$\x80-\U0010ffff]*)(?:#|\Z)"
-)
+# characters that keep a URL off the fast paths: "%", "*", "$", and those that may not
+# appear in a URI (they are escaped: see _escapes), non-ASCII included
+_SPECIAL = r'%*$\x00-\x20"<>\\^`{|}\x7f-\U0010ffff'
+_PLAIN = re.compile(r"(?:(?:[A-Za-z][A-Za-z0-9+.\-]*:)?//[^/?#]*)?([^#" + _SPECIAL + r"]*)(?:#|\Z)")
 
 
 # allowed()'s narrower fast path: an http(s) or path-only URL without a fragment, so
@@ -61,7 +58,7 @@ _PLAIN = re.compile(
 # Possessive repeats (Python 3.11+) never give back what they matched: the match
 # fails at once on a URL the fast path cannot take, and is ~15 % quicker on others.
 _ONCE = "+" if sys.version_info >= (3, 11) else ""
-_SIMPLE = re.compile(rf"(?:https?://[^/?#]*{_ONCE}|(?!//))(/[^#%*$\x80-\U0010ffff]*{_ONCE})\Z")
+_SIMPLE = re.compile(rf"(?:https?://[^/?#]*{_ONCE}|(?!//))(/[^#" + _SPECIAL + rf"]*{_ONCE})\Z")
 
 
 def plain_path(url: str) -> bytes:
@@ -81,12 +78,7 @@ def normalise_path(path: str) -> bytes:
     Patterns and paths are kept as ASCII bytes: a bytes object is 16 bytes smaller
     than the equivalent str, which adds up over hundreds of thousands of rules.
     """
-    if path.isascii() and "%" not in path and "*" not in path and "$" not in path:
-        return path.encode("ascii")
-    raw = path.encode("utf-8", "surrogatepass")
-    if _PATH_FIX.search(raw) is None:
-        return raw
-    return _PATH_FIX.sub(fix_escape, raw)
+    return normalise_path_bytes(path.encode("utf-8", "surrogatepass"))
 
 
 def url_path(url: str) -> str:
@@ -140,13 +132,16 @@ class RobotsTxt:
     """
 
     __slots__ = (
-        "_delays",
+        "_extension_lines",
+        "_extensions",
         "_groups",
         "_memo",
         "_originals",
-        "_rates",
+        "_preamble",
+        "_preamble_summary",
         "_scans",
-        "_signals",
+        "issue_counts",
+        "issues",
         "rule_count",
         "sitemaps",
         "truncated",
@@ -158,9 +153,12 @@ class RobotsTxt:
         # one tuple swapped whole, so that threads sharing the object never see one
         # agent paired with another's group
         self._memo: tuple[object, Group | None] = _NO_MEMO
-        self._delays: dict[str, float] | None = None
-        self._rates: dict[str, tuple[int, float]] | None = None
-        self._signals: dict[str, dict[str, bool]] | None = None
+        # token -> its extension values (Crawl-delay, ...); the preamble's (lines
+        # before any user-agent line); the raw lines of each (see _extensions)
+        self._extensions: dict[str, Extensions] | None = None
+        self._preamble_summary: Extensions | None = None
+        self._extension_lines: dict[str, list[list[ExtensionLine]]] | None = None
+        self._preamble: list[ExtensionLine] | None = None
         self._originals: dict[int, str] | None = None
         # token -> (what scans may still cost before compiling, the scan) of groups
         # not compiled yet (see _interpreted)
@@ -168,6 +166,10 @@ class RobotsTxt:
         self.sitemaps: list[str] = []
         self.truncated = False
         self.rule_count = 0
+        #: what the parser did not take as written, in line order (the first
+        #: _issues.MAX_ISSUES), and the count of every kind (all of them)
+        self.issues: tuple[Issue, ...] = ()
+        self.issue_counts: dict[str, int] = {}
 
     @classmethod
     def parse(cls, content: _Text, max_size: int = DEFAULT_MAX_SIZE) -> RobotsTxt:
@@ -180,9 +182,12 @@ class RobotsTxt:
         # _first_use and _interpreted).
         self._groups = dict(res.groups)
         self._originals = res.originals or None
-        self._delays = res.delays or None
-        self._rates = res.rates or None
-        self._signals = res.signals or None
+        self._extensions = res.summaries or None
+        self._preamble_summary = res.preamble_summary
+        self._extension_lines = res.extensions or None
+        self._preamble = res.preamble or None
+        self.issues = res.issues
+        self.issue_counts = res.issue_counts
         self.sitemaps = res.sitemaps
         self.truncated = res.truncated
         self.rule_count = res.rule_count
@@ -331,19 +336,21 @@ class RobotsTxt:
         rule = ("Allow: " if allow else "Disallow: ") + text
         return Decision(allow, line, rule, (token,), "rule")
 
+    def _values(self, user_agent: _Text) -> Extensions | None:
+        token = self._token(user_agent)
+        if token is None or self._extensions is None:
+            return None
+        return self._extensions.get(token)
+
     def crawl_delay(self, user_agent: _Text) -> float | None:
         """Crawl-delay of the obeyed group in seconds, if it gives a valid one."""
-        token = self._token(user_agent)
-        if token is None or self._delays is None:
-            return None
-        return self._delays.get(token)
+        found = self._values(user_agent)
+        return None if found is None else found.delay
 
     def request_rate(self, user_agent: _Text) -> tuple[int, float] | None:
         """Request-rate of the obeyed group as (requests, seconds)."""
-        token = self._token(user_agent)
-        if token is None or self._rates is None:
-            return None
-        return self._rates.get(token)
+        found = self._values(user_agent)
+        return None if found is None else found.rate
 
     def content_signals(self, user_agent: _Text) -> dict[str, bool]:
         """Content-Signal values (``search``, ``ai-input``, ``ai-train``) that apply.
@@ -351,10 +358,22 @@ class RobotsTxt:
         Signals in the obeyed group win; signals given before any user-agent line
         apply to every crawler as a file-wide default.
         """
-        if self._signals is None:
-            return {}
-        token = self._token(user_agent)
-        found = dict(self._signals.get(token, {})) if token is not None else {}
-        for key, value in self._signals.get("", {}).items():
-            found.setdefault(key, value)
+        own = self._values(user_agent)
+        found = dict(own.signals) if own is not None else {}
+        if self._preamble_summary is not None:
+            for key, value in self._preamble_summary.signals.items():
+                found.setdefault(key, value)
         return {key: found[key] for key in SIGNAL_KEYS if key in found}
+
+    def extension_lines(self, user_agent: _Text | None, field: str) -> list[ExtensionLine]:
+        """The *field* lines (a key of _extensions.EXTENSION_FIELDS) of the group
+        *user_agent* obeys, in file order (merged same-name groups included); with
+        None, those before the first user-agent line."""
+        if user_agent is None:
+            lines = self._preamble or []
+            return [e for e in lines if e.field == field]
+        token = self._token(user_agent)
+        if token is None or self._extension_lines is None:
+            return []
+        runs = self._extension_lines.get(token, [])
+        return [e for lines in runs for e in lines if e.field == field]

@@ -72,8 +72,18 @@ def test_repeated_wildcard_rules_are_kept_once() -> None:
         (b"/caf\xe9", b"/caf%E9"),
         (b"/%2A", b"/%2A"),
         (b"/a$b$", b"/a%24b$"),
-        (b"/100%", b"/100%"),
-        (b"/%zz", b"/%zz"),
+        # a "%" without two hex digits is a literal "%" (SPEC "encoding", Google)
+        (b"/100%", b"/100%25"),
+        (b"/%zz", b"/%25zz"),
+        (b"/%4", b"/%254"),
+        (b"/%%41", b"/%25A"),
+        # octets that may not appear in a URI are escaped (RFC 9309 §2.2.2)
+        (b"/a b", b"/a%20b"),
+        (b'/"<>\\^`{|}', b"/%22%3C%3E%5C%5E%60%7B%7C%7D"),
+        (b"/\x01\x7f", b"/%01%7F"),
+        (b"/a b$", b"/a%20b$"),
+        (b"/$$$", b"/%24%24$"),
+        (b"/%7e" * 3, b"/~" * 3),
     ],
 )
 def test_normalise_pattern(raw: bytes, expected: bytes) -> None:

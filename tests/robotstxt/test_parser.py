@@ -77,7 +77,7 @@ def test_ten_megabyte_single_line() -> None:
     assert robots.rule_count == 0
     big = rt(b"User-agent: *\nDisallow: /" + b"a" * 10_000_000, max_size=20_000_000)
     assert big.rule_count == 1
-    # the line is cut at 16,664 bytes, so the pattern is /aaa... of 16,664 - 10 octets
+    # the line is cut at 16,663 bytes, so the pattern is /aaa... of 16,663 - 10 octets
     assert not big.allowed("/" + "a" * 16_700, "bot")
     assert big.allowed("/" + "a" * 16_000, "bot")
 
@@ -113,10 +113,11 @@ def test_missing_colon_is_accepted_for_two_words() -> None:
     assert robots.allowed("/y", "a")  # three words: not a field
 
 
-def test_long_line_is_cut_at_16664_bytes() -> None:
+def test_long_line_is_cut_at_16663_bytes() -> None:
+    # Google's buffer of 8 x 2,083 bytes holds 16,663 octets and the terminator
     pattern = "/" + "p" * 20_000
     robots = rt(f"User-agent: *\nDisallow: {pattern}\nDisallow: /after\n")
-    kept = 16_664 - len("Disallow: ")
+    kept = 16_663 - len("Disallow: ")
     assert not robots.allowed(pattern[:kept], "bot")
     assert robots.allowed(pattern[: kept - 1], "bot")
     assert not robots.allowed("/after", "bot")
@@ -361,7 +362,9 @@ def test_product_token() -> None:
     assert product_token("MyBot/1.2 (+http://x)") == "MyBot"
     assert product_token(b"my_bot-x 1") == "my_bot-x"
     assert product_token("") == ""
-    assert product_token("1bot") == ""
+    # a digit never ends a token, nor does it stop one from starting (SPEC "Words")
+    assert product_token("1bot") == "1bot"
+    assert product_token("/1.2") == ""
 
 
 def test_long_user_agent_run_shares_its_rules() -> None:

@@ -1,0 +1,108 @@
+"""One canonical percent-encoding for patterns and paths (RFC 9309 §2.2.2).
+
+Both the rule patterns and the URL path are brought to it before they are compared,
+so that equal URIs compare equal whatever escaping the site or the crawler used:
+
+- octets that may not appear in a URI (non-ASCII, controls, space, ``"<>\\^`{|}``)
+  become upper-case %XX, so ``Disallow: /a b`` matches Scrapy's ``/a%20b``;
+- %XX of an unreserved character (RFC 3986 §2.3) becomes the character, and other
+  escapes get upper-case hex (reserved characters stay escaped: ``%2F`` is not ``/``);
+- a "%" not followed by two hex digits is a literal "%", that is ``%25`` (as
+  Google's library);
+- in a pattern, a "$" anywhere but at the end is a literal ("%24"); in a path, "*"
+  and "$" are literals ("%2A", "%24") that must not look like pattern syntax
+  (RFC 9309 §2.2.3 says %2A and %24 in a rule match them).
+
+No regex callback per escape: raw octets go through one 256-entry table in a C-level
+join, and escapes through one split on "%" and dictionary look-ups, so a rule of
+16,000 escapes costs about a millisecond, not half a second.
+"""
+
+from __future__ import annotations
+
+import re
+from itertools import chain
+from operator import itemgetter
+
+__all__ = ["normalise_path_bytes", "normalise_pattern", "pattern_needs_fixing"]
+
+_UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+_HEX = b"0123456789ABCDEFabcdef"
+# the two octets after a "%" -> the canonical escape (or the character)
+_ESCAPES: dict[bytes, bytes] = {}
+for _a in _HEX:
+    for _b in _HEX:
+        _pair = bytes((_a, _b))
+        _value = int(_pair, 16)
+        _ESCAPES[_pair] = bytes((_value,)) if _value in _UNRESERVED else b"%" + _pair.upper()
+
+# octets that may not appear in a URI (RFC 3986 §2: not reserved, unreserved or "%")
+_NOT_URI = bytes(range(0x21)) + b'"<>\\^`{|}' + bytes(range(0x7F, 0x100))
+
+
+def _table(escaped: bytes) -> tuple[bytes, ...]:
+    return tuple(b"%%%02X" % c if c in escaped else bytes((c,)) for c in range(256))
+
+
+_PATTERN_OCTETS = _table(_NOT_URI + b"$")
+_PATH_OCTETS = _table(_NOT_URI + b"$*")
+
+# Escapes that normalisation changes: any with a lower-case hex digit, those of
+# unreserved characters (2D 2E 30-39 41-5A 5F 61-7A 7E), and a "%" without two hex
+# digits.  Escapes already in canonical form ("%2F", "%E3") are left alone.
+ESCAPE = (
+    rb"%(?:[0-9A-Fa-f][a-f]|[a-f][0-9A-F]|2[DE]|3[0-9]|4[1-9A-F]|5[0-9AF]|6[1-9A-F]|7[0-9AE]"
+    rb"|(?![0-9A-Fa-f]{2}))"
+)
+_NOT_URI_CLASS = rb'[\x00-\x20"<>\\^`{|}\x7f-\xff]'
+# something to change in a pattern (a "$" that is not the last octet included)
+_PATTERN_FIX = re.compile(ESCAPE + rb"|" + _NOT_URI_CLASS + rb"|\$(?!\Z)")
+# the same in patterns joined by "\n" (a "$" before the joiner is a final one)
+JOINED_FIX = re.compile(ESCAPE + rb"|[\x00-\x09\x0b-\x20\"<>\\^`{|}\x7f-\xff]|\$(?!\n|\Z)")
+_PATH_FIX = re.compile(ESCAPE + rb"|" + _NOT_URI_CLASS + rb"|[*$]")
+_RAW_PATTERN = re.compile(_NOT_URI_CLASS + rb"|\$")
+_RAW_PATH = re.compile(_NOT_URI_CLASS + rb"|[*$]")
+_HEAD = itemgetter(slice(0, 2))
+_REST = itemgetter(slice(2, None))
+
+
+def _escapes(raw: bytes) -> bytes:
+    """*raw* with every "%" sequence in canonical form (see the module docstring)."""
+    head, *tails = raw.split(b"%")
+    heads: list[bytes] = list(map(_HEAD, tails))
+    fixed: list[bytes | None] = list(map(_ESCAPES.get, heads))
+    if None in fixed:  # a "%" without two hex digits: a literal "%"
+        fixed = [b"%25" + h if f is None else f for f, h in zip(fixed, heads, strict=True)]
+    rests: list[bytes] = list(map(_REST, tails))
+    pieces = chain.from_iterable(zip(fixed, rests, strict=True))
+    return head + b"".join(pieces)  # type: ignore[arg-type]
+
+
+def _normalise(raw: bytes, octets: tuple[bytes, ...], raw_fix: re.Pattern[bytes]) -> bytes:
+    if raw_fix.search(raw) is not None:
+        raw = b"".join(map(octets.__getitem__, raw))
+    return _escapes(raw) if 0x25 in raw else raw
+
+
+def pattern_needs_fixing(raw: bytes) -> bool:
+    return _PATTERN_FIX.search(raw) is not None
+
+
+def normalise_pattern(raw: bytes) -> bytes:
+    """Canonical form of a rule pattern, as raw bytes from the file.
+
+    Invalid UTF-8 is escaped octet by octet, as Google's library does, so a Latin-1
+    robots.txt still matches the Latin-1 escapes its own site uses.
+    """
+    if _PATTERN_FIX.search(raw) is None:
+        return raw
+    if raw[-1:] == b"$":  # only a final "$" anchors (RFC 9309 §2.2.3)
+        return _normalise(raw[:-1], _PATTERN_OCTETS, _RAW_PATTERN) + b"$"
+    return _normalise(raw, _PATTERN_OCTETS, _RAW_PATTERN)
+
+
+def normalise_path_bytes(raw: bytes) -> bytes:
+    """Canonical form of a URL path+query as bytes (UTF-8 for non-ASCII)."""
+    if _PATH_FIX.search(raw) is None:
+        return raw
+    return _normalise(raw, _PATH_OCTETS, _RAW_PATH)

@@ -1,0 +1,129 @@
+"""Group-scoped extension fields: Crawl-delay, Request-rate, Content-Signal.
+
+Their lines are kept generically, per group and in file order, as (field, value, line)
+(see ExtensionLine): a new extension field is one entry in EXTENSION_FIELDS (its
+spellings) and, if the engine should interpret it, one in INTERPRET.  Its lines are
+then available through RobotsTxt.extension_lines(user_agent, field).
+
+Interpretation is linear in the number of lines: each group's (run's) lines are read
+once, whatever the number of user-agent lines naming the group, and each token then
+combines the summaries of its runs (RFC 9309 §2.2.1: same-name groups merge).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import NamedTuple
+
+__all__ = [
+    "EXTENSION_FIELDS",
+    "INTERPRET",
+    "SIGNAL_KEYS",
+    "ExtensionLine",
+    "Extensions",
+    "summarise",
+]
+
+# canonical field name -> spellings accepted (each as a prefix of the field name, as
+# Google's library matches its own fields); the first spelling is the canonical one
+EXTENSION_FIELDS: dict[str, tuple[bytes, ...]] = {
+    "crawl-delay": (b"crawl-delay", b"crawldelay", b"crawl delay"),
+    "request-rate": (b"request-rate", b"requestrate", b"request rate"),
+    "content-signal": (b"content-signal",),
+}
+
+
+class ExtensionLine(NamedTuple):
+    field: str  # canonical name (a key of EXTENSION_FIELDS)
+    value: str  # as written, comment and surrounding blanks removed
+    line: int
+
+
+_DELAY_VALUE = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
+_RATE_VALUE = re.compile(
+    r"([0-9]+)\s*/\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([smhd]?)(?![A-Za-z])", re.I
+)
+_RATE_UNIT = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+SIGNAL_KEYS = ("search", "ai-input", "ai-train")
+_SIGNAL_VALUES = {"yes": True, "no": False}
+
+
+def _delay(value: str) -> float | None:
+    return float(value) if _DELAY_VALUE.fullmatch(value) else None
+
+
+def _rate(value: str) -> tuple[int, float] | None:
+    m = _RATE_VALUE.match(value)
+    if m is None:
+        return None
+    requests = int(m.group(1))
+    seconds = float(m.group(2)) * _RATE_UNIT[m.group(3).lower()]
+    if requests <= 0 or seconds <= 0:
+        return None
+    return requests, seconds
+
+
+def _signals(value: str) -> dict[str, bool] | None:
+    found: dict[str, bool] = {}
+    for item in value.split(","):
+        name, _, flag = item.partition("=")
+        key = name.strip().lower()
+        verdict = _SIGNAL_VALUES.get(flag.strip().lower())
+        if verdict is not None and key in SIGNAL_KEYS:
+            found.setdefault(key, verdict)
+    return found or None
+
+
+# field -> interpreter: the value, or None when it is invalid (an issue is reported)
+INTERPRET: dict[str, Callable[[str], object]] = {
+    "crawl-delay": _delay,
+    "request-rate": _rate,
+    "content-signal": _signals,
+}
+
+
+class Extensions:
+    """What the engine makes of one token's extension lines."""
+
+    __slots__ = ("delay", "rate", "signals")
+
+    def __init__(self) -> None:
+        self.delay: float | None = None
+        self.rate: tuple[int, float] | None = None
+        self.signals: dict[str, bool] = {}
+
+    def add(self, field: str, value: object) -> None:
+        """Take one valid value; the first valid one in file order wins."""
+        if field == "crawl-delay":
+            if self.delay is None:
+                self.delay = value  # type: ignore[assignment]
+        elif field == "request-rate":
+            if self.rate is None:
+                self.rate = value  # type: ignore[assignment]
+        elif field == "content-signal":
+            for key, flag in value.items():  # type: ignore[attr-defined]
+                self.signals.setdefault(key, flag)
+
+    def merge(self, other: Extensions) -> None:
+        if self.delay is None:
+            self.delay = other.delay
+        if self.rate is None:
+            self.rate = other.rate
+        for key, flag in other.signals.items():
+            self.signals.setdefault(key, flag)
+
+
+def summarise(lines: list[ExtensionLine], invalid: list[int]) -> Extensions:
+    """The valid values of one run's lines; *invalid* receives bad lines' numbers."""
+    found = Extensions()
+    for field, value, line in lines:
+        interpret = INTERPRET.get(field)
+        if interpret is None:
+            continue  # kept for extension_lines() only
+        parsed = interpret(value)
+        if parsed is None:
+            invalid.append(line)
+        else:
+            found.add(field, parsed)
+    return found

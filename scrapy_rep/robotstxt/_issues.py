@@ -1,0 +1,94 @@
+"""What the parser did not take as written: a report like Google's robots.txt report.
+
+The parser records (kind, line) pairs as it goes, cheaply, and the texts are looked
+up once at the end; only the first MAX_ISSUES are kept in full (a hostile file can
+hold hundreds of thousands of junk lines), but every one is counted.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+__all__ = ["ISSUE_KINDS", "MAX_ISSUES", "MAX_TEXT", "Issue", "IssueLog"]
+
+# kind -> what it means (kept in this order in reports)
+ISSUE_KINDS: dict[str, str] = {
+    "size-limit": "the file is longer than the size limit: parsing stopped at this byte offset",
+    "line-too-long": "the line is longer than 16,663 bytes: the rest of it was ignored",
+    "rule-outside-group": "a rule before the first user-agent line: ignored (RFC 9309 §2.2.2)",
+    "unknown-field": "a field this parser does not know: ignored",
+    "not-a-field": "neither a field, a comment nor a blank line: ignored",
+    "markup": "the file looks like a web page: lines that cannot hold a field were skipped",
+    "empty-value": "a field without a value: ignored",
+    "invalid-value": "a value that is not valid for its field: ignored",
+    "typo": "a misspelt field name, accepted as Google's library accepts it",
+    "missing-colon": "a field without its colon, accepted as Google's library accepts it",
+}
+_NAMES = tuple(ISSUE_KINDS)
+(
+    SIZE_LIMIT,
+    LINE_TOO_LONG,
+    RULE_OUTSIDE_GROUP,
+    UNKNOWN_FIELD,
+    NOT_A_FIELD,
+    MARKUP,
+    EMPTY_VALUE,
+    INVALID_VALUE,
+    TYPO,
+    MISSING_COLON,
+) = range(len(ISSUE_KINDS))
+
+MAX_ISSUES = 1000  # issues kept in full; all are counted
+MAX_TEXT = 200  # characters of a line kept in an issue
+
+
+@dataclass(frozen=True, slots=True)
+class Issue:
+    """One line (or the file, line 0) not taken as written."""
+
+    line: int  # 1-based line number; for "size-limit", the line the limit cut
+    kind: str  # a key of ISSUE_KINDS
+    text: str  # the line as written (cut to MAX_TEXT characters, "…" marks a cut)
+    offset: int | None = None  # byte offset in the file, for "size-limit"
+
+    @property
+    def message(self) -> str:
+        return ISSUE_KINDS[self.kind]
+
+    def as_dict(self) -> dict[str, object]:
+        found: dict[str, object] = {"line": self.line, "kind": self.kind, "text": self.text}
+        if self.offset is not None:
+            found["offset"] = self.offset
+        return found
+
+
+def _text(raw: bytes) -> str:
+    text = raw.decode("utf-8", "replace").strip()
+    return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + "…"
+
+
+class IssueLog:
+    """Issues as the parser records them: codes and line numbers, texts at the end."""
+
+    __slots__ = ("found", "limit")
+
+    def __init__(self) -> None:
+        self.found: list[tuple[int, int]] = []  # (line, code) in the order seen
+        self.limit: tuple[int, int, bytes] | None = None  # (line, offset, partial line)
+
+    def build(self, lines: list[bytes]) -> tuple[tuple[Issue, ...], dict[str, int]]:
+        """The issues in line order (the first MAX_ISSUES) and the count of each kind."""
+        found = self.found
+        counts = Counter(_NAMES[code] for _, code in found)
+        found.sort()
+        issues = [
+            Issue(line, _NAMES[code], _text(lines[line - 1]) if 0 < line <= len(lines) else "")
+            for line, code in found[:MAX_ISSUES]
+        ]
+        if self.limit is not None:
+            line, offset, partial = self.limit
+            issues.append(Issue(line, "size-limit", _text(partial), offset))
+            counts["size-limit"] += 1
+        ordered = {kind: counts[kind] for kind in ISSUE_KINDS if counts[kind]}
+        return tuple(issues), ordered
