@@ -28,10 +28,11 @@ from __future__ import annotations
 
 from array import array
 from itertools import compress, count, repeat
-from operator import itemgetter
+from operator import itemgetter, ne
 from typing import TypeAlias
 
 from scrapy_rep.robotstxt._matcher import Rules, merged_rules, normalised_rules, pattern_matches
+from scrapy_rep.robotstxt._probes import MANY_WILDCARDS
 
 __all__ = ["Scan", "compile_cost", "prepare_scan", "scan_allows", "scan_best", "scan_rule"]
 
@@ -64,8 +65,15 @@ def prepare_scan(runs: list[Rules], originals: dict[int, str]) -> Scan:
 
 
 def compile_cost(scan: Scan) -> int:
-    """What compiling the scanned group costs, in the model's units."""
-    return COMPILE_FIXED + COMPILE_PER_RULE * len(scan[0])
+    """What compiling the scanned group costs, in the model's units; 0 (compile at
+    once) for a group of many wildcard rules, whose scans would match each in full
+    while the compiled group looks for all their probes in one pass (see _probes)."""
+    guards, _, patterns = scan
+    if patterns is not None:
+        wildcards = sum(map(ne, map(len, guards), map(len, patterns)))
+        if wildcards >= MANY_WILDCARDS:
+            return 0
+    return COMPILE_FIXED + COMPILE_PER_RULE * len(guards)
 
 
 def scan_allows(scan: Scan, path: bytes) -> tuple[bool, int]:

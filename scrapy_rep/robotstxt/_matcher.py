@@ -13,10 +13,8 @@ worst case is O(len(pattern) * len(path)) and typical cases are a few C-level
 
 from __future__ import annotations
 
-import re
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator
 from functools import partial
 from itertools import accumulate, compress, count, pairwise, repeat
 from operator import add, and_, contains, itemgetter, lshift, or_, sub
@@ -25,6 +23,7 @@ from typing import TypeAlias
 from scrapy_rep.robotstxt._escapes import JOINED_FIX, normalise_pattern
 from scrapy_rep.robotstxt._forest import parents as forest_parents
 from scrapy_rep.robotstxt._forest import plain_literals, ranked_chain
+from scrapy_rep.robotstxt._probes import MANY_WILDCARDS, ProbeIndex, present_probes, probe_index
 
 __all__ = [
     "EMPTY_GROUP",
@@ -114,9 +113,10 @@ Group: TypeAlias = tuple[
     "array[int]",
     "array[int]",
     "array[int] | None",
+    "ProbeIndex | None",
 ]
 
-EMPTY_GROUP: Group = ((), array("i"), (), array("i"), (), (), array("q"), array("i"), None)
+EMPTY_GROUP: Group = ((), array("i"), (), array("i"), (), (), array("q"), array("i"), None, None)
 # Split wildcard patterns, shared: the same few ("/*?", "/*.pdf$") recur across
 # sites, and a pattern is split only when a path passes its guard and probe.
 _SPLIT: dict[bytes, tuple[tuple[bytes, ...], bool]] = {}
@@ -128,9 +128,17 @@ _AFTER_FIRST = itemgetter(slice(1, None))
 _SECOND = itemgetter(1)
 
 
-def _rules_at(ends: list[int], hits: Iterator[re.Match[bytes]]) -> list[int]:
-    """Indexes of the patterns (joined by one octet; *ends* = cumulative ends) hit."""
-    return sorted(set(map(bisect_right, repeat(ends), map(re.Match.start, hits))))
+def _rules_at(ends: list[int], joined: bytes) -> list[int]:
+    """Indexes of the patterns (joined by one octet; *ends* = cumulative ends) that
+    JOINED_FIX hits: one search per such pattern, which then skips to the next one
+    (a rule of 16,000 "$" is one hit, not 16,000)."""
+    found = []
+    m = JOINED_FIX.search(joined)
+    while m is not None:
+        i = bisect_right(ends, m.start())
+        found.append(i)
+        m = JOINED_FIX.search(joined, ends[i]) if i < len(ends) else None
+    return found
 
 
 Rules: TypeAlias = tuple[list[bytes], "array[int]"]
@@ -159,7 +167,7 @@ def normalised_rules(
     if JOINED_FIX.search(joined):
         ends = list(accumulate(map(add, map(len, patterns), repeat(1))))
         fixed = list(patterns)
-        for i in _rules_at(ends, JOINED_FIX.finditer(joined)):
+        for i in _rules_at(ends, joined):
             raw = patterns[i]
             new = normalise_pattern(raw)
             if new != raw:
@@ -217,7 +225,7 @@ def compile_group(runs: list[Rules], strings: dict[bytes, str], originals: dict[
     lits, lit_parents, lit_codes = plain_literals(literal, patterns, codes, packed)
     chain = ranked_chain(lit_parents, lit_codes) if starred else None
     if not wild:
-        return lits, lit_parents, (), array("i"), (), (), lit_codes, array("i"), chain
+        return lits, lit_parents, (), array("i"), (), (), lit_codes, array("i"), chain, None
     # by guard, then by precedence (both sorts are stable: file order on ties)
     wild.sort(key=codes.__getitem__, reverse=True)
     wild_patterns = list(map(patterns.__getitem__, wild))
@@ -259,6 +267,8 @@ def compile_group(runs: list[Rules], strings: dict[bytes, str], originals: dict[
         lit_codes,
         starts,
         chain,
+        # many wildcard rules: their probes are looked for in one pass (see _probes)
+        probe_index(texts) if len(texts) >= MANY_WILDCARDS else None,
     )
 
 
@@ -312,6 +322,8 @@ def wild_rule(group: Group, path: bytes, best: int, text: str | None = None) -> 
     parents, probes, starts = group[3], group[4], group[7]
     if text is None:
         text = path.decode("ascii")  # normalised paths are ASCII
+    # what probes are looked for in: the path, or the set of probes present in it
+    haystack: str | frozenset[str] | set[str] | None = text if group[9] is None else None
     while k >= 0:
         start = starts[k]
         if codes[base + start] >> 33 > floor and path.startswith(guards[k]):
@@ -319,8 +331,10 @@ def wild_rule(group: Group, path: bytes, best: int, text: str | None = None) -> 
             # str: the bytes methods take their argument through the buffer protocol,
             # ~1.5x slower); a plain loop beats building C iterators for the buckets
             # of a few rules that most groups have (measured on the corpus)
+            if haystack is None:
+                haystack = present_probes(group[9], text)  # type: ignore[arg-type]
             for j, probe in enumerate(probes[k]):
-                if probe not in text:
+                if probe not in haystack:
                     continue
                 i = start + j
                 rank = codes[base + i] >> 33

@@ -1,0 +1,89 @@
+"""Hostile files: the structures that keep parses and checks linear give the same
+verdicts as the plain algorithms (no timed assertions: bench_adversarial.py times)."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scrapy_rep import RobotsTxt
+from scrapy_rep.robotstxt._matcher import pattern_matches
+from scrapy_rep.robotstxt._probes import GRAM, MANY_WILDCARDS, present_probes, probe_index
+from tests.engine_helpers import compiled_robots
+
+_TEXT = st.text(alphabet="abX/", min_size=0, max_size=40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(alphabet="abX", min_size=0, max_size=20), min_size=1, max_size=30), _TEXT)
+def test_present_probes_is_exact(probes: list[str], text: str) -> None:
+    found = present_probes(probe_index(probes), text)
+    assert {p for p in probes if p in text} | {""} == set(found)
+
+
+def _reference(rules: list[tuple[bool, bytes]], path: bytes) -> bool:
+    """RFC 9309 §2.2.2 by brute force: the longest matching pattern, allow on a tie."""
+    best = (-1, True)
+    for allow, pattern in rules:
+        if pattern_matches(pattern, path):
+            best = max(best, (len(pattern), allow))
+    return best[1]
+
+
+_PATTERN = st.builds(
+    lambda pieces, anchored: "/" + "*".join(pieces) + ("$" if anchored else ""),
+    st.lists(st.text(alphabet="abX", max_size=12), min_size=2, max_size=4),
+    st.booleans(),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.booleans(), _PATTERN), min_size=MANY_WILDCARDS, max_size=120),
+    st.lists(st.text(alphabet="abX", max_size=60), min_size=1, max_size=5),
+)
+def test_many_wildcard_rules_decide_as_the_reference(
+    rules: list[tuple[bool, str]], paths: list[str]
+) -> None:
+    body = "User-agent: *\n" + "".join(
+        f"{'Allow' if allow else 'Disallow'}: {pattern}\n" for allow, pattern in rules
+    )
+    robots = compiled_robots(body)
+    encoded = [(allow, pattern.encode()) for allow, pattern in rules]
+    for path in paths:
+        url = "/" + path
+        assert robots.allowed(url, "bot") is _reference(encoded, url.encode()), url
+
+
+def test_long_probes_filtered_by_grams_are_still_found() -> None:
+    probe = "a" * 40 + "X" + "a" * 40
+    rules = "".join(f"Disallow: /*{'a' * 40}X{n}{'a' * 40}\n" for n in range(200))
+    robots = compiled_robots("User-agent: *\n" + rules + f"Disallow: /*{probe}\n")
+    assert robots._groups["*"][9] is not None  # type: ignore[index]  # the probe index
+    assert robots.allowed("/" + "a" * 2000, "bot")
+    assert not robots.allowed("/" + "a" * 100 + "X" + "a" * 100, "bot")
+    assert len(probe) > GRAM
+
+
+def test_agents_times_extension_lines_keep_one_list_per_group() -> None:
+    """Thousands of user-agent lines and thousands of extension lines in one group:
+    each token refers to the group's one list of lines (memory and time linear)."""
+    body = "".join(f"user-agent: bot{n}\n" for n in range(3000))
+    body += "content-signal: search=yes, ai-train=no\n" * 2000 + "crawl-delay: 4\n"
+    robots = RobotsTxt.parse(body)
+    lists = {id(lines) for runs in robots._extension_lines.values() for lines in runs}  # type: ignore[union-attr]
+    assert len(lists) == 1
+    assert robots.content_signals("bot2999") == {"search": True, "ai-train": False}
+    assert robots.crawl_delay("bot17") == 4.0
+    assert len(robots.extension_lines("bot5", "content-signal")) == 2000
+    assert robots.extension_lines("bot5", "crawl-delay")[0].line == 5001
+
+
+def test_repeated_escape_heavy_rules_normalise() -> None:
+    body = "User-agent: *\n" + "".join(f"Disallow: /{n}{'%7e' * 3000}\n" for n in range(5))
+    body += "Disallow: /x" + "$" * 5000 + "\n"
+    robots = compiled_robots(body)
+    assert not robots.allowed("/1" + "~" * 3000, "bot")
+    assert robots.allowed("/1" + "~" * 2999, "bot")
+    assert not robots.allowed("/x" + "%24" * 4999, "bot")
+    assert robots.allowed("/x" + "%24" * 4999 + "y", "bot")
