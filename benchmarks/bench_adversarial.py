@@ -60,7 +60,7 @@ def _agents_and_signals() -> bytes:
 
 def group(rule: Callable[[int], str]) -> bytes:
     """One "*" group filled with rule(n) lines to 500 KiB."""
-    return group(rule)
+    return fill("User-agent: *\n", rule)
 
 
 # label -> (file, URL)
