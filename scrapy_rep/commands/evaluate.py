@@ -23,6 +23,7 @@ from scrapy_rep.commands.output import (
     OriginReport,
     UrlResult,
     Verdict,
+    record_issues,
 )
 from scrapy_rep.crawl.decide import (
     REASON_ALLOW_ALL,
@@ -175,6 +176,7 @@ def parse_copy(report: OriginReport, body: bytes, token: str, config: Config) ->
     report.request_rate = robots.request_rate(token)
     report.content_signals = robots.content_signals(token)
     report.sitemaps = list(robots.sitemaps)
+    record_issues(report, robots)
     return robots
 
 

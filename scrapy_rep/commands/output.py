@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from scrapy_rep.policy.records import OriginRecord
     from scrapy_rep.policy.robots_policy import FetchOutcome
+    from scrapy_rep.robotstxt import RobotsTxt
 
 # Per-URL verdicts.
 ALLOWED = "allowed"
@@ -149,6 +150,9 @@ class OriginReport:
     content_signals: dict[str, bool] = field(default_factory=dict)
     sitemaps: list[str] = field(default_factory=list)
     urls: list[UrlResult] = field(default_factory=list)
+    # what the parser did not take as written (see record_issues)
+    issues: list[dict[str, Any]] = field(default_factory=list)
+    issue_counts: dict[str, int] = field(default_factory=dict)
 
     def fetch_json(self) -> dict[str, Any] | None:
         outcome = self.fetch
@@ -198,6 +202,7 @@ class OriginReport:
             "request_rate": None if rate is None else {"requests": rate[0], "seconds": rate[1]},
             "content_signals": dict(self.content_signals),
             "sitemaps": list(self.sitemaps),
+            "issues": {"counts": dict(self.issue_counts), "lines": list(self.issues)},
         }
 
 
@@ -238,6 +243,36 @@ def iso(timestamp: float | None) -> str | None:
     if timestamp is None:
         return None
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(timestamp))
+
+
+# -- issues of a parsed file (the parser's report, like Google's robots.txt report) --
+
+TEXT_ISSUES = 20  # issue lines printed as text; --json lists all the parser keeps
+MAX_ISSUES = 1000  # (scrapy_rep.robotstxt.MAX_ISSUES)
+
+
+def record_issues(report: OriginReport, robots: RobotsTxt) -> None:
+    """Copy the issues of *robots* (the copy that decides) into *report*."""
+    report.issues = [issue.as_dict() for issue in robots.issues]
+    report.issue_counts = dict(robots.issue_counts)
+
+
+def issue_lines(origin: OriginReport) -> list[str]:
+    """The text report's lines for the issues of *origin*'s copy (none: no lines)."""
+    if not origin.issue_counts:
+        return []
+    total = sum(origin.issue_counts.values())
+    kinds = ", ".join(f"{kind} {count}" for kind, count in origin.issue_counts.items())
+    found = [f"  issues: {total} ({kinds})"]
+    for issue in origin.issues[:TEXT_ISSUES]:
+        where = f"line {issue['line']}"
+        if "offset" in issue:
+            where = f"byte {issue['offset']} ({where})"
+        found.append(f"    {where}: {issue['kind']}: {issue['text']}")
+    if total > TEXT_ISSUES:
+        shown = min(TEXT_ISSUES, len(origin.issues))
+        found.append(f"    ... and {total - shown} more (--json lists up to {MAX_ISSUES})")
+    return found
 
 
 def render_json(report: Report) -> str:

@@ -15,6 +15,7 @@ from scrapy_rep.commands.output import (
     Report,
     StoredState,
     Verdict,
+    issue_lines,
 )
 
 
@@ -163,6 +164,7 @@ def render_text(report: Report) -> str:
                 lines.append(f"  content signals: {_signals_text(origin.content_signals)}")
             for sitemap in origin.sitemaps:
                 lines.append(f"  sitemap: {sitemap}")
+            lines.extend(issue_lines(origin))
         for result in origin.urls:
             verdict = result.now
             if verdict.verdict == WAIT:

@@ -106,6 +106,14 @@ class Decider:
             self._parsed.move_to_end(origin)
             return cached[1]
         robots = RobotsTxt.parse(body, max_size=self.config.max_size)
+        if robots.issue_counts:  # one line per parsed copy: `scrapy robots` lists them
+            kinds = ", ".join(f"{kind} {n}" for kind, n in robots.issue_counts.items())
+            logger.debug(
+                "scrapy-rep: robots.txt of %s: %d line(s) not taken as written (%s)",
+                origin,
+                sum(robots.issue_counts.values()),
+                kinds,
+            )
         self._parsed[origin] = (body, robots)
         if len(self._parsed) > _PARSED_CACHE_SIZE:
             self._parsed.popitem(last=False)

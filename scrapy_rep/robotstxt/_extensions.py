@@ -105,6 +105,11 @@ class Extensions:
             for key, flag in value.items():  # type: ignore[attr-defined]
                 self.signals.setdefault(key, flag)
 
+    def merged(self, other: Extensions) -> Extensions:
+        """*self* (new, empty) with a copy of *other*'s values."""
+        self.merge(other)
+        return self
+
     def merge(self, other: Extensions) -> None:
         if self.delay is None:
             self.delay = other.delay

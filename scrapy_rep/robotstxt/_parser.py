@@ -226,13 +226,20 @@ def _interpret(res: ParseResult, log: IssueLog) -> None:
     invalid: list[int] = []
     by_run: dict[int, Extensions] = {}
     for token, per_run in res.extensions.items():
-        found = Extensions()
+        found = None
+        own = False  # found is this token's own object, not a run's shared summary
         for lines in per_run:
             summary = by_run.get(id(lines))
             if summary is None:
                 summary = by_run[id(lines)] = summarise(lines, invalid)
-            found.merge(summary)
-        res.summaries[token] = found
+            if found is None:
+                found = summary  # shared, read-only: most tokens have one group
+            else:
+                if not own:
+                    found, own = Extensions().merged(found), True
+                found.merge(summary)
+        if found is not None:
+            res.summaries[token] = found
     if res.preamble:  # before any user-agent line only content signals apply, file-wide
         signals = [e for e in res.preamble if e.field == "content-signal"]
         res.preamble_summary = summarise(signals, invalid)
@@ -349,7 +356,11 @@ def parse(content: bytes | bytearray | memoryview | str, max_size: int) -> Parse
                 in_rules = False
             if not value:
                 issue((lineno, EMPTY_VALUE))
-            token = _token(value)
+            match = _ASCII_TOKEN.match(value) if value[:1] != b"*" else None
+            if match is not None and (match.end() == len(value) or value.isascii()):
+                token = sys.intern(match.group().decode("ascii").lower())
+            else:
+                token = _token(value)
             if token not in tokens:
                 tokens[token] = None
                 runs = groups.get(token)
