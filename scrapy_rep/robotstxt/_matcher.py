@@ -14,10 +14,10 @@ worst case is O(len(pattern) * len(path)) and typical cases are a few C-level
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from functools import partial
 from itertools import accumulate, compress, count, pairwise, repeat
-from operator import add, and_, contains, itemgetter, lshift, or_, sub
+from operator import add, and_, contains, itemgetter, lshift, ne, or_, sub
 from typing import TypeAlias
 
 from scrapy_rep.robotstxt._escapes import JOINED_FIX, normalise_pattern
@@ -245,7 +245,9 @@ def compile_group(runs: list[Rules], strings: dict[bytes, str], originals: dict[
     order = sorted(range(len(wild)), key=heads.__getitem__)
     guards = list(map(heads.__getitem__, order))
     distinct = list(dict.fromkeys(guards))
-    starts = array("i", [bisect_left(guards, g) for g in distinct])
+    # where each distinct guard's bucket starts (guards are sorted), in C
+    starts = array("i", [0])
+    starts.extend(compress(count(1), map(ne, guards[1:], guards[:-1])))
     starts.append(len(guards))
     # each rule's probe: its longest piece after the first (b"" for "/a$", no "*");
     # with one "*" in every pattern, the common case, simply the piece after it

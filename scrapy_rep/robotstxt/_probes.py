@@ -25,6 +25,7 @@ the residual case noted in notes/parser.md.)
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from itertools import compress
 from typing import TypeAlias
 
@@ -48,19 +49,18 @@ def _grams(probe: str) -> frozenset[str]:
 
 
 def probe_index(probes: list[str]) -> ProbeIndex:
-    """The index of *probes* (duplicates allowed)."""
-    short: dict[int, set[str]] = {}
-    long: list[str] = []
-    for probe in set(probes):
-        if len(probe) <= GRAM:
-            short.setdefault(len(probe), set()).add(probe)
-        else:
-            long.append(probe)
-    return (
-        {length: frozenset(found) for length, found in short.items()},
-        tuple(long),
-        tuple(map(_grams, long)),
-    )
+    """The index of *probes* (duplicates allowed), built in C-level passes."""
+    items = sorted(set(probes), key=len)
+    lengths = list(map(len, items))
+    short: dict[int, frozenset[str]] = {}
+    start = bisect_right(lengths, 0)
+    for length in range(1, GRAM + 1):
+        end = bisect_right(lengths, length, start)
+        if end > start:
+            short[length] = frozenset(items[start:end])
+        start = end
+    long = tuple(items[start:])
+    return short, long, tuple(map(_grams, long))
 
 
 def _substrings(text: str, length: int) -> set[str]:

@@ -6,10 +6,12 @@ import re
 import sys
 from bisect import bisect_right
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import TypeAlias
 
 from scrapy_rep.robotstxt._escapes import normalise_path_bytes
 from scrapy_rep.robotstxt._extensions import SIGNAL_KEYS, ExtensionLine, Extensions
+from scrapy_rep.robotstxt._gc import paused_gc
 from scrapy_rep.robotstxt._interpreted import (
     Scan,
     compile_cost,
@@ -121,6 +123,9 @@ def _text(value: _Text) -> str:
 
 
 _NO_MEMO: tuple[object, None] = (None, None)
+# a file (octets) or group (16 octets a rule) from which the collector is paused
+_LARGE = 32_768
+_PATTERNS = itemgetter(0)
 
 
 class RobotsTxt:
@@ -174,7 +179,11 @@ class RobotsTxt:
     @classmethod
     def parse(cls, content: _Text, max_size: int = DEFAULT_MAX_SIZE) -> RobotsTxt:
         """Parse *content* (bytes or str); never raises for any content."""
-        res = parse(content, max_size)
+        if len(content) < _LARGE:
+            res = parse(content, max_size)
+        else:
+            with paused_gc():  # (see _gc: tens of thousands of containers)
+                res = parse(content, max_size)
         self = cls()
         # No group is compiled now: a crawler uses one token, and most files name
         # many crawlers it will never be (Protego builds its index lazily alike).
@@ -222,7 +231,11 @@ class RobotsTxt:
         if isinstance(group, list):
             if self._originals is None:
                 self._originals = {}
-            group = self._groups[token] = compile_group(group, {}, self._originals)
+            if sum(map(len, map(_PATTERNS, group))) < _LARGE // 16:
+                group = self._groups[token] = compile_group(group, {}, self._originals)
+            else:
+                with paused_gc():
+                    group = self._groups[token] = compile_group(group, {}, self._originals)
             scans = self._scans
             if scans is not None:
                 scans.pop(token, None)
