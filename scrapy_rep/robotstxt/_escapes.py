@@ -24,7 +24,7 @@ import re
 from itertools import chain
 from operator import itemgetter
 
-__all__ = ["normalise_path_bytes", "normalise_pattern", "pattern_needs_fixing"]
+__all__ = ["JOINED_FIX", "joined_needs_fixing", "normalise_path_bytes", "normalise_pattern"]
 
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _HEX = b"0123456789ABCDEFabcdef"
@@ -106,8 +106,23 @@ def _normalise(raw: bytes, keep: bytes) -> bytes:
     return raw
 
 
-def pattern_needs_fixing(raw: bytes) -> bool:
-    return _PATTERN_FIX.search(raw) is not None
+# octets that may need a pattern fixed: "%", "$", and those outside URIs but "\n"
+_MAYBE_FIX = b"%$" + _NOT_URI.replace(b"\n", b"")
+_SURE_OK = bytes(sorted(set(range(256)) - set(_MAYBE_FIX)))
+
+
+def joined_needs_fixing(joined: bytes) -> bool:
+    """Whether some pattern of *joined* (patterns joined by "\n") needs normalising:
+    C-level passes first (most files have no "%", no non-ASCII, only final "$"s),
+    the regex only when those leave a doubt."""
+    rest = joined.translate(None, _SURE_OK)
+    if not rest:
+        return False
+    if rest.count(b"$") == len(rest):  # only "$"s: are they all final ones?
+        dollars = len(rest)
+        if dollars == joined.count(b"$\n") + joined.endswith(b"$"):
+            return False
+    return JOINED_FIX.search(joined) is not None
 
 
 def normalise_pattern(raw: bytes) -> bytes:

@@ -44,7 +44,9 @@ COMPILE_PER_RULE = 8
 
 # (each rule's guard: the pattern up to its first "*" or final "$"; line marks; the
 # whole normalised patterns, or None when every guard is its whole pattern)
-Scan: TypeAlias = tuple[list[bytes], "array[int]", "list[bytes] | None"]
+# the guards again as a tuple, for one C-level bytes.startswith(tuple) that tells
+# whether any rule can match: most URLs a crawl checks match none)
+Scan: TypeAlias = tuple[list[bytes], "array[int]", "list[bytes] | None", tuple[bytes, ...]]
 
 _GUARD = itemgetter(0)
 
@@ -57,18 +59,18 @@ def prepare_scan(runs: list[Rules], originals: dict[int, str]) -> Scan:
     patterns, marks = merged_rules(runs)
     patterns, joined = normalised_rules(patterns, marks, originals)
     if 0x2A not in joined and 0x24 not in joined:  # no "*" or "$": plain prefixes
-        return patterns, marks, None
+        return patterns, marks, None, tuple(patterns)
     # after normalisation a "$" can only be a pattern's last octet
     stems = map(bytes.removesuffix, patterns, repeat(b"$"))
     guards = list(map(_GUARD, map(bytes.split, stems, repeat(b"*"), repeat(1))))
-    return guards, marks, patterns
+    return guards, marks, patterns, tuple(guards)
 
 
 def compile_cost(scan: Scan) -> int:
     """What compiling the scanned group costs, in the model's units; 0 (compile at
     once) for a group of many wildcard rules, whose scans would match each in full
     while the compiled group looks for all their probes in one pass (see _probes)."""
-    guards, _, patterns = scan
+    guards, _, patterns, _ = scan
     if patterns is not None:
         wildcards = sum(map(ne, map(len, guards), map(len, patterns)))
         if wildcards >= MANY_WILDCARDS:
@@ -84,8 +86,10 @@ def scan_allows(scan: Scan, path: bytes) -> tuple[bool, int]:
     the guards leaves the few candidates; among those that match, the highest
     precedence (2 * length, less 1 for disallow) decides.
     """
-    guards, marks, patterns = scan
+    guards, marks, patterns, any_guard = scan
     cost = SCAN_FIXED + len(guards)
+    if not path.startswith(any_guard):
+        return True, cost  # no rule can match: allowed
     best = 0  # no rule: allowed (every stored pattern has precedence >= 1)
     if patterns is None:
         for i in compress(count(), map(path.startswith, guards)):
@@ -118,8 +122,10 @@ def scan_best(scan: Scan, path: bytes) -> tuple[int, int]:
     the first literal in file order, and the wildcard rule with the longest guard,
     then the first in file order.
     """
-    guards, marks, patterns = scan
+    guards, marks, patterns, any_guard = scan
     cost = SCAN_FIXED + len(guards)
+    if not path.startswith(any_guard):
+        return -1, cost
     best = -1
     best_key = (0, 0, 0, 0)
     for i in compress(count(), map(path.startswith, guards)):
@@ -141,5 +147,5 @@ def scan_best(scan: Scan, path: bytes) -> tuple[int, int]:
 
 def scan_rule(scan: Scan, n: int) -> tuple[int, bytes]:
     """Line mark and normalised pattern of rule *n* of the scan (see scan_best)."""
-    guards, marks, patterns = scan
+    guards, marks, patterns, _ = scan
     return marks[n], (guards if patterns is None else patterns)[n]

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from operator import itemgetter
+from typing import TypeAlias
 
-__all__ = ["ISSUE_KINDS", "MAX_ISSUES", "MAX_TEXT", "Issue", "IssueLog"]
+__all__ = ["ISSUE_KINDS", "MAX_ISSUES", "MAX_TEXT", "Issue", "IssueLog", "Pending", "materialise"]
 
 # kind -> what it means (kept in this order in reports)
 ISSUE_KINDS: dict[str, str] = {
@@ -68,6 +70,12 @@ def _text(raw: bytes) -> str:
     return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + "…"
 
 
+# issues as parsed, texts still raw: (line, code, raw line) for the first MAX_ISSUES,
+# and the size limit's (line, offset, partial line); Issue objects are made on demand
+Pending: TypeAlias = tuple[list[tuple[int, int, bytes]], "tuple[int, int, bytes] | None"]
+_CODE = itemgetter(1)
+
+
 class IssueLog:
     """Issues as the parser records them: codes and line numbers, texts at the end."""
 
@@ -77,18 +85,27 @@ class IssueLog:
         self.found: list[tuple[int, int]] = []  # (line, code) in the order seen
         self.limit: tuple[int, int, bytes] | None = None  # (line, offset, partial line)
 
-    def build(self, lines: list[bytes]) -> tuple[tuple[Issue, ...], dict[str, int]]:
-        """The issues in line order (the first MAX_ISSUES) and the count of each kind."""
+    def finish(self, lines: list[bytes]) -> tuple[Pending, dict[str, int]]:
+        """The issues to keep (see Pending) and the count of each kind, in C calls but
+        for the kept ones: a page of junk lines costs little until it is looked at."""
         found = self.found
-        counts = Counter(_NAMES[code] for _, code in found)
+        by_code = Counter(map(_CODE, found))
         found.sort()
-        issues = [
-            Issue(line, _NAMES[code], _text(lines[line - 1]) if 0 < line <= len(lines) else "")
+        n = len(lines)
+        kept = [
+            (line, code, lines[line - 1] if 0 < line <= n else b"")
             for line, code in found[:MAX_ISSUES]
         ]
+        counts = {kind: by_code[code] for code, kind in enumerate(_NAMES) if by_code[code]}
         if self.limit is not None:
-            line, offset, partial = self.limit
-            issues.append(Issue(line, "size-limit", _text(partial), offset))
-            counts["size-limit"] += 1
-        ordered = {kind: counts[kind] for kind in ISSUE_KINDS if counts[kind]}
-        return tuple(issues), ordered
+            counts = {"size-limit": 1, **counts}
+        return (kept, self.limit), counts
+
+
+def materialise(pending: Pending) -> tuple[Issue, ...]:
+    kept, limit = pending
+    issues = [Issue(line, _NAMES[code], _text(raw)) for line, code, raw in kept]
+    if limit is not None:
+        line, offset, partial = limit
+        issues.append(Issue(line, "size-limit", _text(partial), offset))
+    return tuple(issues)

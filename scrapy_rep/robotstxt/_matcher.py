@@ -20,7 +20,7 @@ from itertools import accumulate, compress, count, pairwise, repeat
 from operator import add, and_, contains, itemgetter, lshift, ne, or_, sub
 from typing import TypeAlias
 
-from scrapy_rep.robotstxt._escapes import JOINED_FIX, normalise_pattern
+from scrapy_rep.robotstxt._escapes import JOINED_FIX, joined_needs_fixing, normalise_pattern
 from scrapy_rep.robotstxt._forest import parents as forest_parents
 from scrapy_rep.robotstxt._forest import plain_literals, ranked_chain
 from scrapy_rep.robotstxt._probes import MANY_WILDCARDS, ProbeIndex, present_probes, probe_index
@@ -164,7 +164,7 @@ def normalised_rules(
     {line: pattern as written} for the patterns that change.
     """
     joined = b"\n".join(patterns)
-    if JOINED_FIX.search(joined):
+    if joined_needs_fixing(joined):
         ends = list(accumulate(map(add, map(len, patterns), repeat(1))))
         fixed = list(patterns)
         for i in _rules_at(ends, joined):

@@ -35,8 +35,8 @@ from scrapy_rep.robotstxt._issues import (
     RULE_OUTSIDE_GROUP,
     TYPO,
     UNKNOWN_FIELD,
-    Issue,
     IssueLog,
+    Pending,
 )
 from scrapy_rep.robotstxt._useragent import product_token
 
@@ -163,7 +163,7 @@ class ParseResult:
         self.originals: dict[int, str] = {}
         self.rule_count = 0
         self.truncated = False
-        self.issues: tuple[Issue, ...] = ()
+        self.issues: Pending | None = None
         self.issue_counts: dict[str, int] = {}
 
 
@@ -309,8 +309,8 @@ def parse(content: bytes | bytearray | memoryview | str, max_size: int) -> Parse
             if 0x23 in value:
                 value = value[: value.find(b"#")]
             value = value.strip()
-        elif _is_blank(line):
-            continue
+        elif not line or line[0] == 0x23:
+            continue  # empty, or a comment ("#")
         elif line[0] not in _FIELD_START:
             issue((lineno, NOT_A_FIELD))
             continue  # not a field (page markup, prose)
@@ -394,7 +394,7 @@ def parse(content: bytes | bytearray | memoryview | str, max_size: int) -> Parse
     if res.extensions or res.preamble:
         _interpret(res, log)
     if log.found or log.limit:
-        res.issues, res.issue_counts = log.build(lines)
+        res.issues, res.issue_counts = log.finish(lines)
     return res
 
 

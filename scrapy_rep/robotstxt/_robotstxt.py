@@ -20,7 +20,7 @@ from scrapy_rep.robotstxt._interpreted import (
     scan_best,
     scan_rule,
 )
-from scrapy_rep.robotstxt._issues import Issue
+from scrapy_rep.robotstxt._issues import Issue, Pending, materialise
 from scrapy_rep.robotstxt._matcher import (
     Group,
     best_rule,
@@ -140,13 +140,13 @@ class RobotsTxt:
         "_extension_lines",
         "_extensions",
         "_groups",
+        "_issues",
         "_memo",
         "_originals",
         "_preamble",
         "_preamble_summary",
         "_scans",
         "issue_counts",
-        "issues",
         "rule_count",
         "sitemaps",
         "truncated",
@@ -173,7 +173,7 @@ class RobotsTxt:
         self.rule_count = 0
         #: what the parser did not take as written, in line order (the first
         #: _issues.MAX_ISSUES), and the count of every kind (all of them)
-        self.issues: tuple[Issue, ...] = ()
+        self._issues: tuple[Issue, ...] | Pending | None = None
         self.issue_counts: dict[str, int] = {}
 
     @classmethod
@@ -195,12 +195,23 @@ class RobotsTxt:
         self._preamble_summary = res.preamble_summary
         self._extension_lines = res.extensions or None
         self._preamble = res.preamble or None
-        self.issues = res.issues
+        self._issues = res.issues
         self.issue_counts = res.issue_counts
         self.sitemaps = res.sitemaps
         self.truncated = res.truncated
         self.rule_count = res.rule_count
         return self
+
+    @property
+    def issues(self) -> tuple[Issue, ...]:
+        """What the parser did not take as written, in line order (the first
+        _issues.MAX_ISSUES, and the size limit's cut); issue_counts counts them all."""
+        found = self._issues
+        if not found:
+            return ()
+        if isinstance(found[0], list):  # still as parsed (see _issues.Pending)
+            found = self._issues = materialise(found)
+        return found
 
     def _scan(self, token: str) -> Scan | None:
         """The scan of *token*'s group while scanning still costs less than compiling
