@@ -15,9 +15,9 @@ by least squares on the groups of the 4,231 real files of the benchmark corpus:
                                 includes the slower path a scanned check takes)
     compiling: 340 + 8 n
 
-so a typical group (n = 12) is scanned 14 times, one of 1,000 rules 9 times, and a
-group of thousands of wildcard rules that all need matching in full (an adversarial
-file: such a scan costs as much as compiling) once.
+so a typical group (n = 12) is scanned 14 times.  A group of more than SCAN_MAX_RULES
+rules, or of MANY_WILDCARDS wildcard rules (see _probes), is compiled at its first
+check: a scan of it would cost more than twice a compiled check.
 
 A scan gives exactly the compiled matcher's verdicts (RFC 9309 §2.2.2: the longest
 matching pattern decides, allow wins a tie) from the same normalised patterns; the
@@ -41,6 +41,9 @@ SCAN_FIXED = 20
 SCAN_PER_WILDCARD_MATCH = 9
 COMPILE_FIXED = 340
 COMPILE_PER_RULE = 8
+# A group of more rules is compiled at its first check: a scan of it would cost more
+# than twice a compiled check (bench_parser.py, "scanned vs compiled").
+SCAN_MAX_RULES = 24
 
 # (each rule's guard: the pattern up to its first "*" or final "$"; line marks; the
 # whole normalised patterns, or None when every guard is its whole pattern)
@@ -71,6 +74,8 @@ def compile_cost(scan: Scan) -> int:
     once) for a group of many wildcard rules, whose scans would match each in full
     while the compiled group looks for all their probes in one pass (see _probes)."""
     guards, _, patterns, _ = scan
+    if len(guards) > SCAN_MAX_RULES:
+        return 0
     if patterns is not None:
         wildcards = sum(map(ne, map(len, guards), map(len, patterns)))
         if wildcards >= MANY_WILDCARDS:

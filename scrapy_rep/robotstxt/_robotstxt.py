@@ -123,6 +123,13 @@ def _text(value: _Text) -> str:
 
 
 _NO_MEMO: tuple[object, None] = (None, None)
+
+
+def _agent(user_agent: _Text) -> str | bytes:
+    # (a bytearray or memoryview is kept as bytes: it compares equal to those)
+    return user_agent if isinstance(user_agent, (str, bytes)) else bytes(user_agent)
+
+
 # a file (octets) or group (16 octets a rule) from which the collector is paused
 _LARGE = 32_768
 _PATTERNS = itemgetter(0)
@@ -154,10 +161,11 @@ class RobotsTxt:
 
     def __init__(self) -> None:
         self._groups: dict[str, Group | list[Run]] = {}
-        # (the last user agent asked about, its compiled group or None: allow all),
+        # (the last user agent asked about, its compiled group, None: allow all, or
+        # the token of its group while that is scanned),
         # one tuple swapped whole, so that threads sharing the object never see one
         # agent paired with another's group
-        self._memo: tuple[object, Group | None] = _NO_MEMO
+        self._memo: tuple[object, Group | str | None] = _NO_MEMO
         # token -> its extension values (Crawl-delay, ...); the preamble's (lines
         # before any user-agent line); the raw lines of each (see _extensions)
         self._extensions: dict[str, Extensions] | None = None
@@ -279,17 +287,29 @@ class RobotsTxt:
             else:
                 scan = self._scan(token)
                 if scan is not None:
-                    path = plain_path(_text(url))
-                    if _is_robots_txt(path):
-                        return True
-                    allowed, cost = scan_allows(scan, path)
-                    self._spend(token, cost)
-                    return allowed
+                    # remembered as scanning: allowed() comes straight to _scanned
+                    self._memo = (_agent(user_agent), token)
+                    return self._scanned(url, user_agent, token)
                 group = self._group(token)
-        # (a bytearray or memoryview is kept as bytes: it compares equal to those)
-        agent = user_agent if isinstance(user_agent, (str, bytes)) else bytes(user_agent)
-        self._memo = (agent, group)
+        self._memo = (_agent(user_agent), group)
         return group
+
+    def _scanned(self, url: _Text, user_agent: _Text, token: str) -> bool:
+        """allowed() while *token*'s group is scanned (see _interpreted)."""
+        scans = self._scans
+        found = None if scans is None else scans.get(token)
+        if found is None or found[0] <= 0:
+            # due to be compiled, or compiled meanwhile (by explain()): look again
+            self._memo = _NO_MEMO
+            return self.allowed(url, user_agent)
+        scan = found[1]
+        m = _SIMPLE.match(url) if url.__class__ is str else None
+        path = m[1].encode() if m is not None else plain_path(_text(url))
+        if _is_robots_txt(path):
+            return True
+        allowed, cost = scan_allows(scan, path)
+        scans[token] = (found[0] - cost, scan)  # type: ignore[index]
+        return allowed
 
     def allowed(self, url: _Text, user_agent: _Text) -> bool:
         """Whether *user_agent* may fetch *url*."""
@@ -301,8 +321,9 @@ class RobotsTxt:
             if not isinstance(found, tuple):
                 return found is not False  # a scan's verdict, or None: no group applies
             group = found
-        elif group is None:
-            return True
+        elif group.__class__ is not tuple:
+            # None: no group applies; a token: its group is being scanned
+            return group is None or self._scanned(url, user_agent, group)  # type: ignore[arg-type]
         # the common URL, plain ASCII http(s) or path-only, in one regex call
         m = _SIMPLE.match(url) if url.__class__ is str else None
         if m is not None:

@@ -19,6 +19,7 @@ from scrapy_rep.robotstxt._interpreted import (
     COMPILE_FIXED,
     COMPILE_PER_RULE,
     SCAN_FIXED,
+    SCAN_MAX_RULES,
     SCAN_PER_WILDCARD_MATCH,
 )
 from scrapy_rep.robotstxt._probes import MANY_WILDCARDS
@@ -112,13 +113,25 @@ def test_a_group_whose_scans_cost_as_much_as_compiling_is_compiled_at_once() -> 
 
 
 def test_a_group_of_few_wildcard_rules_is_still_scanned_first() -> None:
-    rules = "".join(f"Disallow: /*a*{i}b\n" for i in range(MANY_WILDCARDS - 1))
+    rules = "".join(f"Disallow: /*a*{i}b\n" for i in range(min(MANY_WILDCARDS, SCAN_MAX_RULES)))
     robots = RobotsTxt.parse("User-agent: *\n" + rules)
 
     def check(n: int) -> None:
         assert robots.allowed("/" + "a" * 50, "bot")
 
     assert scans_before_compiling(robots, "*", check) >= 1
+
+
+def test_a_group_of_many_rules_is_compiled_at_its_first_check() -> None:
+    """A scan of more than SCAN_MAX_RULES rules would cost more than twice a compiled
+    check (bench_parser.py measures both)."""
+    rules = "".join(f"Disallow: /p{i}\n" for i in range(SCAN_MAX_RULES + 1))
+    robots = RobotsTxt.parse("User-agent: *\n" + rules)
+
+    def check(n: int) -> None:
+        assert not robots.allowed("/p1", "bot")
+
+    assert scans_before_compiling(robots, "*", check) == 0
 
 
 def test_scans_are_counted_per_group() -> None:
