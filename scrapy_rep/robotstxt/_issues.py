@@ -74,6 +74,7 @@ def _text(raw: bytes) -> str:
 # and the size limit's (line, offset, partial line); Issue objects are made on demand
 Pending: TypeAlias = tuple[list[tuple[int, int, bytes]], "tuple[int, int, bytes] | None"]
 _CODE = itemgetter(1)
+_RAW_KEPT = 4 * MAX_TEXT + 64  # octets of a line kept for its text (UTF-8: <= 4 a character)
 
 
 class IssueLog:
@@ -93,7 +94,8 @@ class IssueLog:
         found.sort()
         n = len(lines)
         kept = [
-            (line, code, lines[line - 1] if 0 < line <= n else b"")
+            # (a slice at least as long as the line is the line itself: no copy)
+            (line, code, lines[line - 1][:_RAW_KEPT] if 0 < line <= n else b"")
             for line, code in found[:MAX_ISSUES]
         ]
         counts = {kind: by_code[code] for code, kind in enumerate(_NAMES) if by_code[code]}
