@@ -27,8 +27,10 @@ tests check the two against each other.
 from __future__ import annotations
 
 from array import array
-from itertools import compress, count, repeat
-from operator import itemgetter, ne
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
+from itertools import chain, compress, count, repeat
+from operator import gt, itemgetter, ne
 from typing import TypeAlias
 
 from scrapy_rep.robotstxt._matcher import Rules, merged_rules, normalised_rules, pattern_matches
@@ -43,13 +45,18 @@ COMPILE_FIXED = 340
 COMPILE_PER_RULE = 8
 # A group of more rules is compiled at its first check: a scan of it would cost more
 # than twice a compiled check (bench_parser.py, "scanned vs compiled").
-SCAN_MAX_RULES = 24
+SCAN_MAX_RULES = 2000
 
 # (each rule's guard: the pattern up to its first "*" or final "$"; line marks; the
 # whole normalised patterns, or None when every guard is its whole pattern)
 # the guards again as a tuple, for one C-level bytes.startswith(tuple) that tells
-# whether any rule can match: most URLs a crawl checks match none)
-Scan: TypeAlias = tuple[list[bytes], "array[int]", "list[bytes] | None", tuple[bytes, ...]]
+# whether any rule can match: most URLs a crawl checks match none; for a group of
+# more than WINDOW_FROM rules, its guards sorted (see _candidates), else None)
+Window: TypeAlias = tuple[list[bytes], list[int], list[int]]
+Scan: TypeAlias = tuple[
+    list[bytes], "array[int]", "list[bytes] | None", tuple[bytes, ...], "Window | None"
+]
+WINDOW_FROM = 24
 
 _GUARD = itemgetter(0)
 
@@ -62,18 +69,46 @@ def prepare_scan(runs: list[Rules], originals: dict[int, str]) -> Scan:
     patterns, marks = merged_rules(runs)
     patterns, joined = normalised_rules(patterns, marks, originals)
     if 0x2A not in joined and 0x24 not in joined:  # no "*" or "$": plain prefixes
-        return patterns, marks, None, tuple(patterns)
+        return patterns, marks, None, tuple(patterns), _window(patterns)
     # after normalisation a "$" can only be a pattern's last octet
     stems = map(bytes.removesuffix, patterns, repeat(b"$"))
     guards = list(map(_GUARD, map(bytes.split, stems, repeat(b"*"), repeat(1))))
-    return guards, marks, patterns, tuple(guards)
+    return guards, marks, patterns, tuple(guards), _window(guards)
+
+
+def _window(guards: list[bytes]) -> Window | None:
+    """The guards in sorted order, their positions, and the positions of the guards
+    shorter than two octets; None for a group small enough to scan whole."""
+    if len(guards) <= WINDOW_FROM:
+        return None
+    order = sorted(range(len(guards)), key=guards.__getitem__)
+    short = list(compress(count(), map(gt, repeat(2), map(len, guards))))
+    return list(map(guards.__getitem__, order)), order, short
+
+
+def _candidates(scan: Scan, path: bytes) -> Iterator[int]:
+    """Positions of the rules whose guard *path* starts with.
+
+    A guard of two octets or more that *path* starts with shares its first two octets
+    and sorts between them and *path*: with the guards sorted, two bisects leave a
+    window of the few that can (the shorter guards are tried apart)."""
+    guards, _, _, _, window = scan
+    if window is None:
+        return compress(count(), map(path.startswith, guards))
+    ordered, order, short = window
+    a = bisect_left(ordered, path[:2])
+    b = bisect_right(ordered, path, a)
+    found = compress(order[a:b], map(path.startswith, ordered[a:b]))
+    if not short:
+        return found
+    return chain(compress(short, map(path.startswith, map(guards.__getitem__, short))), found)
 
 
 def compile_cost(scan: Scan) -> int:
     """What compiling the scanned group costs, in the model's units; 0 (compile at
     once) for a group of many wildcard rules, whose scans would match each in full
     while the compiled group looks for all their probes in one pass (see _probes)."""
-    guards, _, patterns, _ = scan
+    guards, _, patterns, _, _ = scan
     if len(guards) > SCAN_MAX_RULES:
         return 0
     if patterns is not None:
@@ -91,18 +126,18 @@ def scan_allows(scan: Scan, path: bytes) -> tuple[bool, int]:
     the guards leaves the few candidates; among those that match, the highest
     precedence (2 * length, less 1 for disallow) decides.
     """
-    guards, marks, patterns, any_guard = scan
+    guards, marks, patterns, any_guard, _ = scan
     cost = SCAN_FIXED + len(guards)
     if not path.startswith(any_guard):
         return True, cost  # no rule can match: allowed
     best = 0  # no rule: allowed (every stored pattern has precedence >= 1)
     if patterns is None:
-        for i in compress(count(), map(path.startswith, guards)):
+        for i in _candidates(scan, path):
             rank = 2 * len(guards[i]) - (marks[i] & 1)
             if rank > best:
                 best = rank
     else:
-        for i in compress(count(), map(path.startswith, guards)):
+        for i in _candidates(scan, path):
             pattern = patterns[i]
             rank = 2 * len(pattern) - (marks[i] & 1)
             if rank <= best:
@@ -127,13 +162,13 @@ def scan_best(scan: Scan, path: bytes) -> tuple[int, int]:
     the first literal in file order, and the wildcard rule with the longest guard,
     then the first in file order.
     """
-    guards, marks, patterns, any_guard = scan
+    guards, marks, patterns, any_guard, _ = scan
     cost = SCAN_FIXED + len(guards)
     if not path.startswith(any_guard):
         return -1, cost
     best = -1
     best_key = (0, 0, 0, 0)
-    for i in compress(count(), map(path.startswith, guards)):
+    for i in _candidates(scan, path):
         guard = guards[i]
         pattern = guard if patterns is None else patterns[i]
         if len(pattern) != len(guard):
@@ -152,5 +187,5 @@ def scan_best(scan: Scan, path: bytes) -> tuple[int, int]:
 
 def scan_rule(scan: Scan, n: int) -> tuple[int, bytes]:
     """Line mark and normalised pattern of rule *n* of the scan (see scan_best)."""
-    guards, marks, patterns, _ = scan
+    guards, marks, patterns, _, _ = scan
     return marks[n], (guards if patterns is None else patterns)[n]

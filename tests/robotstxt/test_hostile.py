@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scrapy_rep import RobotsTxt
+from scrapy_rep.robotstxt._interpreted import WINDOW_FROM
 from scrapy_rep.robotstxt._matcher import pattern_matches
 from scrapy_rep.robotstxt._probes import GRAM, MANY_WILDCARDS, present_probes, probe_index
 from tests.engine_helpers import compiled_robots
@@ -87,3 +88,27 @@ def test_repeated_escape_heavy_rules_normalise() -> None:
     assert robots.allowed("/1" + "~" * 2999, "bot")
     assert not robots.allowed("/x" + "%24" * 4999, "bot")
     assert robots.allowed("/x" + "%24" * 4999 + "y", "bot")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.booleans(), st.text(alphabet="ab/*$%", min_size=0, max_size=8)),
+        min_size=WINDOW_FROM + 1,
+        max_size=80,
+    ),
+    st.lists(st.text(alphabet="ab/%", max_size=12), min_size=1, max_size=6),
+)
+def test_windowed_scans_agree_with_the_compiled_group(
+    rules: list[tuple[bool, str]], paths: list[str]
+) -> None:
+    """A scan of more than WINDOW_FROM rules looks only at a window of sorted guards."""
+    body = "User-agent: *\n" + "".join(
+        f"{'Allow' if allow else 'Disallow'}: /{pattern}\n" for allow, pattern in rules
+    )
+    compiled = compiled_robots(body)
+    for path in paths:
+        scanned = RobotsTxt.parse(body)  # a fresh object: its first check scans
+        url = "/" + path
+        assert scanned.allowed(url, "bot") is compiled.allowed(url, "bot"), url
+        assert RobotsTxt.parse(body).explain(url, "bot") == compiled.explain(url, "bot")
