@@ -7,6 +7,7 @@ hold hundreds of thousands of junk lines), but every one is counted.
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
 from dataclasses import dataclass
 from operator import itemgetter
@@ -70,11 +71,13 @@ def _text(raw: bytes) -> str:
     return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + "…"
 
 
-# issues as parsed, texts still raw: (line, code, raw line) for the first MAX_ISSUES,
-# and the size limit's (line, offset, partial line); Issue objects are made on demand
-Pending: TypeAlias = tuple[list[tuple[int, int, bytes]], "tuple[int, int, bytes] | None"]
+# issues as parsed, texts still raw and compact (a file is kept for as long as its
+# origin is crawled, and most never have their issues read): line * 16 + code of the
+# first MAX_ISSUES, their raw lines joined by "\n" (lines hold no "\n"), and the size
+# limit's (line, offset, partial line); Issue objects are made on demand
+Pending: TypeAlias = tuple["array[int]", bytes, "tuple[int, int, bytes] | None"]
 _CODE = itemgetter(1)
-_RAW_KEPT = 4 * MAX_TEXT + 64  # octets of a line kept for its text (UTF-8: <= 4 a character)
+_RAW_KEPT = MAX_TEXT + 56  # octets of a line kept for its text
 
 
 class IssueLog:
@@ -92,21 +95,26 @@ class IssueLog:
         found = self.found
         by_code = Counter(map(_CODE, found))
         found.sort()
+        kept = found[:MAX_ISSUES]
         n = len(lines)
-        kept = [
-            # (a slice at least as long as the line is the line itself: no copy)
-            (line, code, lines[line - 1][:_RAW_KEPT] if 0 < line <= n else b"")
-            for line, code in found[:MAX_ISSUES]
-        ]
+        # (a slice at least as long as the line is the line itself: no copy)
+        raws = b"\n".join(
+            [lines[line - 1][:_RAW_KEPT] if 0 < line <= n else b"" for line, _ in kept]
+        )
+        marks = array("q", [line * 16 + code for line, code in kept])
         counts = {kind: by_code[code] for code, kind in enumerate(_NAMES) if by_code[code]}
         if self.limit is not None:
             counts = {"size-limit": 1, **counts}
-        return (kept, self.limit), counts
+        return (marks, raws, self.limit), counts
 
 
 def materialise(pending: Pending) -> tuple[Issue, ...]:
-    kept, limit = pending
-    issues = [Issue(line, _NAMES[code], _text(raw)) for line, code, raw in kept]
+    marks, raws, limit = pending
+    texts = raws.split(b"\n") if marks else []
+    issues = [
+        Issue(mark >> 4, _NAMES[mark & 15], _text(raw))
+        for mark, raw in zip(marks, texts, strict=True)
+    ]
     if limit is not None:
         line, offset, partial = limit
         issues.append(Issue(line, "size-limit", _text(partial), offset))

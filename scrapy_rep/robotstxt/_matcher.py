@@ -23,7 +23,13 @@ from typing import TypeAlias
 from scrapy_rep.robotstxt._escapes import JOINED_FIX, joined_needs_fixing, normalise_pattern
 from scrapy_rep.robotstxt._forest import parents as forest_parents
 from scrapy_rep.robotstxt._forest import plain_literals, ranked_chain
-from scrapy_rep.robotstxt._probes import MANY_WILDCARDS, ProbeIndex, present_probes, probe_index
+from scrapy_rep.robotstxt._probes import (
+    MANY_WILDCARDS,
+    ProbeIndex,
+    index_pays,
+    present_probes,
+    probe_index,
+)
 
 __all__ = [
     "EMPTY_GROUP",
@@ -325,7 +331,10 @@ def wild_rule(group: Group, path: bytes, best: int, text: str | None = None) -> 
     if text is None:
         text = path.decode("ascii")  # normalised paths are ASCII
     # what probes are looked for in: the path, or the set of probes present in it
-    haystack: str | frozenset[str] | set[str] | None = text if group[9] is None else None
+    index = group[9]
+    haystack: str | frozenset[str] | set[str] | None = (
+        text if index is None or not index_pays(index, len(text)) else None
+    )
     while k >= 0:
         start = starts[k]
         if codes[base + start] >> 33 > floor and path.startswith(guards[k]):
@@ -334,7 +343,7 @@ def wild_rule(group: Group, path: bytes, best: int, text: str | None = None) -> 
             # ~1.5x slower); a plain loop beats building C iterators for the buckets
             # of a few rules that most groups have (measured on the corpus)
             if haystack is None:
-                haystack = present_probes(group[9], text)  # type: ignore[arg-type]
+                haystack = present_probes(index, text)  # type: ignore[arg-type]
             for j, probe in enumerate(probes[k]):
                 if probe not in haystack:
                     continue

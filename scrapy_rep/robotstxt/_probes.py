@@ -29,7 +29,7 @@ from bisect import bisect_right
 from itertools import compress
 from typing import TypeAlias
 
-__all__ = ["GRAM", "MANY_WILDCARDS", "ProbeIndex", "present_probes", "probe_index"]
+__all__ = ["GRAM", "MANY_WILDCARDS", "ProbeIndex", "index_pays", "present_probes", "probe_index"]
 
 GRAM = 8
 # from this many wildcard rules in a group, checks use the index (below it, one
@@ -37,10 +37,27 @@ GRAM = 8
 # wildcard groups have a few dozen rules)
 MANY_WILDCARDS = 64
 
-# (short probes by length, long probes, each long probe's grams)
+# (short probes by length, long probes, each long probe's grams, the number of
+# wildcard rules the index serves)
 ProbeIndex: TypeAlias = tuple[
-    dict[int, frozenset[str]], tuple[str, ...], tuple[frozenset[str], ...]
+    dict[int, frozenset[str]], tuple[str, ...], tuple[frozenset[str], ...], int
 ]
+
+# The cost model of index_pays, in ns on the machine it was fitted on: a substring
+# search per rule costs about SEARCH + length / 2, the index SLICE per substring of
+# each short length and GRAM_TEST per long probe.
+SEARCH, SLICE, GRAM_TEST = 60, 60, 100
+
+
+def index_pays(index: ProbeIndex, length: int) -> bool:
+    """Whether the index is cheaper than a substring search per rule for a path of
+    *length* (short URLs against a few hundred rules: rather not).  Where it is not,
+    the searches cost at most a few ms even when built to be slow."""
+    short, long, _, rules = index
+    # (a long probe can cost its length times the path's in CPython's search: counted
+    # as twice the path, so that a few hundred such probes take the index)
+    searches = rules * (SEARCH + length // 2) + len(long) * length * 2
+    return searches > len(short) * length * SLICE + len(long) * GRAM_TEST
 
 
 def _grams(probe: str) -> frozenset[str]:
@@ -60,7 +77,7 @@ def probe_index(probes: list[str]) -> ProbeIndex:
             short[length] = frozenset(items[start:end])
         start = end
     long = tuple(items[start:])
-    return short, long, tuple(map(_grams, long))
+    return short, long, tuple(map(_grams, long)), len(probes)
 
 
 def _substrings(text: str, length: int) -> set[str]:
@@ -70,7 +87,7 @@ def _substrings(text: str, length: int) -> set[str]:
 
 def present_probes(index: ProbeIndex, text: str) -> frozenset[str] | set[str]:
     """The probes of *index* that occur in *text* ("" always does)."""
-    short, long, keys = index
+    short, long, keys, _ = index
     found = {""}
     grams: set[str] | None = None
     for length, probes in short.items():

@@ -217,7 +217,7 @@ class RobotsTxt:
         found = self._issues
         if not found:
             return ()
-        if isinstance(found[0], list):  # still as parsed (see _issues.Pending)
+        if not isinstance(found[0], Issue):  # still as parsed (see _issues.Pending)
             found = self._issues = materialise(found)
         return found
 

@@ -3,6 +3,8 @@ verdicts as the plain algorithms (no timed assertions: bench_adversarial.py time
 
 from __future__ import annotations
 
+from unittest.mock import patch
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -53,7 +55,11 @@ def test_many_wildcard_rules_decide_as_the_reference(
     encoded = [(allow, pattern.encode()) for allow, pattern in rules]
     for path in paths:
         url = "/" + path
-        assert robots.allowed(url, "bot") is _reference(encoded, url.encode()), url
+        expected = _reference(encoded, url.encode())
+        assert robots.allowed(url, "bot") is expected, url
+        # the same through the probe index, whether or not it pays for such a path
+        with patch("scrapy_rep.robotstxt._matcher.index_pays", return_value=True):
+            assert robots.allowed(url + "#", "bot") is expected, url
 
 
 def test_long_probes_filtered_by_grams_are_still_found() -> None:
