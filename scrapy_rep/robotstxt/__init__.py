@@ -4,7 +4,19 @@ This layer is pure: it imports nothing from Scrapy, Twisted or the rest of scrap
 so it can be used (and tested) as a library on its own.
 """
 
+from scrapy_rep.robotstxt._extensions import EXTENSION_FIELDS, ExtensionLine
+from scrapy_rep.robotstxt._issues import ISSUE_KINDS, MAX_ISSUES, Issue
 from scrapy_rep.robotstxt._robotstxt import DEFAULT_MAX_SIZE, Decision, RobotsTxt
 from scrapy_rep.robotstxt._useragent import product_token
 
-__all__ = ["DEFAULT_MAX_SIZE", "Decision", "RobotsTxt", "product_token"]
+__all__ = [
+    "DEFAULT_MAX_SIZE",
+    "EXTENSION_FIELDS",
+    "ISSUE_KINDS",
+    "MAX_ISSUES",
+    "Decision",
+    "ExtensionLine",
+    "Issue",
+    "RobotsTxt",
+    "product_token",
+]
