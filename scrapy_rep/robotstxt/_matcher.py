@@ -1,8 +1,9 @@
-"""Path normalisation and pattern matching (RFC 9309 §2.2.2, §2.2.3).
+"""Pattern matching and compiled groups (RFC 9309 §2.2.2, §2.2.3).
 
 Everything here works on *normalised* strings: both the rule patterns and the URL
-path are brought to one canonical percent-encoding before they are compared, so
-that equal URIs compare equal whatever escaping the site or the crawler used.
+path are brought to one canonical percent-encoding before they are compared (see
+_escapes), so that equal URIs compare equal whatever escaping the site or the
+crawler used.
 
 Matching never backtracks: a pattern is split on ``*`` once, and a URL is checked by
 placing each literal piece at its leftmost possible position with ``str.find``.
