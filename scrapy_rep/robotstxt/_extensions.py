@@ -122,11 +122,15 @@ class Extensions:
 def summarise(lines: list[ExtensionLine], invalid: list[int]) -> Extensions:
     """The valid values of one run's lines; *invalid* receives bad lines' numbers."""
     found = Extensions()
+    seen: dict[tuple[str, str], object] = {}  # a value written again is read once
     for field, value, line in lines:
         interpret = INTERPRET.get(field)
         if interpret is None:
             continue  # kept for extension_lines() only
-        parsed = interpret(value)
+        key = (field, value)
+        parsed = seen.get(key, seen)
+        if parsed is seen:
+            parsed = seen[key] = interpret(value)
         if parsed is None:
             invalid.append(line)
         else:
