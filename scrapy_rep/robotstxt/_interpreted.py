@@ -16,7 +16,7 @@ by least squares on the groups of the 4,231 real files of the benchmark corpus:
     compiling: 340 + 8 n
 
 so a typical group (n = 12) is scanned 14 times.  A group of more than SCAN_MAX_RULES
-rules, or of MANY_WILDCARDS wildcard rules (see _probes), is compiled at its first
+rules, or of COMPILE_WILDCARDS wildcard rules (see _probes), is compiled at its first
 check: a scan of it would cost more than twice a compiled check.
 
 A scan gives exactly the compiled matcher's verdicts (RFC 9309 §2.2.2: the longest
@@ -36,7 +36,15 @@ from typing import TypeAlias
 from scrapy_rep.robotstxt._matcher import Rules, merged_rules, normalised_rules, pattern_matches
 from scrapy_rep.robotstxt._probes import MANY_WILDCARDS
 
-__all__ = ["Scan", "compile_cost", "prepare_scan", "scan_allows", "scan_best", "scan_rule"]
+__all__ = [
+    "Scan",
+    "compile_cost",
+    "prepare_scan",
+    "scan_allows",
+    "scan_best",
+    "scan_rule",
+    "windowed",
+]
 
 # The cost model (see the module docstring).
 SCAN_FIXED = 20
@@ -46,6 +54,11 @@ COMPILE_PER_RULE = 8
 # A group of more rules is compiled at its first check: a scan of it would cost more
 # than twice a compiled check (bench_parser.py, "scanned vs compiled").
 SCAN_MAX_RULES = 2000
+# A group of this many wildcard rules is compiled at its first check: a scan matches
+# each in full (a few ms for hostile ones), the compiled group finds their probes in
+# one pass (see _probes); fewer are scanned, as a first check of such a real group
+# costs less than compiling it.
+COMPILE_WILDCARDS = 4 * MANY_WILDCARDS
 
 # (each rule's guard: the pattern up to its first "*" or final "$"; line marks; the
 # whole normalised patterns, or None when every guard is its whole pattern)
@@ -69,21 +82,24 @@ def prepare_scan(runs: list[Rules], originals: dict[int, str]) -> Scan:
     patterns, marks = merged_rules(runs)
     patterns, joined = normalised_rules(patterns, marks, originals)
     if 0x2A not in joined and 0x24 not in joined:  # no "*" or "$": plain prefixes
-        return patterns, marks, None, tuple(patterns), _window(patterns)
+        return patterns, marks, None, tuple(patterns), None
     # after normalisation a "$" can only be a pattern's last octet
     stems = map(bytes.removesuffix, patterns, repeat(b"$"))
     guards = list(map(_GUARD, map(bytes.split, stems, repeat(b"*"), repeat(1))))
-    return guards, marks, patterns, tuple(guards), _window(guards)
+    return guards, marks, patterns, tuple(guards), None
 
 
-def _window(guards: list[bytes]) -> Window | None:
-    """The guards in sorted order, their positions, and the positions of the guards
-    shorter than two octets; None for a group small enough to scan whole."""
-    if len(guards) <= WINDOW_FROM:
-        return None
+def windowed(scan: Scan) -> Scan:
+    """*scan* with its window (see _candidates) once it is scanned again: the guards
+    in sorted order, their positions, and the positions of the guards shorter than
+    two octets.  Not built for a first check (most groups get one or two) nor for a
+    group small enough to scan whole."""
+    guards = scan[0]
+    if scan[4] is not None or len(guards) <= WINDOW_FROM:
+        return scan
     order = sorted(range(len(guards)), key=guards.__getitem__)
     short = list(compress(count(), map(gt, repeat(2), map(len, guards))))
-    return list(map(guards.__getitem__, order)), order, short
+    return (*scan[:4], (list(map(guards.__getitem__, order)), order, short))
 
 
 def _candidates(scan: Scan, path: bytes) -> Iterator[int]:
@@ -113,7 +129,7 @@ def compile_cost(scan: Scan) -> int:
         return 0
     if patterns is not None:
         wildcards = sum(map(ne, map(len, guards), map(len, patterns)))
-        if wildcards >= MANY_WILDCARDS:
+        if wildcards >= COMPILE_WILDCARDS:
             return 0
     return COMPILE_FIXED + COMPILE_PER_RULE * len(guards)
 

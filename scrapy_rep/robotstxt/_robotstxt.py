@@ -13,12 +13,14 @@ from scrapy_rep.robotstxt._escapes import normalise_path_bytes
 from scrapy_rep.robotstxt._extensions import SIGNAL_KEYS, ExtensionLine, Extensions
 from scrapy_rep.robotstxt._gc import paused_gc
 from scrapy_rep.robotstxt._interpreted import (
+    WINDOW_FROM,
     Scan,
     compile_cost,
     prepare_scan,
     scan_allows,
     scan_best,
     scan_rule,
+    windowed,
 )
 from scrapy_rep.robotstxt._issues import Issue, Pending, materialise
 from scrapy_rep.robotstxt._matcher import (
@@ -243,7 +245,7 @@ class RobotsTxt:
         """Count a scan of *token*'s group against what compiling it would cost."""
         scans = self._scans
         if scans is not None and (found := scans.get(token)) is not None:
-            scans[token] = (found[0] - cost, found[1])  # (else compiled meanwhile)
+            scans[token] = (found[0] - cost, windowed(found[1]))  # (else compiled meanwhile)
 
     def _group(self, token: str) -> Group:
         group = self._groups[token]
@@ -308,6 +310,8 @@ class RobotsTxt:
         if _is_robots_txt(path):
             return True
         allowed, cost = scan_allows(scan, path)
+        if scan[4] is None and len(scan[0]) > WINDOW_FROM:
+            scan = windowed(scan)
         scans[token] = (found[0] - cost, scan)  # type: ignore[index]
         return allowed
 

@@ -114,7 +114,11 @@ def test_windowed_scans_agree_with_the_compiled_group(
     )
     compiled = compiled_robots(body)
     for path in paths:
-        scanned = RobotsTxt.parse(body)  # a fresh object: its first check scans
         url = "/" + path
+        # a fresh object: its first check scans whole, the next ones use the window
+        scanned = RobotsTxt.parse(body)
+        assert scanned.allowed("/", "bot") is compiled.allowed("/", "bot")
         assert scanned.allowed(url, "bot") is compiled.allowed(url, "bot"), url
-        assert RobotsTxt.parse(body).explain(url, "bot") == compiled.explain(url, "bot")
+        explained = RobotsTxt.parse(body)
+        assert explained.explain("/", "bot") == compiled.explain("/", "bot")
+        assert explained.explain(url, "bot") == compiled.explain(url, "bot")

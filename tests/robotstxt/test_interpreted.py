@@ -18,11 +18,11 @@ from scrapy_rep import RobotsTxt
 from scrapy_rep.robotstxt._interpreted import (
     COMPILE_FIXED,
     COMPILE_PER_RULE,
+    COMPILE_WILDCARDS,
     SCAN_FIXED,
     SCAN_MAX_RULES,
     SCAN_PER_WILDCARD_MATCH,
 )
-from scrapy_rep.robotstxt._probes import MANY_WILDCARDS
 from tests.engine_helpers import compiled_robots
 
 # Pieces that make rules different for the matcher: wildcards, end anchors (and a
@@ -107,13 +107,15 @@ def test_a_group_whose_scans_cost_as_much_as_compiling_is_compiled_at_once() -> 
         assert robots.allowed("/" + "a" * 50, "bot")
 
     assert expected_scans(3000, 3000) == 1
-    # from MANY_WILDCARDS wildcard rules there is no scan at all: the compiled group
+    # from COMPILE_WILDCARDS wildcard rules there is no scan at all: the compiled group
     # looks for all the probes in one pass (see _probes)
     assert scans_before_compiling(robots, "*", check) == 0
 
 
 def test_a_group_of_few_wildcard_rules_is_still_scanned_first() -> None:
-    rules = "".join(f"Disallow: /*a*{i}b\n" for i in range(min(MANY_WILDCARDS - 1, SCAN_MAX_RULES)))
+    rules = "".join(
+        f"Disallow: /*a*{i}b\n" for i in range(min(COMPILE_WILDCARDS - 1, SCAN_MAX_RULES))
+    )
     robots = RobotsTxt.parse("User-agent: *\n" + rules)
 
     def check(n: int) -> None:
