@@ -31,6 +31,7 @@ EXTENSION_FIELDS: dict[str, tuple[bytes, ...]] = {
     "crawl-delay": (b"crawl-delay", b"crawldelay", b"crawl delay"),
     "request-rate": (b"request-rate", b"requestrate", b"request rate"),
     "content-signal": (b"content-signal",),
+    "content-usage": (b"content-usage",),  # draft-ietf-aipref-attach (see _usage)
 }
 
 

@@ -382,6 +382,10 @@ def parse(content: bytes | bytearray | memoryview | str, max_size: int) -> Parse
             issue((lineno, EMPTY_VALUE))
         else:  # an extension: it belongs to the whole group (run), in file order
             found = ExtensionLine(_EXT_NAMES[kind - _EXT], value.decode("utf-8", "replace"), lineno)
+            if found.field == "content-usage" and tokens:
+                # draft-ietf-aipref-attach §3 makes Content-Usage a rule ("rule =/"):
+                # a user-agent line after it starts a new group, as after Allow.
+                in_rules = True
             if not tokens:
                 res.preamble.append(found)
             elif extras is None:

@@ -31,6 +31,7 @@ from scrapy_rep.robotstxt._matcher import (
     wild_rule,
 )
 from scrapy_rep.robotstxt._parser import Run, parse
+from scrapy_rep.robotstxt._usage import Usage, UsageIndex
 from scrapy_rep.robotstxt._useragent import token_key
 
 __all__ = ["DEFAULT_MAX_SIZE", "Decision", "RobotsTxt"]
@@ -155,6 +156,7 @@ class RobotsTxt:
         "_preamble",
         "_preamble_summary",
         "_scans",
+        "_usage",
         "issue_counts",
         "rule_count",
         "sitemaps",
@@ -162,6 +164,7 @@ class RobotsTxt:
     )
 
     def __init__(self) -> None:
+        self._usage: UsageIndex | None = None  # usage preferences, built on first use
         self._groups: dict[str, Group | list[Run]] = {}
         # (the last user agent asked about, its compiled group, None: allow all, or
         # the token of its group while that is scanned),
@@ -426,3 +429,19 @@ class RobotsTxt:
             return []
         runs = self._extension_lines.get(token, [])
         return [e for lines in runs for e in lines if e.field == field]
+
+    def usage(self, url: _Text, user_agent: _Text) -> Usage:
+        """Usage preferences (Content-Usage, Content-Signal) of *url*; see _usage.
+
+        None apply to a URL the crawler may not fetch (draft-ietf-aipref-attach §3.1).
+        """
+        if (self._extension_lines is None and self._preamble is None) or not self.allowed(
+            url, user_agent
+        ):
+            return Usage()
+        index = self._usage
+        if index is None:
+            lines = dict(self._extension_lines or {})
+            lines[""] = [self._preamble or []]
+            index = self._usage = UsageIndex(lines)
+        return index.usage(self._token(user_agent), plain_path(_text(url)))

@@ -1,0 +1,353 @@
+"""Usage preferences: IETF AIPREF ``Content-Usage`` and Cloudflare ``Content-Signal``.
+
+Preferences say what a crawler may do with content, never whether it may fetch it:
+Allow and Disallow still decide fetching (draft-ietf-aipref-vocab §3.3, SPEC §5).
+
+Sources, each a *statement of preference*:
+- ``Content-Usage: [path] <dictionary>`` rules of the chosen group
+  (draft-ietf-aipref-attach §3): the longest matching path wins, matched like
+  Allow/Disallow (RFC 9309 §2.2.2); rules with equally long paths are combined.
+  A value without a leading ``/`` applies to the whole site (path ``/``).
+- ``Content-Signal: [path] search=yes, ai-train=no, ai-input=..., use=...`` lines of
+  the chosen group (Cloudflare's Content Signals); lines before any user-agent line
+  apply to every crawler, as the parser has always read them.
+- The ``Content-Usage`` HTTP response header (draft-ietf-aipref-attach §2).
+
+The Content-Usage value is an RFC 9651 Dictionary parsed by ``http_sf``; the rules of
+draft-ietf-aipref-vocab §6: a label is allowed by the Token ``y``, refused by the Token
+``n``; anything else (absent, another type, another token) is unknown; parameters and
+unknown labels are ignored; a duplicate key keeps its last value (RFC 9651 §4.2.2);
+a Dictionary that fails to parse (an upper-case key, a trailing comma) says nothing.
+
+Statements combine per label (draft-ietf-aipref-vocab §5.1): any ``n`` wins, then any
+``y``, else unknown. Every answer keeps the statements that decided it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from http_sf import Token
+from http_sf import parse as parse_structured
+
+from scrapy_rep.robotstxt._escapes import normalise_pattern
+from scrapy_rep.robotstxt._matcher import pattern_matches
+
+__all__ = [
+    "LABELS",
+    "UNKNOWN",
+    "USE_LEVELS",
+    "N",
+    "Preference",
+    "Source",
+    "Statement",
+    "Usage",
+    "UsageIndex",
+    "Y",
+    "content_signal_statement",
+    "content_usage_statement",
+    "header_statement",
+    "usage_dictionary",
+]
+
+Y, N, UNKNOWN = "y", "n", "unknown"
+
+# draft-ietf-aipref-vocab §6.1 labels that a Content-Usage Dictionary can carry.
+AIPREF_LABELS = ("train-ai", "search")
+# Content-Signal keys -> the label they state a preference for (ai-train is AIPREF's
+# train-ai; ai-input has no AIPREF label and keeps its own).
+SIGNAL_LABELS = {"ai-train": "train-ai", "search": "search", "ai-input": "ai-input"}
+# Every label a crawl can declare as its purpose, in report order.
+LABELS = ("train-ai", "search", "ai-input")
+# Content-Signal ``use=``: how much of the content may be kept, least first.
+USE_LEVELS = ("immediate", "reference", "full")
+
+_SIGNAL_VALUES = {b"yes": Y, b"no": N}
+# A rule value: a path up to the first SP or HTAB, then the preference
+# (draft-ietf-aipref-attach §3.2).
+_PATH_AND_VALUE = re.compile(rb"(/[^ \t]*)[ \t]*(.*)", re.DOTALL)
+
+# (field, value, line number), as the parser keeps extension lines; a str value is
+# UTF-8 encoded again (draft-ietf-aipref-attach §3.2: preferences are processed as bytes)
+Line = tuple[str, bytes | str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where a statement came from: a robots.txt line or a response header."""
+
+    field: str  # "Content-Usage" or "Content-Signal"
+    value: str  # as written
+    line: int | None = None  # robots.txt line number; None for the header
+
+    @property
+    def origin(self) -> str:
+        return "header" if self.line is None else "robots.txt"
+
+    def describe(self) -> str:
+        where = "response header" if self.line is None else f"robots.txt line {self.line}"
+        return f"{where}: {self.field}: {self.value}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"from": self.origin, "line": self.line, "text": f"{self.field}: {self.value}"}
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """One statement of preference: a value per label it speaks about."""
+
+    prefs: Mapping[str, str]  # label -> Y or N; labels it leaves unknown are absent
+    source: Source
+    use: str | None = None  # Content-Signal use= level
+
+
+@dataclass(frozen=True, slots=True)
+class Preference:
+    """The combined preference for one label, and the statements that decided it."""
+
+    value: str = UNKNOWN
+    sources: tuple[Source, ...] = ()
+
+    def merged(self, other: Preference) -> Preference:
+        # draft-ietf-aipref-vocab §5.1: any "n" wins, then any "y", else unknown.
+        for value in (N, Y):
+            if self.value == value or other.value == value:
+                mine = self.sources if self.value == value else ()
+                theirs = other.sources if other.value == value else ()
+                return Preference(value, mine + tuple(s for s in theirs if s not in mine))
+        return Preference()
+
+
+def _unknown_all() -> dict[str, Preference]:
+    return {label: Preference() for label in LABELS}
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Preferences per label (every label of LABELS), with where each came from."""
+
+    preferences: Mapping[str, Preference] = field(default_factory=_unknown_all)
+    use: Preference = field(default_factory=Preference)  # value: a USE_LEVELS entry
+
+    def value(self, label: str) -> str:
+        found = self.preferences.get(label)
+        return UNKNOWN if found is None else found.value
+
+    def refused(self, purposes: Iterable[str]) -> list[str]:
+        """The purposes this content is refused for (``n``), in the order given."""
+        return [label for label in purposes if self.value(label) == N]
+
+    def merged(self, other: Usage) -> Usage:
+        prefs = {
+            label: self.preferences.get(label, Preference()).merged(
+                other.preferences.get(label, Preference())
+            )
+            for label in LABELS
+        }
+        return Usage(prefs, _merged_use(self.use, other.use))
+
+    @classmethod
+    def of(cls, statements: Iterable[Statement]) -> Usage:
+        usage = cls()
+        for statement in statements:
+            prefs = {
+                label: Preference(value, (statement.source,))
+                for label, value in statement.prefs.items()
+            }
+            use = (
+                Preference()
+                if statement.use is None
+                else Preference(statement.use, (statement.source,))
+            )
+            usage = usage.merged(Usage({**_unknown_all(), **prefs}, use))
+        return usage
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data (for request meta and ``scrapy robots --json``)."""
+        return {
+            "preferences": {label: self.value(label) for label in LABELS},
+            "use": None if self.use.value == UNKNOWN else self.use.value,
+            "sources": {
+                label: [source.to_json() for source in pref.sources]
+                for label, pref in (*self.preferences.items(), ("use", self.use))
+                if pref.sources
+            },
+        }
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> Usage:
+        """Inverse of to_json (what a request's meta carries back to its response)."""
+        sources = doc.get("sources") or {}
+
+        def pref(label: str, value: str | None) -> Preference:
+            if value is None or value == UNKNOWN:
+                return Preference()
+            found = tuple(
+                Source(*_split_text(s["text"]), line=s["line"]) for s in sources.get(label, ())
+            )
+            return Preference(value, found)
+
+        given = doc.get("preferences") or {}
+        return cls(
+            {label: pref(label, given.get(label)) for label in LABELS},
+            pref("use", doc.get("use")),
+        )
+
+
+def _split_text(text: str) -> tuple[str, str]:
+    name, _, value = text.partition(": ")
+    return name, value
+
+
+def _merged_use(a: Preference, b: Preference) -> Preference:
+    # The statement allowing the least use wins, as "n" wins for labels.
+    if a.value == UNKNOWN:
+        return b
+    if b.value == UNKNOWN:
+        return a
+    if a.value == b.value:
+        return Preference(a.value, a.sources + tuple(s for s in b.sources if s not in a.sources))
+    return a if USE_LEVELS.index(a.value) < USE_LEVELS.index(b.value) else b
+
+
+# -- statements ------------------------------------------------------------------------
+
+
+def usage_dictionary(value: bytes) -> dict[str, str]:
+    """Labels of a Content-Usage Dictionary that are ``y`` or ``n``; the rest unknown."""
+    try:
+        parsed = parse_structured(value, tltype="dictionary")
+    except ValueError:  # StructuredFieldError: the whole statement says nothing
+        return {}
+    assert isinstance(parsed, dict)
+    found: dict[str, str] = {}
+    for label in AIPREF_LABELS:
+        member = parsed.get(label)
+        # (value, parameters); an inner list is (list, parameters) and is unknown
+        item = member[0] if isinstance(member, tuple) else member
+        if isinstance(item, Token) and str(item) in (Y, N):
+            found[label] = str(item)
+    return found
+
+
+def _as_bytes(value: bytes | str) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    try:
+        return value.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate that surrogateescape did not make
+        return value.encode("utf-8", "replace")
+
+
+def _text(value: bytes) -> str:
+    return value.decode("utf-8", "replace")
+
+
+def content_usage_statement(value: bytes, line: int | None = None) -> Statement:
+    return Statement(usage_dictionary(value), Source("Content-Usage", _text(value), line))
+
+
+def content_signal_statement(value: bytes, line: int | None = None) -> Statement:
+    """A Content-Signal value: ``key=yes|no`` items (and ``use=``), case-insensitive.
+
+    Content Signals are not defined as a Structured Field, so this reads them the way
+    sites write them; a key given twice in one line keeps its most restrictive value.
+    """
+    prefs: dict[str, str] = {}
+    use: str | None = None
+    for item in value.split(b","):
+        name, _, flag = item.partition(b"=")
+        key = name.strip().lower().decode("ascii", "replace")
+        flag = flag.strip().lower()
+        if key == "use":
+            level = flag.decode("ascii", "replace")
+            if level in USE_LEVELS and (
+                use is None or USE_LEVELS.index(level) < USE_LEVELS.index(use)
+            ):
+                use = level
+            continue
+        label = SIGNAL_LABELS.get(key)
+        verdict = _SIGNAL_VALUES.get(flag)
+        if label is not None and verdict is not None and prefs.get(label) != N:
+            prefs[label] = verdict
+    return Statement(prefs, Source("Content-Signal", _text(value), line), use)
+
+
+def header_statement(values: Sequence[bytes]) -> Statement | None:
+    """The Content-Usage response header (its field lines joined, RFC 9110 §5.3)."""
+    if not values:
+        return None
+    return content_usage_statement(b", ".join(values))
+
+
+# -- robots.txt rules ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Rules:
+    """Path-scoped statements of one kind, longest pattern first."""
+
+    rules: tuple[tuple[bytes, Statement], ...]
+
+    def best(self, path: bytes) -> list[Statement]:
+        """The statements of the longest matching pattern(s) (draft-ietf-aipref-attach
+        §3.1: longest match as for Allow/Disallow; equally long ones all apply)."""
+        found: list[Statement] = []
+        length = -1
+        for pattern, statement in self.rules:
+            if len(pattern) < length:
+                break
+            if pattern_matches(pattern, path):
+                length = len(pattern)
+                found.append(statement)
+        return found
+
+
+def _rules(lines: Iterable[Line], name: str) -> _Rules:
+    reader = content_usage_statement if name == "content-usage" else content_signal_statement
+    rules: list[tuple[bytes, Statement]] = []
+    for field_name, raw, line in lines:
+        if field_name != name:
+            continue
+        value = _as_bytes(raw)
+        m = _PATH_AND_VALUE.fullmatch(value)
+        path, preference = (m.group(1), m.group(2)) if m else (b"/", value)
+        statement = reader(preference, line)
+        # the source shows the whole line value, path included
+        statement = Statement(
+            statement.prefs, Source(statement.source.field, _text(value), line), statement.use
+        )
+        rules.append((normalise_pattern(path), statement))
+    rules.sort(key=lambda rule: -len(rule[0]))
+    return _Rules(tuple(rules))
+
+
+class UsageIndex:
+    """The usage preference lines of a parsed robots.txt, compiled per token on use."""
+
+    __slots__ = ("_compiled", "_lines")
+
+    def __init__(self, lines: Mapping[str, Sequence[Sequence[Line]]]) -> None:
+        self._lines = lines
+        # token -> (Content-Usage rules, Content-Signal rules); replaced whole, so
+        # threads sharing the index never see half of it
+        self._compiled: dict[str, tuple[_Rules, _Rules]] = {}
+
+    def _for(self, token: str | None) -> tuple[_Rules, _Rules]:
+        key = token or ""
+        found = self._compiled.get(key)
+        if found is None:
+            own = [line for run in self._lines.get(token, ()) for line in run] if token else []
+            # Content-Usage is a group rule (RFC 9309 §2.2: rules outside groups are
+            # ignored); Content-Signal before any group applies file-wide.
+            everyone = [line for run in self._lines.get("", ()) for line in run]
+            found = (_rules(own, "content-usage"), _rules(own + everyone, "content-signal"))
+            self._compiled = {**self._compiled, key: found}
+        return found
+
+    def usage(self, token: str | None, path: bytes) -> Usage:
+        usage_rules, signal_rules = self._for(token)
+        return Usage.of([*usage_rules.best(path), *signal_rules.best(path)])
