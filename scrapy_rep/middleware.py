@@ -25,6 +25,7 @@ from scrapy_rep.crawl.coordinator import OriginCoordinator
 from scrapy_rep.crawl.decide import Decider
 from scrapy_rep.crawl.fetcher import FETCH_META_KEY, RobotsFetcher
 from scrapy_rep.crawl.sitemap import SitemapRobotsCopy
+from scrapy_rep.crawl.usage import UsageKeeper
 from scrapy_rep.policy.config import Config, SettingError
 from scrapy_rep.policy.origin import origin_of_memo
 from scrapy_rep.policy.robots_policy import RobotsPolicy
@@ -77,6 +78,7 @@ class RobotsTxtMiddleware:
         )
         self.decider = Decider(crawler, config)
         self.sitemap_copy = SitemapRobotsCopy(crawler)
+        self.usage = UsageKeeper(crawler, config, self.decider)  # usage preferences (SPEC §5)
         # Requests released while the engine is closing (see _reinject).
         self._released_while_closing: list[Request] = []
         connect = crawler.signals.connect
@@ -187,8 +189,14 @@ class RobotsTxtMiddleware:
                 evaluation = self.coordinator.evaluate(origin)
         rt = self.coordinator.runtime(origin)
         self.decider.decide(request, origin, evaluation, rt)
+        self.usage.on_request(request, origin, evaluation)
         # SitemapSpider's own robots.txt request: answered from our copy (crawl/sitemap.py).
         return self.sitemap_copy.response_for(request, evaluation, rt.record)
+
+    def process_response(
+        self, request: Request, response: Response, spider: Spider | None = None
+    ) -> Response:
+        return self.usage.on_response(request, response)  # usage preferences (SPEC §5)
 
     # -- lifecycle ---------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from scrapy_rep.policy.records import ALLOW_ALL, RULES
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
 
     from scrapy.statscollectors import StatsCollector
 
@@ -94,3 +94,33 @@ def log_summary(
     logger.info("\n".join(lines))
     stats.set_value("robotstxt/origins", totals.origins)
     stats.set_value("robotstxt/longest_delay", round(totals.longest_wait, 3))
+
+
+# -- usage preferences (crawl/usage.py) ----------------------------------------------------
+
+
+def log_usage_refusals(
+    refusals: Mapping[str, Mapping[str, int]], *, audit: bool, stats: StatsCollector
+) -> None:
+    """One INFO block: requests refused by usage preferences, per origin (most first)."""
+    if not refusals:
+        return
+    verb = "would be dropped (audit)" if audit else "dropped"
+    totals = {cause: sum(c.get(cause, 0) for c in refusals.values()) for cause in USAGE_CAUSES}
+    ranked = sorted(refusals.items(), key=lambda item: (-sum(item[1].values()), item[0]))
+    lines = [
+        f"scrapy-rep usage preferences: {sum(totals.values())} request(s) {verb} for a "
+        f"refused purpose, {len(refusals)} origin(s): {totals['robots']} by robots.txt "
+        f"(before download), {totals['header']} by the Content-Usage header (after)",
+        *(
+            f"  {origin}: robots.txt {counts.get('robots', 0)}, header {counts.get('header', 0)}"
+            for origin, counts in ranked[:MAX_LISTED_ORIGINS]
+        ),
+    ]
+    if len(ranked) > MAX_LISTED_ORIGINS:
+        lines.append(f"  ... and {len(ranked) - MAX_LISTED_ORIGINS} more origin(s)")
+    logger.info("\n".join(lines))
+    stats.set_value("rep/usage/refused_origins", len(refusals))
+
+
+USAGE_CAUSES = ("robots", "header")

@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from scrapy_rep.robotstxt._usage import LABELS
+
 # RFC 9309 section 2.5: crawlers MUST parse at least 500 KiB.
 RFC_MIN_PARSE_SIZE = 512_000
 DAY = 86_400.0
@@ -165,6 +167,32 @@ def storage_spec(raw: Any) -> str:
     raise SettingError(f"REP_STORAGE must be {STORAGE_FORMS}; got {raw!r}")
 
 
+# REP_USAGE_MODE: what the crawl does with usage preferences (see crawl/usage.py).
+USAGE_MODES = ("off", "record", "audit", "enforce")
+
+
+def purposes_from(raw: Any, name: str = "REP_PURPOSES") -> tuple[str, ...]:
+    """Validated purposes: a list of labels, or one string of comma-separated labels."""
+    if raw is None or raw == "":
+        return ()
+    if isinstance(raw, bytes):
+        raw = raw.decode("utf-8", "replace")
+    items = raw.split(",") if isinstance(raw, str) else raw
+    if not isinstance(items, (list, tuple, set, frozenset)):
+        raise SettingError(f"{name} must be a list of purposes, got {raw!r}")
+    purposes: list[str] = []
+    for item in items:
+        label = item.strip().lower() if isinstance(item, str) else item
+        if label not in LABELS:
+            hint = " (Content-Signal's ai-train is train-ai)" if label == "ai-train" else ""
+            raise SettingError(
+                f"{name}: unknown purpose {item!r}{hint}; known: {', '.join(LABELS)}"
+            )
+        if label not in purposes:
+            purposes.append(label)
+    return tuple(purposes)
+
+
 @dataclass(frozen=True, slots=True)
 class Config:
     """Every setting scrapy-rep reads, with its default. See docs/settings.md for each."""
@@ -195,6 +223,8 @@ class Config:
     lease_ttl: float = 30.0
     lease_renew_interval: float = 0.0  # 0 = a third of lease_ttl
     clock: Callable[[], float] | None = None  # REP_CLOCK; None = time.time
+    purposes: tuple[str, ...] = ()  # REP_PURPOSES: what the crawl uses content for
+    usage_mode: str = "record"  # REP_USAGE_MODE, one of USAGE_MODES
 
     @property
     def lease_renew_every(self) -> float:
@@ -266,4 +296,6 @@ class Config:
             lease_ttl=lease_ttl,
             lease_renew_interval=lease_renew,
             clock=_clock(settings, "REP_CLOCK"),
+            purposes=purposes_from(settings.get("REP_PURPOSES")),
+            usage_mode=_choice(settings, "REP_USAGE_MODE", "record", USAGE_MODES),
         )

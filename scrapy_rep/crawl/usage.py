@@ -1,0 +1,166 @@
+"""Usage preferences in a crawl: recorded on every response, counted, and (opt-in) obeyed.
+
+SPEC §5. Preferences never decide fetching (Allow/Disallow do); they say what the crawl
+may do with content. The crawl declares its purposes (``REP_PURPOSES``, or the request's
+``meta["rep_purposes"]``); ``REP_USAGE_MODE`` says what happens when a purpose is refused:
+
+- ``record`` (default): nothing is dropped; every response's ``meta["rep_usage"]`` holds
+  the preferences that apply and the stats count URLs per label and value;
+- ``audit``: as record, and what ``enforce`` would drop is logged and counted;
+- ``enforce``: a request whose purpose robots.txt refuses (``n``) is dropped before it is
+  downloaded; a response whose ``Content-Usage`` header refuses it is dropped after;
+- ``off``: nothing is read or recorded.
+
+One DEBUG line per drop, stats keys per cause, and one INFO block per origin at close.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+from scrapy.exceptions import IgnoreRequest
+
+from scrapy_rep.crawl.decide import DECISION_META_KEY
+from scrapy_rep.crawl.fetcher import FETCH_META_KEY
+from scrapy_rep.crawl.report import log_usage_refusals
+from scrapy_rep.policy.config import SettingError, purposes_from
+from scrapy_rep.policy.origin import origin_of_memo
+from scrapy_rep.policy.records import RULES
+from scrapy_rep.robotstxt._usage import LABELS, Usage, header_statement
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+    from scrapy_rep.crawl.decide import Decider
+    from scrapy_rep.policy.config import Config
+    from scrapy_rep.policy.robots_policy import Evaluation
+
+logger = logging.getLogger("scrapy_rep")
+
+META_KEY = "rep_usage"  # the preferences that apply (see Usage.to_json), and more
+PURPOSES_META_KEY = "rep_purposes"  # overrides REP_PURPOSES for one request
+ROBOTS, HEADER = "robots", "header"  # what refused: in stats keys and the summary
+
+
+class UsageKeeper:
+    """Records usage preferences on requests and responses; drops refused ones on request."""
+
+    def __init__(self, crawler: Crawler, config: Config, decider: Decider) -> None:
+        self.mode = config.usage_mode
+        self.purposes = config.purposes
+        self.decider = decider
+        assert crawler.stats is not None
+        self.stats = crawler.stats
+        # origin -> {ROBOTS: n, HEADER: n}: requests refused (dropped, or would be)
+        self.refusals: dict[str, dict[str, int]] = {}
+        self._bad_meta_warned: set[str] = set()
+        if self.mode == "off":
+            return
+        crawler.signals.connect(self._on_spider_closed, signal=signals.spider_closed)
+        logger.info(
+            "scrapy-rep: usage preferences: %s; purposes: %s",
+            {
+                "record": "recorded (REP_USAGE_MODE = 'record')",
+                "audit": "recorded, refusals counted but nothing dropped (audit)",
+                "enforce": "refused purposes are dropped (enforce)",
+            }[self.mode],
+            ", ".join(self.purposes) or "none declared (REP_PURPOSES)",
+        )
+
+    # -- purposes ----------------------------------------------------------------------
+
+    def purposes_for(self, request: Request) -> tuple[str, ...]:
+        raw = request.meta.get(PURPOSES_META_KEY)
+        if raw is None:
+            return self.purposes
+        try:
+            return purposes_from(raw, f"meta[{PURPOSES_META_KEY!r}]")
+        except SettingError as exc:
+            # A bad per-request value must not lose the request: the crawl's own
+            # purposes apply, once said per distinct mistake.
+            self.stats.inc_value("rep/usage/bad_purposes_meta")
+            if str(exc) not in self._bad_meta_warned:
+                self._bad_meta_warned.add(str(exc))
+                logger.warning("scrapy-rep: %s; REP_PURPOSES applies instead", exc)
+            return self.purposes
+
+    # -- the two hooks -----------------------------------------------------------------
+
+    def on_request(self, request: Request, origin: str, evaluation: Evaluation) -> None:
+        """After robots.txt allowed *request*: its robots.txt preferences; raise
+        IgnoreRequest when enforcing and robots.txt refuses a declared purpose."""
+        if self.mode == "off":
+            return
+        usage = Usage()
+        if evaluation.ready and evaluation.kind == RULES:
+            robots = self.decider.parsed(origin, evaluation.body)
+            decision = request.meta.get(DECISION_META_KEY) or {}
+            token = decision.get("product_token") or self.decider.token_for(request)
+            usage = robots.usage(request.url, token)
+        purposes = self.purposes_for(request)
+        refused = usage.refused(purposes)
+        request.meta[META_KEY] = _doc(usage, purposes, refused, request.url)
+        if refused and self.mode != "record":
+            if self.mode == "enforce":
+                self._count_values(usage)  # its preferences are final: it is never fetched
+            self._refuse(request, origin, usage, refused, ROBOTS)
+
+    def on_response(self, request: Request, response: Response) -> Response:
+        """Add the ``Content-Usage`` header's preferences; raise IgnoreRequest when
+        enforcing and the header refuses a declared purpose."""
+        if self.mode == "off" or FETCH_META_KEY in request.meta:
+            return response
+        doc = request.meta.get(META_KEY)
+        if not isinstance(doc, dict) or doc.get("url") != request.url:
+            doc = None  # (a redirect copies the meta of the hop before: not this URL's)
+        robots = Usage() if doc is None else Usage.from_json(doc)
+        header = header_statement(response.headers.getlist(b"Content-Usage"))
+        usage = robots if header is None else robots.merged(Usage.of([header]))
+        purposes = self.purposes_for(request) if doc is None else tuple(doc["purposes"])
+        refused = usage.refused(purposes)
+        request.meta[META_KEY] = _doc(usage, purposes, refused, request.url)
+        self._count_values(usage)
+        if refused and self.mode != "record" and not robots.refused(purposes):
+            origin = origin_of_memo(request.url) or request.url
+            self._refuse(request, origin, usage, refused, HEADER)
+        return response
+
+    # -- bookkeeping -------------------------------------------------------------------
+
+    def _count_values(self, usage: Usage) -> None:
+        inc = self.stats.inc_value
+        for label in LABELS:
+            inc(f"rep/usage/{label}/{usage.value(label)}")
+        if usage.use.sources:
+            inc(f"rep/usage/use/{usage.use.value}")
+
+    def _refuse(
+        self, request: Request, origin: str, usage: Usage, refused: list[str], cause: str
+    ) -> None:
+        counts = self.refusals.setdefault(origin, {ROBOTS: 0, HEADER: 0})
+        counts[cause] += 1
+        why = "; ".join(
+            f"{label}=n from {source.describe()}"
+            for label in refused
+            for source in usage.preferences[label].sources
+        )
+        if self.mode == "audit":
+            self.stats.inc_value(f"rep/usage/audit/would_drop/{cause}")
+            logger.debug("Would be dropped, usage refused (audit mode): %s (%s)", request, why)
+            return
+        self.stats.inc_value(f"rep/usage/dropped/{cause}")
+        logger.debug("Dropped, usage refused: %s (%s)", request, why)
+        raise IgnoreRequest(f"Usage refused by {cause}: {', '.join(refused)}")
+
+    def _on_spider_closed(self, spider: Spider, reason: str) -> None:
+        log_usage_refusals(self.refusals, audit=self.mode == "audit", stats=self.stats)
+
+
+def _doc(usage: Usage, purposes: tuple[str, ...], refused: list[str], url: str) -> dict[str, Any]:
+    doc = usage.to_json()
+    doc.update(purposes=list(purposes), refused=refused, url=url)
+    return doc
