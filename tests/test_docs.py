@@ -33,6 +33,7 @@ from scrapy_rep.policy import robots_policy
 from scrapy_rep.policy.config import Config
 from scrapy_rep.policy.records import RULES, OriginRecord
 from scrapy_rep.policy.robots_policy import FetchOutcome
+from scrapy_rep.robotstxt import RobotsTxt
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -165,11 +166,14 @@ def test_every_json_key_is_documented() -> None:
         stored=StoredState("sqlite /x", record),
         request_rate=(1, 5.0),
     )
-    result = UrlResult("https://a.example/p", "https://a.example", verdict, verdict, verdict)
+    usage = RobotsTxt.parse(b"User-agent: *\nContent-Usage: train-ai=n\n").usage("/p", "MyBot")
+    result = UrlResult(
+        "https://a.example/p", "https://a.example", verdict, verdict, verdict, usage.to_json()
+    )
     origin.urls = [result]
     doc = Report("MyBot", "fetch", [origin], [result], now=now).to_json()
     schema = section((DOCS / "command.md").read_text("utf-8"), "`--json`")
-    quoted = set(re.findall(r'"([a-z_]+)"', schema))
+    quoted = set(re.findall(r'"([a-z_-]+)"', schema))
     missing = _json_keys(doc) - quoted
     assert not missing, f"--json keys missing from docs/command.md: {missing}"
 

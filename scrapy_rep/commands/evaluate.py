@@ -9,7 +9,7 @@ says something else, its verdict is shown beside the crawl's.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from scrapy_rep.commands.output import (
@@ -218,7 +218,14 @@ def url_result(
         now = Verdict(WAIT, reason=REASON_UNREACHABLE, source=SOURCE_UNREACHABLE)
         return UrlResult(url, origin, now, later, _if_differs(fresh, now))
     now = verdict(url, token, report.kind, robots, report.source)
-    return UrlResult(url, origin, now, fresh=_if_differs(fresh, now))
+    usage = usage_of(url, token, robots) if report.kind == RULES else None
+    return UrlResult(url, origin, now, fresh=_if_differs(fresh, now), usage=usage)
+
+
+def usage_of(url: str, token: str, robots: RobotsTxt | None) -> dict[str, Any] | None:
+    """The URL's robots.txt usage preferences (SPEC §5) in ``--json`` form, when robots.txt
+    rules decide it (none for allow-all, a fallback, or a held origin)."""
+    return None if robots is None else robots.usage(url, token).to_json()
 
 
 def _if_differs(fresh: Verdict | None, now: Verdict) -> Verdict | None:

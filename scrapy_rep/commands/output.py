@@ -67,12 +67,15 @@ class UrlResult:
     now: Verdict  # verdict WAIT while the origin is unreachable
     after_wait: Verdict | None = None  # only with WAIT: what applies once the wait ends
     fresh: Verdict | None = None  # the fresh copy's verdict, when it differs from ``now``
+    # robots.txt usage preferences (RobotsTxt.usage(...).to_json()); None: no rules apply
+    usage: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"url": self.url, "origin": self.origin}
         doc.update(self.now.to_json())
         doc["after_wait"] = None if self.after_wait is None else self.after_wait.to_json()
         doc["fresh"] = None if self.fresh is None else self.fresh.to_json()
+        doc["usage"] = self.usage
         return doc
 
 

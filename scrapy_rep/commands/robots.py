@@ -32,6 +32,7 @@ from scrapy_rep.commands.evaluate import (
     parse_copy,
     url_problem,
     url_result,
+    usage_of,
     verdict,
 )
 from scrapy_rep.commands.output import (
@@ -267,7 +268,12 @@ class RobotsCommand(ScrapyCommand):
         )
         robots = parse_copy(report, body, token, config)
         results = [
-            UrlResult(url, origin_of(url), verdict(url, token, RULES, robots, SOURCE_FILE))
+            UrlResult(
+                url,
+                origin_of(url),
+                verdict(url, token, RULES, robots, SOURCE_FILE),
+                usage=usage_of(url, token, robots),
+            )
             for url in urls
         ]
         report.urls = results

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from scrapy_rep.commands.output import (
     ALLOWED,
@@ -122,6 +123,21 @@ def _signals_text(signals: dict[str, bool]) -> str:
     return ", ".join(f"{key}={'yes' if value else 'no'}" for key, value in signals.items())
 
 
+def usage_text(usage: dict[str, Any]) -> str:
+    """``train-ai=n (line 4), search=unknown, ..., use=reference (line 6)``."""
+    sources = usage.get("sources") or {}
+
+    def one(label: str, value: str) -> str:
+        lines = [str(s["line"]) for s in sources.get(label, ()) if s.get("line") is not None]
+        where = f" (line{'s' if len(lines) > 1 else ''} {', '.join(lines)})" if lines else ""
+        return f"{label}={value}{where}"
+
+    parts = [one(label, value) for label, value in usage["preferences"].items()]
+    if usage.get("use") is not None:
+        parts.append(one("use", usage["use"]))
+    return ", ".join(parts)
+
+
 def render_text(report: Report) -> str:
     lines: list[str] = []
     label = "robots.txt file" if report.source == "file" else "origin"
@@ -179,6 +195,8 @@ def render_text(report: Report) -> str:
                     f"; fresh copy: {result.fresh.verdict.upper()} ({_verdict_text(result.fresh)})"
                 )
             lines.append(f"  {verdict.verdict.upper():<10}  {result.url}  {why}")
+            if result.usage is not None:
+                lines.append(f"              usage: {usage_text(result.usage)}")
         lines.append("")
     counts = {name: 0 for name in (ALLOWED, DISALLOWED, WAIT)}
     for result in report.urls:

@@ -1,0 +1,52 @@
+"""``scrapy robots`` shows each URL's usage preferences (SPEC §5), text and JSON."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.command_helpers import as_json, robots, workdir
+from tests.conftest import MockServer
+
+__all__ = ["workdir"]  # a fixture used below
+
+USAGE_ROBOTS = (
+    "User-agent: *\n"
+    "Disallow: /private\n"
+    "Content-Usage: / train-ai=n\n"
+    "Content-Usage: /open/ train-ai=y\n"
+    "Content-Signal: search=yes, use=reference\n"
+)
+
+
+def test_preferences_per_url_text_and_json(
+    mockserver: MockServer, host: str, subprocess_env: dict[str, str], workdir: Path
+) -> None:
+    mockserver.configure(host, {"robots": {"body": USAGE_ROBOTS}})
+    urls = [mockserver.url(host, p) for p in ("/open/a", "/closed", "/private/x")]
+    text = robots(urls, subprocess_env, workdir)
+    assert text.returncode == 1, text.stderr  # /private/x is disallowed
+    lines = text.stdout.splitlines()
+    at = lines.index(next(line for line in lines if line.endswith("/open/a  no rule matches")))
+    assert lines[at + 1].strip() == (
+        "usage: train-ai=y (line 4), search=y (line 5), ai-input=unknown, use=reference (line 5)"
+    )
+    assert "usage: train-ai=n (line 3), search=y (line 5)" in text.stdout
+    # a URL that may not be fetched has no preferences (draft-ietf-aipref-attach §3.1)
+    assert "usage: train-ai=unknown, search=unknown, ai-input=unknown" in text.stdout
+
+    doc = as_json(robots([*urls, "--json"], subprocess_env, workdir))
+    by_url = {result["url"]: result["usage"] for result in doc["urls"]}
+    closed = by_url[urls[1]]
+    assert closed["preferences"] == {"train-ai": "n", "search": "y", "ai-input": "unknown"}
+    assert closed["use"] == "reference"
+    assert closed["sources"]["train-ai"] == [
+        {"from": "robots.txt", "line": 3, "text": "Content-Usage: / train-ai=n"}
+    ]
+
+
+def test_no_rules_no_preferences(
+    mockserver: MockServer, host: str, subprocess_env: dict[str, str], workdir: Path
+) -> None:
+    mockserver.configure(host, {"robots": {"status": 404}})
+    doc = as_json(robots([mockserver.url(host, "/a"), "--json"], subprocess_env, workdir))
+    assert doc["urls"][0]["usage"] is None
