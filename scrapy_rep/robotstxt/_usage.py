@@ -35,6 +35,7 @@ from http_sf import parse as parse_structured
 
 from scrapy_rep.robotstxt._escapes import normalise_pattern
 from scrapy_rep.robotstxt._matcher import pattern_matches
+from scrapy_rep.robotstxt._parser import MAX_LINE
 
 __all__ = [
     "LABELS",
@@ -233,6 +234,13 @@ def usage_dictionary(value: bytes) -> dict[str, str]:
     return found
 
 
+# A source keeps at most this much of its text: it travels in every request's meta.
+MAX_SOURCE_TEXT = 512
+# A header longer than a robots.txt line may be (see _parser) says nothing: parsing it
+# would cost the reactor time a site could grow at will.
+MAX_HEADER = MAX_LINE
+
+
 def _as_bytes(value: bytes | str) -> bytes:
     if isinstance(value, bytes):
         return value
@@ -243,6 +251,8 @@ def _as_bytes(value: bytes | str) -> bytes:
 
 
 def _text(value: bytes) -> str:
+    if len(value) > MAX_SOURCE_TEXT:
+        return value[:MAX_SOURCE_TEXT].decode("utf-8", "replace") + "..."
     return value.decode("utf-8", "replace")
 
 
@@ -280,7 +290,10 @@ def header_statement(values: Sequence[bytes]) -> Statement | None:
     """The Content-Usage response header (its field lines joined, RFC 9110 §5.3)."""
     if not values:
         return None
-    return content_usage_statement(b", ".join(values))
+    value = b", ".join(values)
+    if len(value) > MAX_HEADER:
+        return Statement({}, Source("Content-Usage", f"({len(value)} bytes, too long: ignored)"))
+    return content_usage_statement(value)
 
 
 # -- robots.txt rules ------------------------------------------------------------------

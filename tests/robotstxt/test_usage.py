@@ -75,6 +75,12 @@ def test_header_statement_joins_field_lines() -> None:
     # one bad field line spoils the whole field, as for any Structured Field
     s = header_statement([b"train-ai=n", b"Search=y"])
     assert s is not None and dict(s.prefs) == {}
+    # a hostile header is not parsed at all, and its source text stays short
+    s = header_statement([b"train-ai=n, " + b"x=y, " * 5000])
+    assert s is not None and dict(s.prefs) == {}
+    assert "too long: ignored" in s.source.value
+    long_rule = content_usage_statement(b"train-ai=n" + b" " * 3000, line=2)
+    assert long_rule.prefs == {"train-ai": N} and len(long_rule.source.value) < 600
 
 
 # -- combining (draft-ietf-aipref-vocab §5.1): any n wins, then any y -------------------
