@@ -44,6 +44,7 @@ def _site(mockserver: Any) -> tuple[str, str, dict[str, str]]:
             "robots": {"body": ROBOTS},
             "pages": {
                 "/open/b": no_train,
+                "/closed/c": no_train,  # refused twice: counted once
                 "/open/d": {"headers": {"Content-Usage": "train-ai=y, search=n"}},
                 "/open/bad": {"headers": {"Content-Usage": "Train-AI=n"}},
             },
@@ -111,7 +112,10 @@ async def test_record_mode_drops_nothing_and_records_everything(mockserver, run_
     ]
     c = seen["closed/c"]
     assert c["preferences"]["train-ai"] == "n" and c["refused"] == ["train-ai"]
-    assert c["sources"]["train-ai"][0]["line"] == 3
+    assert c["sources"]["train-ai"] == [  # both statements that refuse, robots.txt first
+        {"from": "robots.txt", "line": 3, "text": "Content-Usage: / train-ai=n"},
+        {"from": "header", "line": None, "text": "Content-Usage: train-ai=n"},
+    ]
     d = seen["open/d"]
     assert d["preferences"]["train-ai"] == "y" and d["preferences"]["search"] == "n"
     assert seen["open/bad"]["preferences"]["train-ai"] == "y"  # robots.txt only
@@ -231,12 +235,14 @@ async def test_header_recorded_when_robots_is_bypassed_and_after_redirects(mocks
         Request(urls["closed"], meta={"dont_obey_robotstxt": True}),
         Request(mockserver.url(plain, "/jump")),
     ]
-    crawler = await run_crawl(requests, settings={**REP, "REP_USAGE_MODE": "enforce"})
+    crawler = await run_crawl(requests, settings=REP)
 
     assert {"/closed/c", "/open/a"} <= _received(mockserver, rules)
     seen = _usage_by_path(crawler)
-    # bypassing robots.txt bypasses its preferences too (dont_obey_robotstxt)
-    assert seen["closed/c"]["preferences"]["train-ai"] == "unknown"
+    # bypassing robots.txt bypasses its preferences too (dont_obey_robotstxt): only the
+    # header's apply
+    assert seen["closed/c"]["preferences"]["train-ai"] == "n"
+    assert [s["from"] for s in seen["closed/c"]["sources"]["train-ai"]] == ["header"]
     # after a redirect, the preferences are the final URL's, not the first hop's
     assert seen["open/a"]["preferences"]["train-ai"] == "y"
     assert seen["open/a"]["preferences"]["search"] == "y"
@@ -278,3 +284,22 @@ async def test_a_bad_setting_stops_the_crawl_at_start(mockserver, run_crawl, hos
             [mockserver.url(host, "/x")], settings={**REP, "REP_PURPOSES": ["training"]}
         )
     assert mockserver.paths(host) == []
+
+
+def test_refusal_summary_lists_the_most_refused_origins_first(caplog) -> None:
+    from scrapy_rep.crawl.report import MAX_LISTED_ORIGINS, log_usage_refusals
+
+    class Stats(dict):  # the one StatsCollector method the summary uses
+        def set_value(self, key: str, value: Any) -> None:
+            self[key] = value
+
+    stats: Any = Stats()
+    refusals = {f"http://o{i:02d}.test": {"robots": i, "header": 1} for i in range(25)}
+    with caplog.at_level(logging.INFO, logger="scrapy_rep"):
+        log_usage_refusals(refusals, audit=False, stats=stats)
+    (text,) = [r.getMessage() for r in caplog.records]
+    lines = text.splitlines()
+    assert lines[0].startswith("scrapy-rep usage preferences: 325 request(s) dropped")
+    assert lines[1] == "  http://o24.test: robots.txt 24, header 1"
+    assert len(lines) == 1 + MAX_LISTED_ORIGINS + 1 and lines[-1] == "  ... and 5 more origin(s)"
+    assert stats == {"rep/usage/refused_origins": 25}
