@@ -50,3 +50,24 @@ def test_no_rules_no_preferences(
     mockserver.configure(host, {"robots": {"status": 404}})
     doc = as_json(robots([mockserver.url(host, "/a"), "--json"], subprocess_env, workdir))
     assert doc["urls"][0]["usage"] is None
+
+
+def test_file_mode_shows_preferences_and_the_rule_outside_group(
+    subprocess_env: dict[str, str], workdir: Path
+) -> None:
+    # a Content-Usage line before any user-agent line is ignored and reported
+    (workdir / "robots.txt").write_text("Content-Usage: search=n\n" + USAGE_ROBOTS)
+    text = robots(
+        ["--file", "robots.txt", "/open/a", "/closed"], subprocess_env, workdir, online=False
+    )
+    assert text.returncode == 0, text.stderr
+    assert "usage: train-ai=y (line 5), search=y (line 6)" in text.stdout
+    assert "usage: train-ai=n (line 4), search=y (line 6)" in text.stdout
+    assert "line 1: rule-outside-group: Content-Usage: search=n" in text.stdout
+
+    doc = as_json(
+        robots(["--file", "robots.txt", "--json", "/closed"], subprocess_env, workdir, online=False)
+    )
+    usage = doc["urls"][0]["usage"]
+    assert usage["preferences"] == {"train-ai": "n", "search": "y", "ai-input": "unknown"}
+    assert usage["sources"]["train-ai"][0]["line"] == 4

@@ -249,3 +249,16 @@ def test_index_takes_decoded_values_too() -> None:
     assert index.usage("bot", b"/a/b").value("train-ai") == UNKNOWN
     index = UsageIndex({"bot": [[("content-usage", "/a train-ai=n\ud800", 3)]]})
     assert index.usage("bot", b"/a/b").value("train-ai") == UNKNOWN
+
+
+def test_content_usage_lines_are_generic_extension_lines() -> None:
+    # content-usage is one entry of the engine's extension fields: its lines are kept
+    # per group like Crawl-delay's, and one before any group is a rule outside a group
+    robots = RobotsTxt.parse(
+        b"Content-Usage: train-ai=n\nUser-agent: bot\nContent-Usage: /a search=n\n"
+    )
+    lines = robots.extension_lines("bot", "content-usage")
+    assert [(e.value, e.line) for e in lines] == [("/a search=n", 3)]
+    assert robots.issue_counts == {"rule-outside-group": 1}
+    assert robots.usage("/", "bot").value("train-ai") == UNKNOWN
+    assert robots.usage("/a", "bot").value("search") == N
