@@ -12,9 +12,9 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import Deferred
-from twisted.internet.task import LoopingCall
 
 from scrapy_rep.crawl.fetch_queue import FetchQueue
+from scrapy_rep.crawl.leases import LeaseKeeper
 from scrapy_rep.crawl.registry import RuntimeRegistry
 from scrapy_rep.crawl.runtime import WAITED_META_KEY, OriginRuntime
 from scrapy_rep.crawl.store_calls import StoreCalls
@@ -28,14 +28,7 @@ from scrapy_rep.policy.robots_policy import (
     FetchOutcome,
     RobotsPolicy,
 )
-from scrapy_rep.storage.base import (
-    acquire_and_read,
-    describe_holder,
-    lease_holder,
-    new_holder,
-    put_and_release,
-    renew_lease,
-)
+from scrapy_rep.storage.base import acquire_and_read, new_holder, put_and_release
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -55,9 +48,6 @@ SHARED_POLL_INTERVAL = 0.25
 _UNDECIDED = Evaluation(ready=False)
 # Timers never sleep longer than this, so a clock change or a lease expiry is noticed.
 MAX_TIMER = 60.0
-# Waiting on another process's fetch lease for longer than this is logged (INFO, once
-# per origin): a few seconds is a normal fetch; more may be a stuck or dead holder.
-LEASE_WAIT_LOG_AFTER = 5.0
 
 
 class OriginCoordinator:
@@ -97,10 +87,7 @@ class OriginCoordinator:
         # a lease left behind by this one is dead (storage.base.holder_is_dead)
         self.holder = new_holder()
         # Fetches in flight renew their lease (SPEC section 3 "leases").
-        self._renewers: dict[str, LoopingCall] = {}
-        # Since when this process waits on another holder's lease, per origin.
-        self._lease_waits: dict[str, float] = {}
-        self._lease_wait_logged: set[str] = set()
+        self.leases = LeaseKeeper(storage, self.holder, config, self.calls, clock)
         self.closed = False
 
     # -- queries -----------------------------------------------------------------------
@@ -253,10 +240,10 @@ class OriginCoordinator:
         if not held:
             # Another process is fetching this robots.txt; watch the store for its result.
             self._fetch_ended(rt)
-            self._note_lease_wait(rt.origin)
+            self.leases.note_wait(rt.origin)
             self._arm_timer(rt, self.clock() + SHARED_POLL_INTERVAL)
             return
-        self._lease_waits.pop(rt.origin, None)
+        self.leases.waited(rt.origin)
         if (
             self.storage.shared
             and stored is not None
@@ -273,73 +260,12 @@ class OriginCoordinator:
             self._inc("robotstxt/refetch")
         from scrapy.utils.defer import deferred_from_coro
 
-        self._start_renewing(rt.origin)
+        self.leases.start_renewing(rt.origin)
         deferred = deferred_from_coro(self._fetch(rt))
         deferred.addErrback(self._fetch_failed, rt)
 
     def _lease_ttl(self) -> float:
         return self.policy.config.lease_ttl
-
-    # -- leases ------------------------------------------------------------------------
-
-    def _start_renewing(self, origin: str) -> None:
-        """Renew the fetch lease while the fetch runs: the lease stays short, so a
-        holder that dies blocks the origin for at most REP_LEASE_TTL."""
-        self._stop_renewing(origin)
-        renewer = LoopingCall(self._renew, origin)
-        renewer.clock = _reactor()
-        self._renewers[origin] = renewer
-        renewer.start(self.policy.config.lease_renew_every, now=False)
-
-    def _stop_renewing(self, origin: str) -> None:
-        renewer = self._renewers.pop(origin, None)
-        if renewer is not None and renewer.running:
-            renewer.stop()
-
-    def _renew(self, origin: str) -> Deferred[Any]:
-        # In a worker thread (every store is thread-safe): a slow store must not stall
-        # the reactor. LoopingCall waits for the Deferred before the next renewal.
-        from twisted.internet.threads import deferToThread
-
-        renewing = deferToThread(renew_lease, self.storage, origin, self.holder, self._lease_ttl())
-        renewing.addCallback(self._renewed, origin)
-        return renewing.addErrback(self._renew_failed, origin)
-
-    def _renew_failed(self, failure: Any, origin: str) -> None:
-        # A store must not raise, but the renewal loop must never die of it.
-        logger.error("scrapy-rep: renewing the fetch lease of %s failed: %s", origin, failure)
-
-    def _renewed(self, kept: bool, origin: str) -> None:
-        if not kept and origin in self._renewers:
-            logger.info(
-                "scrapy-rep: this process lost the fetch lease of %s (not renewed "
-                "within REP_LEASE_TTL, or taken over); its robots.txt may be fetched "
-                "twice",
-                origin,
-            )
-            self._stop_renewing(origin)
-
-    def _note_lease_wait(self, origin: str) -> None:
-        """Say once per origin when another holder's lease keeps us waiting."""
-        now = self.clock()
-        since = self._lease_waits.setdefault(origin, now)
-        if now - since < LEASE_WAIT_LOG_AFTER or origin in self._lease_wait_logged:
-            return
-        self._lease_wait_logged.add(origin)
-        asking = self.calls.call(lease_holder, self.storage, origin)
-        asking.addCallback(self._log_lease_wait, origin, now - since)
-        asking.addErrback(lambda failure: self._log_lease_wait(None, origin, now - since))
-
-    def _log_lease_wait(self, holder: str | None, origin: str, waited: float) -> None:
-        logger.info(
-            "robots.txt of %s: waiting %.0f s so far for another process (%s) that holds "
-            "its fetch lease; if that holder is gone, the lease ends within "
-            "REP_LEASE_TTL (%g s)",
-            origin,
-            waited,
-            "unknown" if holder is None else describe_holder(holder),
-            self._lease_ttl(),
-        )
 
     def _fetch_ended(self, rt: OriginRuntime) -> None:
         if rt.fetching:
@@ -350,14 +276,14 @@ class OriginCoordinator:
         try:
             outcome = await self.fetcher.fetch(rt.origin)
         finally:
-            self._stop_renewing(rt.origin)
+            self.leases.stop_renewing(rt.origin)
         self._record_outcome(rt, outcome)
 
     def _fetch_failed(self, failure: object, rt: OriginRuntime) -> None:
         # A bug in our own fetch path must not strand the origin's requests: count it
         # as unreachable so the normal retry/backoff path takes over.
         logger.error("scrapy-rep: robots.txt fetch of %s failed: %s", rt.origin, failure)
-        self._stop_renewing(rt.origin)
+        self.leases.stop_renewing(rt.origin)
         self._record_outcome(rt, FetchOutcome(UNREACHABLE, "internal error"))
 
     def _record_outcome(self, rt: OriginRuntime, outcome: FetchOutcome) -> None:
@@ -455,7 +381,7 @@ class OriginCoordinator:
     def _wake_now(self, rt: OriginRuntime) -> None:
         evaluation = self.evaluate(rt.origin, reread=True)
         if self.releasable(evaluation):
-            self._lease_waits.pop(rt.origin, None)
+            self.leases.waited(rt.origin)
             self._release_all(rt)
         self.registry.settle(rt)
 
@@ -536,8 +462,7 @@ class OriginCoordinator:
 
     def close(self) -> None:
         self.closed = True
-        for origin in list(self._renewers):
-            self._stop_renewing(origin)
+        self.leases.close()
         self.fetches.clear()
         for rt in self.registry.runtimes():
             self._cancel_timer(rt)
