@@ -225,6 +225,17 @@ class Config:
     clock: Callable[[], float] | None = None  # REP_CLOCK; None = time.time
     purposes: tuple[str, ...] = ()  # REP_PURPOSES: what the crawl uses content for
     usage_mode: str = "record"  # REP_USAGE_MODE, one of USAGE_MODES
+    # How long a spider with nothing to do but wait on robots.txt stays open: 25 min, so
+    # a batch crawl ends within 30 min of its last other work (idle checks run every 5 s).
+    idle_wait: float = 1500.0
+    # Held requests kept in memory (about 1 KB each, so about 100 MB at the bound);
+    # beyond this they spill to disk (Scrapy's disk queues, about 230 us each).
+    memory_max_held: int = 100_000
+    # robots.txt fetches in flight at once: CONCURRENT_REQUESTS (engine.download_async
+    # bypasses the engine's own limit, SCRAPY_NOTES).
+    fetch_concurrency: int = 16
+    # How often the "still waiting" INFO line may repeat: LOGSTATS_INTERVAL (0 = never).
+    logstats_interval: float = 60.0
 
     @property
     def lease_renew_every(self) -> float:
@@ -298,4 +309,8 @@ class Config:
             clock=_clock(settings, "REP_CLOCK"),
             purposes=purposes_from(settings.get("REP_PURPOSES")),
             usage_mode=_choice(settings, "REP_USAGE_MODE", "record", USAGE_MODES),
+            idle_wait=_number(settings, "REP_IDLE_WAIT", 1500.0),
+            memory_max_held=_integer(settings, "REP_MEMORY_MAX_HELD", 100_000, minimum=1),
+            fetch_concurrency=_integer(settings, "CONCURRENT_REQUESTS", 16, minimum=1),
+            logstats_interval=_number(settings, "LOGSTATS_INTERVAL", 60.0),
         )
