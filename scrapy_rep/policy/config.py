@@ -195,6 +195,8 @@ class Config:
     lease_ttl: float = 30.0
     lease_renew_interval: float = 0.0  # 0 = a third of lease_ttl
     clock: Callable[[], float] | None = None  # REP_CLOCK; None = time.time
+    # how long a crashed process's parked requests wait before another adopts them
+    cluster_heartbeat: float = 30.0
 
     @property
     def lease_renew_every(self) -> float:
@@ -266,4 +268,7 @@ class Config:
             lease_ttl=lease_ttl,
             lease_renew_interval=lease_renew,
             clock=_clock(settings, "REP_CLOCK"),
+            cluster_heartbeat=_number(
+                settings, "REP_CLUSTER_HEARTBEAT", 30.0, strictly_positive=True
+            ),
         )
