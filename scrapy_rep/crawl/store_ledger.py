@@ -8,8 +8,9 @@ the spider) releases the waiting requests of a process that died. ``StoreLedger`
   batches (group commit: while one batch is being written the next one accumulates), so
   a held request costs a small share of one round trip, and a request released before
   its batch went out costs nothing in the store.
-* Requests are stored with Scrapy's own serialisation (``Request.to_dict`` /
-  ``request_from_dict``, as Scrapy's disk queues do), keyed by the request fingerprint so duplicates collapse;
+* Requests are stored with Scrapy's own serialisation (``Request.to_dict`` and
+  ``request_from_dict``, as Scrapy's disk queues do), keyed by the request fingerprint
+  so duplicates collapse;
   ``dont_filter`` requests get a key of their own, since the scheduler keeps them apart.
   A request that cannot be serialised (a callback that is not a spider method) stays in
   the room, not in the store: logged once at WARNING, counted, never silently lost.
