@@ -89,16 +89,20 @@ for _, owner in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   if #out >= 2 * limit then break end
   if owner ~= ARGV[1] and redis.call('EXISTS', ARGV[2] .. 'alive:' .. owner) == 0 then
     local dead = ARGV[2] .. 'parked:' .. owner
-    local scan = redis.call('HSCAN', dead, '0', 'COUNT', limit)
-    local items = scan[2]
-    for i = 1, #items, 2 do
-      if #out >= 2 * limit then break end
-      if redis.call('HSETNX', KEYS[2], items[i], items[i + 1]) == 1 then
-        out[#out + 1] = items[i]
-        out[#out + 1] = items[i + 1]
+    local cursor = '0'
+    repeat
+      local scan = redis.call('HSCAN', dead, cursor, 'COUNT', limit)
+      cursor = scan[1]
+      local items = scan[2]
+      for i = 1, #items, 2 do
+        if #out >= 2 * limit then break end
+        if redis.call('HSETNX', KEYS[2], items[i], items[i + 1]) == 1 then
+          out[#out + 1] = items[i]
+          out[#out + 1] = items[i + 1]
+        end
+        redis.call('HDEL', dead, items[i])
       end
-      redis.call('HDEL', dead, items[i])
-    end
+    until cursor == '0' or #out >= 2 * limit
     if redis.call('EXISTS', dead) == 0 then redis.call('SREM', KEYS[1], owner) end
   end
 end

@@ -97,18 +97,20 @@ def test_a_duplicate_of_a_held_request_collapses_on_adoption(opener: Opener) -> 
     assert sorted(k for k, _, _ in b.parked()) == ["k0", "k1", "k2"]
 
 
-def test_adoption_is_bounded_per_call(opener: Opener) -> None:
+def test_adoption_is_bounded_per_call_and_finds_every_entry(opener: Opener) -> None:
+    """400 entries (a Redis hash past its compact encoding, so HSCAN pages through
+    buckets): each call takes at most its limit, and never comes back empty while
+    entries are left."""
     a, b = opener(), opener()
-    a.park("A", 60, entries(50), [])
+    a.park("A", 60, entries(400), [])
     a.retire("A", keep=True)
     got: list[tuple[str, str, bytes]] = []
-    for _ in range(60):
-        batch = b.adopt("B", 60, 20)
-        assert len(batch) <= 20  # never the whole store at once
+    while len(got) < 400:
+        batch = b.adopt("B", 60, 50)
+        assert 0 < len(batch) <= 50, len(got)
         got.extend(batch)
-        if len(got) == 50:
-            break
-    assert sorted(got) == sorted(entries(50))
+    assert sorted(got) == sorted(entries(400))
+    assert b.adopt("B", 60, 50) == []
 
 
 def test_concurrent_adopters_never_share_an_entry(opener: Opener) -> None:
