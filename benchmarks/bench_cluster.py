@@ -93,7 +93,8 @@ def cpu_cost(n: int) -> tuple[list[Parked], StoreLedger]:
 
     fresh = make_requests(n, spider)  # the fingerprint cache must not help the reference
     with tempfile.TemporaryDirectory() as tmp:
-        queue = PickleFifoDiskQueue.from_crawler(crawler, str(Path(tmp) / "q"))
+        queue_cls: Any = PickleFifoDiskQueue
+        queue = queue_cls.from_crawler(crawler, str(Path(tmp) / "q"))
         start = time.perf_counter()
         for request in fresh:
             queue.push(request)
