@@ -77,6 +77,17 @@ class RobotsTxtMiddleware:
         )
         self.decider = Decider(crawler, config)
         self.sitemap_copy = SitemapRobotsCopy(crawler)
+        from scrapy_rep.crawl.cluster_delay import LocalTimedHold, make_cluster_delay
+
+        self.cluster_delay = make_cluster_delay(
+            crawler,
+            config,
+            self.decider,
+            hold_until=LocalTimedHold(crawler, self.clock),
+            ready=lambda origin: self._may_proceed(self.coordinator.evaluate(origin)),
+            origin_of=origin_of_memo,
+            clock=self.clock,
+        )
         # Requests released while the engine is closing (see _reinject).
         self._released_while_closing: list[Request] = []
         connect = crawler.signals.connect
@@ -187,6 +198,12 @@ class RobotsTxtMiddleware:
                 evaluation = self.coordinator.evaluate(origin)
         rt = self.coordinator.runtime(origin)
         self.decider.decide(request, origin, evaluation, rt)
+        if self.cluster_delay is not None and request.meta.get(SCHEDULED_META_KEY):
+            # Crawl-delay kept by the whole cluster: a turn in the future is waited for
+            # back in the scheduler's path, not here holding a download slot.
+            later = await self.cluster_delay.turn(request, origin, evaluation)
+            if later is not None:
+                return later
         # SitemapSpider's own robots.txt request: answered from our copy (crawl/sitemap.py).
         return self.sitemap_copy.response_for(request, evaluation, rt.record)
 

@@ -49,6 +49,8 @@ class ClusterSpider(RedisSpider):
         "DOWNLOAD_TIMEOUT": 10,
         "LOG_LEVEL": "DEBUG",
         "LOGSTATS_INTERVAL": 5,
+        # epoch seconds with milliseconds: the workers' logs interleave by time
+        "LOG_FORMAT": "%(created).3f [%(name)s] %(levelname)s: %(message)s",
     }
 
     async def start(self) -> AsyncIterator[Any]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -63,10 +64,13 @@ class ClusterStore(Protocol):
         """What is parked (for one owner, or all): for tests and ``scrapy robots``."""
         ...
 
-    def reserve_turn(self, origin: str, spacing: float, horizon: float) -> tuple[bool, float]:
+    def reserve_turn(
+        self, origin: str, spacing: float, horizon: float, not_before: float = 0.0
+    ) -> tuple[bool, float]:
         """Reserve the origin's next turn. Returns (reserved, seconds until the turn).
 
-        The turn is the later of now and the origin's next allowed time; the next
+        The turn is the later of now (or ``not_before`` seconds from now, when the
+        caller cannot go sooner) and the origin's next allowed time; the next
         allowed time then moves ``spacing`` past it. A turn more than ``horizon`` seconds
         away is not reserved (so a process that dies wastes at most ``horizon`` seconds
         of the origin's turns); the answer then says how long until one may be."""
@@ -109,7 +113,7 @@ end
 return out
 """
 
-# KEYS: the origin's turn key. ARGV: spacing, horizon. Returns {reserved, wait} as
+# KEYS: the origin's turn key. ARGV: spacing, horizon, not_before. Returns {reserved, wait} as
 # strings (Lua numbers become integers in replies). Redis' own clock: no skew.
 _TURN_LUA = """
 local t = redis.call('TIME')
@@ -120,7 +124,7 @@ local nxt = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
 -- A next time further ahead than any reservation can reach is broken (a clock jump,
 -- a foreign value): ignored, as a lease with an absurd expiry is.
 if nxt > now + horizon + spacing then nxt = 0 end
-local start = math.max(now, nxt)
+local start = math.max(now + tonumber(ARGV[3]), nxt)
 if start - now > horizon then
   return {'0', string.format('%.6f', start - now - horizon)}
 end
@@ -217,9 +221,13 @@ class RedisCluster:
         names = [_text(o) for o in self._client.smembers(self._owners)]
         return {name: bool(self._client.exists(self._alive_key(name))) for name in names}
 
-    def reserve_turn(self, origin: str, spacing: float, horizon: float) -> tuple[bool, float]:
+    def reserve_turn(
+        self, origin: str, spacing: float, horizon: float, not_before: float = 0.0
+    ) -> tuple[bool, float]:
         try:
-            reserved, wait = self._turn(keys=[self._turn_key(origin)], args=[spacing, horizon])
+            reserved, wait = self._turn(
+                keys=[self._turn_key(origin)], args=[spacing, horizon, max(not_before, 0.0)]
+            )
         except self._errors as exc:
             raise ClusterError(f"{type(exc).__name__}: {exc}") from None
         return _text(reserved) == "1", float(wait)
@@ -265,6 +273,8 @@ class SqliteCluster:
     def __init__(self, path: str | Path, spider: str, *, busy_timeout: float = 10.0) -> None:
         self.path = Path(path)
         self.spider = spider
+        # One connection, used from worker threads: one statement sequence at a time.
+        self._lock = threading.Lock()
         try:
             self._conn = sqlite3.connect(
                 self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
@@ -283,17 +293,18 @@ class SqliteCluster:
     def _write(self) -> Any:
         """BEGIN IMMEDIATE takes the write lock before anything is read, so two processes
         never both see the same dead owner or the same free turn."""
-        try:
-            self._conn.execute("BEGIN IMMEDIATE")
+        with self._lock:
             try:
-                yield self._conn
-                self._conn.execute("COMMIT")
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):
-                    self._conn.execute("ROLLBACK")
-                raise
-        except (sqlite3.Error, ValueError, TypeError) as exc:
-            raise ClusterError(f"{type(exc).__name__}: {exc}") from None
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._conn
+                    self._conn.execute("COMMIT")
+                except BaseException:
+                    with contextlib.suppress(sqlite3.Error):
+                        self._conn.execute("ROLLBACK")
+                    raise
+            except (sqlite3.Error, ValueError, TypeError) as exc:
+                raise ClusterError(f"{type(exc).__name__}: {exc}") from None
 
     def park(self, owner: str, ttl: float, add: Sequence[Parked], remove: Sequence[str]) -> None:
         with self._write() as conn:
@@ -368,12 +379,15 @@ class SqliteCluster:
             query += " AND owner = ?"
             args += (owner,)
         try:
-            rows = self._conn.execute(query, args).fetchall()
+            with self._lock:
+                rows = self._conn.execute(query, args).fetchall()
         except sqlite3.Error as exc:
             raise ClusterError(f"{type(exc).__name__}: {exc}") from None
         return [(str(k), str(o), bytes(b)) for k, o, b in rows]
 
-    def reserve_turn(self, origin: str, spacing: float, horizon: float) -> tuple[bool, float]:
+    def reserve_turn(
+        self, origin: str, spacing: float, horizon: float, not_before: float = 0.0
+    ) -> tuple[bool, float]:
         with self._write() as conn:
             now = time.time()
             row = conn.execute(
@@ -385,7 +399,7 @@ class SqliteCluster:
                 next_at = 0.0  # an unreadable row is broken, not obeyed
             if next_at > now + horizon + spacing:
                 next_at = 0.0  # absurd (a clock jump): broken, not obeyed
-            start = max(now, next_at)
+            start = max(now + max(not_before, 0.0), next_at)
             if start - now > horizon:
                 return False, start - now - horizon
             conn.execute(
@@ -395,7 +409,7 @@ class SqliteCluster:
             return True, start - now
 
     def close(self) -> None:
-        with contextlib.suppress(sqlite3.Error):
+        with self._lock, contextlib.suppress(sqlite3.Error):
             self._conn.close()
 
 
