@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
     from scrapy.crawler import Crawler
 
+    from scrapy_rep.policy.config import Config
     from scrapy_rep.storage.cluster import ClusterStore, Parked
 
 logger = logging.getLogger("scrapy_rep")
@@ -285,3 +286,23 @@ class StoreLedger:
         self._stored.add(key)
         self.stats.inc_value(f"{STAT}adopted")
         self._adopted.append((origin, request))
+
+
+def make_store_ledger(crawler: Crawler, config: Config) -> StoreLedger | None:
+    """A StoreLedger when ``REP_STORAGE`` is shared across processes (Redis, SQLite),
+    else None. A store that cannot be opened for it is logged, and requests then wait
+    in this process only."""
+    from scrapy_rep.storage.cluster import open_cluster
+
+    try:
+        cluster = open_cluster(config.storage, crawler.spidercls.name)
+    except ClusterError as exc:
+        logger.warning(
+            "scrapy-rep: waiting requests are kept in this process only: the shared store "
+            "cannot hold them (%s)",
+            exc,
+        )
+        return None
+    if cluster is None:
+        return None
+    return StoreLedger(crawler, cluster, heartbeat=config.cluster_heartbeat)
