@@ -157,3 +157,20 @@ def pages_received(mockserver: MockServer, host: str) -> list[str]:
 def receive_times(mockserver: MockServer, host: str) -> list[float]:
     """Server-side arrival times (monotonic) of the page requests for ``host``."""
     return [e["t"] for e in mockserver.log(host) if e["path"] != "/robots.txt"]
+
+
+def parked_by_pid(redis_url: str, spider: str = "cluster") -> dict[int, int]:
+    """pid of the owning worker -> how many requests it has parked in the store (owner
+    ids are ``<host>-<pid>-<random>``), live owners only."""
+    from scrapy_rep.storage.cluster import RedisCluster
+
+    store = RedisCluster.from_url(redis_url, spider)
+    try:
+        counts: dict[int, int] = {}
+        for owner, alive in store.owners().items():
+            if alive:
+                pid = int(owner.rsplit("-", 2)[1])
+                counts[pid] = counts.get(pid, 0) + len(store.parked(owner))
+        return {pid: n for pid, n in counts.items() if n}
+    finally:
+        store.close()

@@ -162,7 +162,10 @@ class ClusterDelay:
         slot = downloader.slots.get(downloader.get_slot_key(request))
         if slot is None or not slot.lastseen:
             return 0.0
-        jitter = float(getattr(slot, "jitter", 0.5 if getattr(slot, "randomize_delay", 0) else 0))
+        if hasattr(slot, "jitter"):  # Scrapy 2.19+ (randomize_delay then warns)
+            jitter = float(slot.jitter or 0.0)
+        else:  # before: +/-50 % or nothing
+            jitter = 0.5 if getattr(slot, "randomize_delay", False) else 0.0
         longest = float(slot.delay) * (1 + jitter)
         lastseen = float(slot.lastseen)
         # Scrapy 2.19 stamps slots with time.monotonic(), earlier versions with time.time()

@@ -28,6 +28,7 @@ import os
 import pickle
 import socket
 import threading
+import time
 import uuid
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -291,9 +292,11 @@ class StoreLedger:
 def make_store_ledger(crawler: Crawler, config: Config) -> StoreLedger | None:
     """A StoreLedger when ``REP_STORAGE`` is shared across processes (Redis, SQLite),
     else None. A store that cannot be opened for it is logged, and requests then wait
-    in this process only."""
+    in this process only. ``REP_DURABLE_WAITING = False`` asks for that too."""
     from scrapy_rep.storage.cluster import open_cluster
 
+    if not config.durable_waiting:
+        return None
     try:
         cluster = open_cluster(config.storage, crawler.spidercls.name)
     except ClusterError as exc:
@@ -306,3 +309,15 @@ def make_store_ledger(crawler: Crawler, config: Config) -> StoreLedger | None:
     if cluster is None:
         return None
     return StoreLedger(crawler, cluster, heartbeat=config.cluster_heartbeat)
+
+
+def scrapy_redis_idle_expired(spider: Any) -> bool:
+    """Whether a scrapy-redis spider (``RedisMixin``) has been idle for its
+    ``MAX_IDLE_TIME_BEFORE_CLOSE`` and so wants to close: its own ``spider_idle``
+    receiver then stops raising ``DontCloseSpider`` (scrapy-redis 0.9 semantics: idle
+    time counts from the last time its start-URL key had data)."""
+    max_idle = getattr(spider, "max_idle_time", None)
+    since = getattr(spider, "spider_idle_start_time", None)
+    if not isinstance(max_idle, int) or max_idle <= 0 or not isinstance(since, int):
+        return False
+    return int(time.time()) - since >= max_idle

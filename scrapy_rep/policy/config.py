@@ -197,6 +197,9 @@ class Config:
     clock: Callable[[], float] | None = None  # REP_CLOCK; None = time.time
     # how long a crashed process's parked requests wait before another adopts them
     cluster_heartbeat: float = 30.0
+    # waiting requests also recorded in a shared store (Redis, SQLite), so a kill -9
+    # loses none and the next run adopts what a stopped one kept
+    durable_waiting: bool = True
 
     @property
     def lease_renew_every(self) -> float:
@@ -271,4 +274,5 @@ class Config:
             cluster_heartbeat=_number(
                 settings, "REP_CLUSTER_HEARTBEAT", 30.0, strictly_positive=True
             ),
+            durable_waiting=_boolean(settings, "REP_DURABLE_WAITING", True),
         )

@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from tests.cluster_helpers import Cluster, pages_received, receive_times
+from tests.cluster_helpers import Cluster, pages_received, receive_times, wait_for
 from tests.mockserver_client import MockServer
 
 #: Clock granularity: the server stamps arrivals with time.monotonic() as it reads the
@@ -15,7 +15,9 @@ from tests.mockserver_client import MockServer
 GRANULARITY = 0.02
 
 
-def test_three_workers_together_keep_a_crawl_delay(mockserver: MockServer, cluster: Cluster) -> None:
+def test_three_workers_together_keep_a_crawl_delay(
+    mockserver: MockServer, cluster: Cluster
+) -> None:
     """Each worker has its own scrapy-redis queue and five pages of the origin, so all
     three want the origin at once; the store's turns space them for the cluster."""
     host = mockserver.unique_host("delay")
@@ -27,8 +29,12 @@ def test_three_workers_together_keep_a_crawl_delay(mockserver: MockServer, clust
             "SCHEDULER_QUEUE_KEY": f"{tag}:requests",
             "SCHEDULER_DUPEFILTER_KEY": f"{tag}:dupefilter",
         }
-        cluster.start(tag, urls, {"MAX_IDLE_TIME_BEFORE_CLOSE": 5, **queue})
-    codes = cluster.wait_all(timeout=120)
+        # no scrapy-redis idle close: a worker waiting for its turns is not done
+        cluster.start(tag, urls, {"MAX_IDLE_TIME_BEFORE_CLOSE": 0, **queue})
+    wait_for(lambda: len(pages_received(mockserver, host)) == 15, "15 pages", timeout=120)
+    for tag in tags:
+        cluster.terminate(tag)
+    codes = cluster.wait_all(timeout=60)
     assert codes == dict.fromkeys(tags, 0), cluster.workers["w1"].log()[-3000:]
 
     received = pages_received(mockserver, host)
