@@ -37,8 +37,8 @@ import scrapy  # noqa: E402
 from scrapy.squeues import PickleFifoDiskQueue  # noqa: E402
 from scrapy.utils.test import get_crawler  # noqa: E402
 
-from scrapy_rep.crawl.store_ledger import BATCH, StoreLedger  # noqa: E402
-from scrapy_rep.storage.cluster import ClusterStore, Parked, open_cluster  # noqa: E402
+from scrapy_rep.crawl.store_ledger import BATCH, StoreLedger, open_cluster  # noqa: E402
+from scrapy_rep.storage.cluster import ClusterStore, Parked  # noqa: E402
 
 
 class BenchSpider(scrapy.Spider):

@@ -219,7 +219,7 @@ def make_cluster_delay(
     """A ClusterDelay when the store is shared and Crawl-delay is obeyed, else None."""
     if not config.crawl_delay or not config.enforce:
         return None
-    from scrapy_rep.storage.cluster import open_cluster
+    from scrapy_rep.crawl.store_ledger import open_cluster
 
     try:
         cluster = open_cluster(config.storage, crawler.spidercls.name)

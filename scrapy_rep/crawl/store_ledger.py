@@ -289,12 +289,34 @@ class StoreLedger:
         self._adopted.append((origin, request))
 
 
+def open_cluster(storage_spec: str, spider: str) -> ClusterStore | None:
+    """The cluster primitives for ``REP_STORAGE``'s store (its own connection), or None
+    when the store is not shared across processes (``memory``, a custom class). Raises
+    ClusterError when the store cannot be opened."""
+    spec = storage_spec.strip()
+    lowered = spec.lower()
+    if lowered.startswith(("redis://", "rediss://", "unix://")):
+        from scrapy_rep.storage.cluster import RedisCluster
+
+        try:
+            return RedisCluster.from_url(spec, spider)
+        except (ImportError, ValueError, TypeError) as exc:
+            # the type only: a bad URL's message may quote its password
+            raise ClusterError(type(exc).__name__) from None
+    if lowered == "sqlite" or lowered.startswith("sqlite:"):
+        from scrapy_rep.storage.cluster_sqlite import SqliteCluster
+        from scrapy_rep.storage.sqlite_store import SqliteStorage
+
+        path = SqliteStorage.path_from_spec(spec)
+        assert path is not None
+        return SqliteCluster.beside(path, spider)
+    return None
+
+
 def make_store_ledger(crawler: Crawler, config: Config) -> StoreLedger | None:
     """A StoreLedger when ``REP_STORAGE`` is shared across processes (Redis, SQLite),
     else None. A store that cannot be opened for it is logged, and requests then wait
     in this process only. ``REP_DURABLE_WAITING = False`` asks for that too."""
-    from scrapy_rep.storage.cluster import open_cluster
-
     if not config.durable_waiting:
         return None
     try:

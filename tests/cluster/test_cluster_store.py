@@ -13,13 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from scrapy_rep.storage.cluster import (
-    ClusterError,
-    ClusterStore,
-    RedisCluster,
-    SqliteCluster,
-    open_cluster,
-)
+from scrapy_rep.crawl.store_ledger import open_cluster
+from scrapy_rep.storage.cluster import ClusterError, ClusterStore, RedisCluster
+from scrapy_rep.storage.cluster_sqlite import SqliteCluster
 from tests import redis_server as redis_helper
 from tests.redis_server import RedisServer
 

@@ -18,8 +18,8 @@ import scrapy
 from scrapy.utils.test import get_crawler
 from twisted.internet import task
 
-from scrapy_rep.crawl.store_ledger import StoreLedger
-from scrapy_rep.storage.cluster import ClusterStore, open_cluster
+from scrapy_rep.crawl.store_ledger import StoreLedger, open_cluster
+from scrapy_rep.storage.cluster import ClusterStore
 from tests import redis_server as redis_helper
 from tests.redis_server import RedisServer
 
