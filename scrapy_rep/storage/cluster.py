@@ -18,9 +18,10 @@ spiders sharing a store never touch each other's entries:
 
 ``RedisCluster`` is here, ``SqliteCluster`` in ``cluster_sqlite.py``;
 ``crawl/store_ledger.open_cluster`` picks one for ``REP_STORAGE``. Each opens its own
-connection from the store's spec (the robots.txt store keeps its own). Every method is blocking: callers run them off the reactor thread. A failing
-backend raises ``ClusterError`` (never a driver exception), so callers decide once what
-an outage means.
+connection from the store's spec (the robots.txt store keeps its own). Every method
+is blocking: callers run them off the reactor thread. A failing backend raises
+``ClusterError`` (never a driver exception), so callers decide once what an outage
+means.
 """
 
 from __future__ import annotations
