@@ -40,7 +40,7 @@ from twisted.internet import task, threads
 from scrapy_rep.storage.cluster import ClusterError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
 
     from scrapy.crawler import Crawler
 
@@ -54,6 +54,8 @@ BATCH = 1000
 #: Ceiling for one blob: far above a real request; a bigger one is not parked.
 MAX_BLOB = 4 * 1024 * 1024
 STAT = "robotstxt/ledger/"
+#: Longest the close waits for a write already in flight (seconds).
+CLOSE_WAIT = 5.0
 
 
 def owner_id() -> str:
@@ -66,8 +68,16 @@ class StoreLedger:
 
     durable = True
 
-    def __init__(self, crawler: Crawler, cluster: ClusterStore, *, heartbeat: float) -> None:
+    def __init__(
+        self,
+        crawler: Crawler,
+        cluster: ClusterStore,
+        *,
+        heartbeat: float,
+        store_degraded: Callable[[], bool] = lambda: False,
+    ) -> None:
         self.crawler = crawler
+        self._store_degraded = store_degraded
         self.cluster = cluster
         self.owner = owner_id()
         self.heartbeat = heartbeat
@@ -82,6 +92,7 @@ class StoreLedger:
         self._busy = False
         self._flush_queued = False
         self._failing = False
+        self._io_failed = False
         self._warned_unserializable = False
         self._closed = False
         self._loop: task.LoopingCall | None = None
@@ -125,18 +136,35 @@ class StoreLedger:
         if self._loop is not None and self._loop.running:
             self._loop.stop()
         add, remove = self._take_batch(limit=None)
+        # The reactor waits for this: never longer than one store call's timeout (an
+        # in-flight flush first), and not at all when the store was failing anyway.
+        locked = self._io_lock.acquire(timeout=CLOSE_WAIT)
+        if locked and (self._failing or self._io_failed):
+            self._io_lock.release()
+            locked = False
         try:
-            with self._io_lock:
-                self.cluster.park(self.owner, self.heartbeat, add, remove)
-                self.cluster.retire(self.owner, keep=not handed_back)
+            if not locked:
+                raise ClusterError("the shared store was not answering")
+            self.cluster.park(self.owner, self.heartbeat, add, remove)
+            self.cluster.retire(self.owner, keep=not handed_back)
         except ClusterError as exc:
-            logger.warning(
+            self._log_store_trouble(
                 "scrapy-rep: could not update the parked requests in the shared store at "
-                "close (%s); they are adopted once the heartbeat expires",
+                "close (%s): %d change(s) not written; what is parked is adopted once the "
+                "heartbeat expires",
                 exc,
+                len(add) + len(remove),
             )
         finally:
+            if locked:
+                self._io_lock.release()
             self.cluster.close()
+
+    def _log_store_trouble(self, message: str, *args: Any) -> None:
+        """WARNING, unless the robots.txt store already warned of the same outage (one
+        outage, one WARNING); INFO then."""
+        level = logging.INFO if self._store_degraded() else logging.WARNING
+        logger.log(level, message, *args)
 
     # -- keys and serialisation ----------------------------------------------------------
 
@@ -231,8 +259,14 @@ class StoreLedger:
         with self._io_lock:
             if self._closed:
                 return []
-            self.cluster.park(self.owner, self.heartbeat, add, remove)
-            return self.cluster.adopt(self.owner, self.heartbeat, BATCH) if adopt else []
+            try:
+                self.cluster.park(self.owner, self.heartbeat, add, remove)
+                adopted = self.cluster.adopt(self.owner, self.heartbeat, BATCH) if adopt else []
+            except ClusterError:
+                self._io_failed = True  # seen by close() before the reactor sees it
+                raise
+            self._io_failed = False
+            return adopted
 
     def _written(self, adopted: list[Parked]) -> None:
         self._busy = False
@@ -259,7 +293,7 @@ class StoreLedger:
         self._pending_remove.update(k for k in remove if k not in self._pending_add)
         if not self._failing:
             self._failing = True
-            logger.warning(
+            self._log_store_trouble(
                 "scrapy-rep: cannot write parked requests to the shared store (%s); "
                 "retrying every %.1f s (the requests still wait in this process)",
                 failure.getErrorMessage(),
@@ -313,7 +347,9 @@ def open_cluster(storage_spec: str, spider: str) -> ClusterStore | None:
     return None
 
 
-def make_store_ledger(crawler: Crawler, config: Config) -> StoreLedger | None:
+def make_store_ledger(
+    crawler: Crawler, config: Config, storage: object = None
+) -> StoreLedger | None:
     """A StoreLedger when ``REP_STORAGE`` is shared across processes (Redis, SQLite),
     else None. A store that cannot be opened for it is logged, and requests then wait
     in this process only. ``REP_DURABLE_WAITING = False`` asks for that too."""
@@ -330,7 +366,13 @@ def make_store_ledger(crawler: Crawler, config: Config) -> StoreLedger | None:
         return None
     if cluster is None:
         return None
-    return StoreLedger(crawler, cluster, heartbeat=config.cluster_heartbeat)
+    # The robots.txt store (Redis) says when it is in an outage it already warned of.
+    return StoreLedger(
+        crawler,
+        cluster,
+        heartbeat=config.cluster_heartbeat,
+        store_degraded=lambda: bool(getattr(storage, "degraded", False)),
+    )
 
 
 def scrapy_redis_idle_expired(spider: Any) -> bool:

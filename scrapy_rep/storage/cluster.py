@@ -152,7 +152,7 @@ class RedisCluster:
 
         # Off the reactor thread, so a longer timeout than the record store's is fine;
         # still bounded, so a blackholed Redis fails a call instead of hanging a thread.
-        client = redis.Redis.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0)
+        client = redis.Redis.from_url(url, socket_timeout=2.0, socket_connect_timeout=2.0)
         return cls(client, spider)
 
     def _parked_key(self, owner: str) -> str:
