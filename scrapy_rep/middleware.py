@@ -2,12 +2,14 @@
 
 Two hooks gate a request:
 - ``request_scheduled`` (scheduling time): a request whose origin's robots.txt is not yet
-  known, or is unreachable, is held here instead of entering the scheduler. A held request
-  holds no download concurrency, so other origins crawl at full speed (SCRAPY_NOTES:
-  requests parked in ``process_request`` hold a global slot). It is put into the
-  scheduler once the origin is decided, without a second ``request_scheduled``.
+  known, or is unreachable, waits in the ``WaitingRoom`` instead of entering the
+  scheduler, so it holds no download concurrency (SCRAPY_NOTES: requests parked in
+  ``process_request`` hold a global slot). It is deduplicated there as the scheduler
+  would, and re-injected with ``engine.crawl()`` once the origin is decided.
 - ``process_request`` (download time): decides allow/drop from the rules. A request whose
   origin became undecided after it was scheduled is sent back through the scheduler.
+
+The objects that decide live in ``scrapy_rep.crawl``; this class only wires signals.
 """
 
 from __future__ import annotations
@@ -21,16 +23,24 @@ from scrapy.exceptions import DontCloseSpider, IgnoreRequest, NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
 
 from scrapy_rep.crawl import compat
-from scrapy_rep.crawl.coordinator import OriginCoordinator
+from scrapy_rep.crawl.coordinator import OriginCoordinator, _reactor
 from scrapy_rep.crawl.decide import Decider
 from scrapy_rep.crawl.fetcher import FETCH_META_KEY, RobotsFetcher
+from scrapy_rep.crawl.ledger import NullLedger, is_durable, make_ledger
+from scrapy_rep.crawl.scheduling import SCHEDULED_META_KEY, SchedulerBridge, one_shot_command
 from scrapy_rep.crawl.sitemap import SitemapRobotsCopy
+from scrapy_rep.crawl.spill import Spill
+from scrapy_rep.crawl.store_ledger import scrapy_redis_idle_expired
+from scrapy_rep.crawl.visibility import IdleWatch, duration, waiting_line
+from scrapy_rep.crawl.waiting_room import WaitingRoom
 from scrapy_rep.policy.config import Config, SettingError
 from scrapy_rep.policy.origin import origin_of_memo
 from scrapy_rep.policy.robots_policy import RobotsPolicy
 from scrapy_rep.storage.factory import create_storage
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from scrapy import Spider
     from scrapy.crawler import Crawler
     from scrapy.http import Response
@@ -38,11 +48,12 @@ if TYPE_CHECKING:
 
     from scrapy_rep.policy.robots_policy import Evaluation
 
+__all__ = ["SCHEDULED_META_KEY", "RobotsTxtMiddleware"]
+
 logger = logging.getLogger("scrapy_rep")
 
-# Set on a request when it passes the scheduling gate: such a request can be sent back
-# to the scheduler if its origin becomes undecided before it is downloaded.
-SCHEDULED_META_KEY = "rep_scheduled"
+# How often a shared ledger is asked for requests orphaned by dead processes.
+ADOPT_INTERVAL = 5.0
 
 
 class RobotsTxtMiddleware:
@@ -66,30 +77,45 @@ class RobotsTxtMiddleware:
         self.stats = crawler.stats
         self.policy = RobotsPolicy(config)
         self.fetcher = RobotsFetcher(crawler, config, self.clock)
+        self.ledger = make_ledger(crawler, config, self.storage)
+        self.bridge = SchedulerBridge(crawler)
+        self.room = WaitingRoom(
+            self.ledger,
+            self.clock,
+            lambda *a: _reactor().callLater(*a),
+            self._timed_due,
+            memory_bound=config.memory_max_held,
+            make_spill=lambda: Spill(crawler),
+            on_unserialisable=lambda _: self._inc("robotstxt/held_unserialisable"),
+        )
         self.coordinator = OriginCoordinator(
             self.policy,
             self.storage,
             self.fetcher,
             self.clock,
-            self._reinject,
+            self.room,
+            self.bridge.reinject,
             self._inc,
             releasable=self._may_proceed,
         )
+        self.one_shot = one_shot_command()
+        if self.one_shot:
+            self.coordinator.give_up = self._give_up
         self.decider = Decider(crawler, config)
         self.sitemap_copy = SitemapRobotsCopy(crawler)
-        from scrapy_rep.crawl.cluster_delay import LocalTimedHold, make_cluster_delay
+        self.idle = IdleWatch(config.idle_wait, config.logstats_interval)
+        self._adopting: Any = None
+        from scrapy_rep.crawl.cluster_delay import make_cluster_delay
 
         self.cluster_delay = make_cluster_delay(
             crawler,
             config,
             self.decider,
-            hold_until=LocalTimedHold(crawler, self.clock),
+            hold_until=self.hold_until,
             ready=lambda origin: self._may_proceed(self.coordinator.evaluate(origin)),
             origin_of=origin_of_memo,
             clock=self.clock,
         )
-        # Requests released while the engine is closing (see _reinject).
-        self._released_while_closing: list[Request] = []
         connect = crawler.signals.connect
         connect(self._on_request_scheduled, signal=signals.request_scheduled)
         connect(self._on_spider_idle, signal=signals.spider_idle)
@@ -126,15 +152,29 @@ class RobotsTxtMiddleware:
         origin = self._origin_to_check(request)
         if origin is None:
             return
+        cached = self.coordinator.cached(origin)
+        if cached is not None and self._may_proceed(cached):
+            request.meta[SCHEDULED_META_KEY] = True
+            return
+        # Offsite drops it anyway (its receiver already raised): neither hold it nor
+        # let it cause a robots.txt fetch.
+        if self.bridge.offsite_drops(request):
+            return
         self.fetcher.trigger = (origin, request)  # for robots_parsed, if a fetch starts
         evaluation = self.coordinator.evaluate(origin)
         if self._may_proceed(evaluation):
             request.meta[SCHEDULED_META_KEY] = True
             return
+        if self.one_shot and evaluation.wake_at is not None:
+            self._give_up(origin, [], "unreachable")
+            raise IgnoreRequest(f"robots.txt of {origin} is unreachable")
+        # IgnoreRequest from a request_scheduled handler keeps the request out of the
+        # scheduler without a request_dropped signal; a duplicate is dropped as the
+        # scheduler drops it (the dupefilter logs and counts it).
+        if self.bridge.seen_before(request):
+            raise IgnoreRequest(f"duplicate of a request waiting on robots.txt of {origin}")
         self.coordinator.hold(origin, request)
         logger.debug("Delayed until robots.txt of %s is known: %s", origin, request)
-        # IgnoreRequest from a request_scheduled handler keeps the request out of the
-        # scheduler (and the dupefilter) without a request_dropped signal.
         raise IgnoreRequest(f"held until robots.txt of {origin} is known")
 
     def _may_proceed(self, evaluation: Evaluation) -> bool:
@@ -145,28 +185,25 @@ class RobotsTxtMiddleware:
         record_known = evaluation.wake_at is not None
         return not self.config.enforce and record_known
 
-    def _reinject(self, request: Request) -> None:
-        engine = self.crawler.engine
-        if engine is None or getattr(engine, "spider", None) is None:
-            self._drop_unsent([request], "the engine stopped")
-            return
-        slot = getattr(engine, "_slot", None)
-        if slot is None or getattr(slot, "closing", None) is not None:
-            # The engine is closing: it waits for in-flight downloads (a robots.txt fetch
-            # among them) but no longer takes requests from the scheduler. A request
-            # re-injected now would sit in the scheduler unseen and vanish without a
-            # stat or a log line. Keep it for the hand-back at scheduler close (JOBDIR)
-            # or the dropped_at_close count instead.
-            self._released_while_closing.append(request)
-            return
-        # Not engine.crawl(): the request was announced by request_scheduled once already.
-        request.meta[SCHEDULED_META_KEY] = True
-        compat.reschedule(engine, request)
+    def hold_until(self, origin: str, request: Request, when: float, reason: str) -> None:
+        """Keep ``request`` out of the scheduler until ``when`` (clock seconds); it then
+        goes through the gate again. For cluster-wide Crawl-delay turns."""
+        self.room.hold_until(origin, request, when, reason)
 
-    def _take_unsent(self) -> list[Request]:
-        """Every request still waiting on robots.txt, or released too late to be sent."""
-        late, self._released_while_closing = self._released_while_closing, []
-        return self.coordinator.take_all_held() + late
+    def _timed_due(self, origin: str, request: Request, since: float) -> None:
+        self._admit(origin, request)
+
+    def _admit(self, origin: str, request: Request) -> None:
+        """A request already deduplicated (timed, adopted) enters again."""
+        evaluation = self.coordinator.evaluate(origin)
+        if not self._may_proceed(evaluation):
+            self.coordinator.hold(origin, request)
+            return
+        try:
+            self.bridge.reinject(request)
+        except Exception:
+            self._inc("robotstxt/release_failed")
+            logger.error("scrapy-rep: could not re-inject %s", request, exc_info=True)
 
     # -- download-time decision --------------------------------------------------------
 
@@ -180,16 +217,12 @@ class RobotsTxtMiddleware:
         evaluation = self.coordinator.evaluate(origin)
         if not self._may_proceed(evaluation):
             if request.meta.get(SCHEDULED_META_KEY):
-                # The origin became undecided after this request was scheduled (e.g. a
-                # refetch came back 503). Send it back through the scheduler, where it
-                # waits without holding a download slot.
+                # The origin is undecided (a refetch came back 503, or a handed-back
+                # request popped again while its origin is still down). Send it back
+                # through the scheduler, where it waits without holding a download slot.
                 self._inc("robotstxt/requeued")
                 return request.replace(
-                    dont_filter=True,
-                    meta={
-                        **request.meta,
-                        SCHEDULED_META_KEY: False,
-                    },
+                    dont_filter=True, meta={**request.meta, SCHEDULED_META_KEY: False}
                 )
             # Not from the scheduler (engine.download_async, e.g. media pipelines):
             # returning a request there would loop, so wait here instead.
@@ -207,62 +240,193 @@ class RobotsTxtMiddleware:
         # SitemapSpider's own robots.txt request: answered from our copy (crawl/sitemap.py).
         return self.sitemap_copy.response_for(request, evaluation, rt.record)
 
+    # -- one-shot commands -------------------------------------------------------------
+
+    def _give_up(self, origin: str, requests: Sequence[Request], detail: str) -> None:
+        """``scrapy fetch`` / ``scrapy shell`` do not wait for an unreachable robots.txt."""
+        self.stats.inc_value("robotstxt/one_shot_gave_up", max(len(requests), 1))
+        logger.error(
+            "scrapy-rep: robots.txt of %s is unreachable (%s); `scrapy %s` does not wait for "
+            "it (a crawl would wait up to REP_UNREACHABLE_WAIT). To fetch anyway, set "
+            "ROBOTSTXT_OBEY=False, or REP_ENFORCE=False to record what robots.txt would do "
+            "without obeying it (e.g. scrapy %s -s REP_ENFORCE=False ...)",
+            origin,
+            detail,
+            self.one_shot,
+            self.one_shot,
+        )
+
     # -- lifecycle ---------------------------------------------------------------------
 
     def _on_spider_opened(self, spider: Spider) -> None:
         self.decider.spider = spider
+        self.bridge.on_spider_opened()
         self._install_handback()
+        if not isinstance(self.ledger, NullLedger):
+            from twisted.internet.task import LoopingCall
+
+            self._adopting = LoopingCall(self._adopt)
+            self._adopting.start(ADOPT_INTERVAL, now=False)
+
+    def _adopt(self) -> None:
+        try:
+            adopted = list(self.ledger.adopt())
+        except Exception:
+            logger.error("scrapy-rep: adopting orphaned held requests failed", exc_info=True)
+            return
+        for origin, request in adopted:
+            self._inc("robotstxt/adopted")
+            self._admit(origin, request)
 
     def _on_spider_idle(self, spider: Spider) -> None:
-        if self.coordinator.busy():
-            raise DontCloseSpider
+        if not self.coordinator.busy():
+            return
+        idle_for = self.idle.idle_for(self.stats.get_value("scheduler/dequeued", 0))
+        if (
+            scrapy_redis_idle_expired(spider)
+            and self._fate() != "dropped"
+            and not self.coordinator.fetching_now()
+        ):
+            # scrapy-redis's own idle close (MAX_IDLE_TIME_BEFORE_CLOSE) is honoured
+            # when the waiting requests outlive the close (handed back or kept).
+            logger.info(
+                "scrapy-rep: the spider closes on MAX_IDLE_TIME_BEFORE_CLOSE (scrapy-redis) "
+                "with %d request(s) waiting on robots.txt; they are %s",
+                len(self.room),
+                self._fate(),
+            )
+            return
+        if self.idle.expired(idle_for) and not self.coordinator.fetching_now():
+            self.stats.set_value("robotstxt/idle_closed", 1)
+            logger.info(
+                "scrapy-rep: nothing but %d request(s) waiting on robots.txt for %s "
+                "(REP_IDLE_WAIT): the spider closes; they are %s",
+                len(self.room),
+                duration(idle_for),
+                self._fate(),
+            )
+            return
+        if self.idle.line_due():
+            logger.info(self._waiting_line(idle_for))
+        raise DontCloseSpider
+
+    def _fate(self) -> str:
+        if self.bridge.persists():
+            return "handed back to the scheduler"
+        if is_durable(self.ledger):
+            return "kept in the shared store"
+        return "dropped"
+
+    def _waiting_line(self, idle_for: float) -> str:
+        timed = self.room.timed_reasons()
+        per_origin = []
+        for origin in self.room.origins():
+            rt = self.coordinator.registry.lookup(origin)
+            record = rt.record if rt is not None else None
+            why = timed.get(origin) or (
+                f"unreachable: {record.last_outcome}"
+                if record is not None and record.unreachable
+                else "robots.txt pending"
+            )
+            per_origin.append((origin, self.room.count(origin), why))
+        return waiting_line(len(self.room), per_origin, idle_for, self.config.idle_wait)
 
     def _install_handback(self) -> None:
         """On a graceful stop, give held requests back to the scheduler before it closes.
 
-        Scrapy closes the scheduler before sending ``spider_closed``; with ``JOBDIR`` the
-        scheduler persists what it holds, so held requests must be in it by then.
+        Scrapy closes the scheduler before sending ``spider_closed``; a persistent
+        scheduler (JOBDIR, scrapy-redis with SCHEDULER_PERSIST) keeps what it holds, so
+        held requests must be in it by then.
         """
-        engine = self.crawler.engine
-        slot = getattr(engine, "_slot", None)
-        scheduler = getattr(slot, "scheduler", None)
+        scheduler = self.bridge.scheduler()
         if scheduler is None or not hasattr(scheduler, "close"):
             return
         original_close = scheduler.close
 
         def close(reason: str) -> Any:
-            self._hand_back(scheduler)
+            self._empty_room(handing_back=self.bridge.persists())
             return original_close(reason)
 
         scheduler.close = close
 
-    def _hand_back(self, scheduler: Any) -> None:
-        held = self._take_unsent()
-        if not held:
+    def _empty_room(self, *, handing_back: bool) -> None:
+        durable = not handing_back and is_durable(self.ledger)
+        entries = self.room.take_everything(forget=not durable)
+        now = self.clock()
+        entries += [(origin_of_memo(r.url) or "", r, now) for r in self.bridge.late]
+        self.bridge.late = []
+        if not entries:
             return
-        if self.crawler.settings.get("JOBDIR"):
-            for request in held:
-                scheduler.enqueue_request(request)
-            self.stats.inc_value("robotstxt/handed_back", len(held))
+        requests = [request for _, request, _ in entries]
+        per_origin = self._note_still_waiting(entries, now)
+        if handing_back:
+            taken = self.bridge.hand_back(requests)
+            self.stats.inc_value("robotstxt/handed_back", taken)
+            self._count_outcome(per_origin, "handed_back")
             logger.info(
                 "scrapy-rep: %d request(s) waiting on robots.txt handed back to the "
-                "scheduler (JOBDIR); a resumed crawl will have them",
-                len(held),
+                "scheduler (%s); a resumed crawl will have them",
+                taken,
+                "JOBDIR" if self.crawler.settings.get("JOBDIR") else "persistent scheduler",
+            )
+        elif durable:
+            self.stats.inc_value("robotstxt/kept_in_store", len(requests))
+            logger.info(
+                "scrapy-rep: %d request(s) waiting on robots.txt kept in the shared store "
+                "for another process or the next run",
+                len(requests),
             )
         else:
-            self._drop_unsent(held, "the spider closed while they waited on robots.txt")
+            self._count_outcome(per_origin, "dropped_at_close")
+            top = sorted(per_origin.items(), key=lambda item: -item[1])[:5]
+            self.stats.inc_value("robotstxt/dropped_at_close", len(requests))
+            logger.info(
+                "scrapy-rep: dropped %d request(s), the spider closed while they waited on "
+                "robots.txt (set JOBDIR, or use a persistent scheduler, to keep them): %s",
+                len(requests),
+                ", ".join(f"{origin} ({n})" for origin, n in top),
+            )
 
-    def _drop_unsent(self, requests: list[Request], why: str) -> None:
-        for request in requests:
-            logger.info("Dropped, %s: %s", why, request)
-        self.stats.inc_value("robotstxt/dropped_at_close", len(requests))
+    def _note_still_waiting(
+        self, entries: Sequence[tuple[str, Request, float]], now: float
+    ) -> dict[str, int]:
+        """Requests per origin; a request still waiting at close counts in its origin's
+        longest delay."""
+        per_origin: dict[str, int] = {}
+        for origin, _, since in entries:
+            per_origin[origin] = per_origin.get(origin, 0) + 1
+            rt = self.coordinator.registry.lookup(origin)
+            if rt is not None:
+                rt.longest_wait = max(rt.longest_wait, now - since)
+        return per_origin
+
+    def _count_outcome(self, per_origin: dict[str, int], field: str) -> None:
+        for origin, count in per_origin.items():
+            rt = self.coordinator.registry.lookup(origin)
+            if rt is not None:
+                setattr(rt, field, getattr(rt, field) + count)
 
     def _on_spider_closed(self, spider: Spider, reason: str) -> None:
+        if self._adopting is not None and self._adopting.running:
+            self._adopting.stop()
+        handed_back = self.bridge.persists()
+        if self.coordinator.fetches.peak:
+            self.stats.set_value("robotstxt/fetch_peak_in_flight", self.coordinator.fetches.peak)
+        if self.room.spilled_total:
+            self.stats.set_value("robotstxt/spilled", self.room.spilled_total)
         self.coordinator.close()
-        leftover = self._take_unsent()
-        if leftover:
-            self._drop_unsent(leftover, "the spider closed while they waited on robots.txt")
+        self.room.close()
+        # Requests released after the scheduler closed (robots.txt answered late).
+        self._empty_room(handing_back=False)
+        self.ledger.close(handed_back)
         from scrapy_rep.crawl.report import log_summary
 
-        log_summary(list(self.coordinator.origins.values()), self.coordinator.evicted, self.stats)
+        registry = self.coordinator.registry
+        audit = None
+        if not self.config.enforce:
+            audit = (
+                self.stats.get_value("robotstxt/audit/would_forbid", 0),
+                self.stats.get_value("robotstxt/audit/would_delay", 0),
+            )
+        log_summary(list(registry.runtimes()), registry.evicted, self.stats, audit=audit)
         self.storage.close()

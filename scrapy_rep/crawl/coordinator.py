@@ -2,21 +2,24 @@
 
 This is the part of the middleware that has to live in the reactor. What an origin's
 state *means* is decided by ``RobotsPolicy``; what is remembered lives in the store;
-this class only sequences fetches and wakes waiting requests.
+held requests live in the ``WaitingRoom``; this class sequences fetches (bounded by
+the ``FetchQueue``) and wakes waiting requests.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import Deferred
-from twisted.internet.task import LoopingCall
 
-from scrapy_rep.crawl.report import SummaryTotals
+from scrapy_rep.crawl.fetch_queue import FetchQueue
+from scrapy_rep.crawl.leases import LeaseKeeper
+from scrapy_rep.crawl.registry import RuntimeRegistry
 from scrapy_rep.crawl.runtime import WAITED_META_KEY, OriginRuntime
-from scrapy_rep.policy.records import UNREACHABLE
+from scrapy_rep.crawl.store_calls import StoreCalls
+from scrapy_rep.crawl.visibility import unreachable_line
+from scrapy_rep.policy.records import UNREACHABLE, OriginRecord
 from scrapy_rep.policy.robots_policy import (
     FALLBACK,
     FRESH,
@@ -25,14 +28,7 @@ from scrapy_rep.policy.robots_policy import (
     FetchOutcome,
     RobotsPolicy,
 )
-from scrapy_rep.storage.base import (
-    acquire_and_read,
-    describe_holder,
-    lease_holder,
-    new_holder,
-    put_and_release,
-    renew_lease,
-)
+from scrapy_rep.storage.base import acquire_and_read, new_holder, put_and_release
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -40,6 +36,7 @@ if TYPE_CHECKING:
     from scrapy import Request
 
     from scrapy_rep.crawl.fetcher import RobotsFetcher
+    from scrapy_rep.crawl.waiting_room import WaitingRoom
     from scrapy_rep.storage.base import RobotsStorage
 
 logger = logging.getLogger("scrapy_rep")
@@ -47,11 +44,10 @@ logger = logging.getLogger("scrapy_rep")
 # How often a process that lost the fetch lease to another process looks at the shared
 # store for the result. Short, so waiting workers see the result promptly.
 SHARED_POLL_INTERVAL = 0.25
+# What an origin whose first store read is in flight evaluates to: undecided.
+_UNDECIDED = Evaluation(ready=False)
 # Timers never sleep longer than this, so a clock change or a lease expiry is noticed.
 MAX_TIMER = 60.0
-# Waiting on another process's fetch lease for longer than this is logged (INFO, once
-# per origin): a few seconds is a normal fetch; more may be a stuck or dead holder.
-LEASE_WAIT_LOG_AFTER = 5.0
 
 
 class OriginCoordinator:
@@ -63,6 +59,7 @@ class OriginCoordinator:
         storage: RobotsStorage,
         fetcher: RobotsFetcher,
         clock: Callable[[], float],
+        room: WaitingRoom,
         release: Callable[[Request], None],
         inc_stat: Callable[[str], None],
         releasable: Callable[[Evaluation], bool] | None = None,
@@ -71,99 +68,121 @@ class OriginCoordinator:
         self.storage = storage
         self.fetcher = fetcher
         self.clock = clock
+        self.room = room
         self._release = release
         self._inc = inc_stat
         # When held requests may go: normally once the origin is decided; audit mode
         # also lets them go once the origin is known to be unreachable.
         self.releasable: Callable[[Evaluation], bool] = releasable or (lambda ev: ev.ready)
-        # Runtimes of idle origins beyond this bound are folded into ``evicted`` (their
-        # record stays in the store), so a broad crawl's memory stays bounded.
-        self.max_runtimes = max(policy.config.memory_max_origins, 1)
-        self.origins: OrderedDict[str, OriginRuntime] = OrderedDict()
-        self.evicted = SummaryTotals()
+        # One-shot commands: called instead of waiting when an origin turns unreachable.
+        self.give_up: Callable[[str, list[Request], str], None] | None = None
+        config = policy.config
+        self.registry = RuntimeRegistry(config.memory_max_origins, self._runtime_busy)
+        self.fetches = FetchQueue(config.fetch_concurrency)
+        self._fetches_pending = 0  # queued or running
+        self._waiter_count = 0
+        self._reads_pending = 0
+        self.calls = StoreCalls(storage)
         # host:pid:start:nonce, so that a later process on this machine can tell that
         # a lease left behind by this one is dead (storage.base.holder_is_dead)
         self.holder = new_holder()
         # Fetches in flight renew their lease (SPEC section 3 "leases").
-        self._renewers: dict[str, LoopingCall] = {}
-        # Since when this process waits on another holder's lease, per origin.
-        self._lease_waits: dict[str, float] = {}
-        self._lease_wait_logged: set[str] = set()
+        self.leases = LeaseKeeper(storage, self.holder, config, self.calls, clock)
         self.closed = False
 
     # -- queries -----------------------------------------------------------------------
 
     def runtime(self, origin: str) -> OriginRuntime:
-        rt = self.origins.get(origin)
-        if rt is None:
-            rt = self.origins[origin] = OriginRuntime(origin)
-            if len(self.origins) > self.max_runtimes:
-                self._evict_idle()
-        else:
-            self.origins.move_to_end(origin)
-        return rt
+        return self.registry.get(origin)
 
-    def _evict_idle(self) -> None:
-        """Forget the least recently used idle origins (down to 90 % of the bound)."""
-        target = int(self.max_runtimes * 0.9)
-        for origin in list(self.origins):
-            if len(self.origins) <= target:
-                break
-            rt = self.origins[origin]
-            if rt.fetching or rt.held or rt.waiters or (rt.timer is not None and rt.timer.active()):
-                continue
-            self.evicted.add(rt)
-            del self.origins[origin]
+    def _runtime_busy(self, rt: OriginRuntime) -> bool:
+        return bool(
+            rt.fetching
+            or rt.waiters
+            or self.room.count(rt.origin)
+            or (rt.timer is not None and rt.timer.active())
+        )
 
     def busy(self) -> bool:
-        """True while anything could still produce or release a request."""
-        return any(rt.fetching or rt.held or rt.waiters for rt in self.origins.values())
+        """True while anything could still produce or release a request: O(1)."""
+        return bool(
+            self._fetches_pending or self._reads_pending or self._waiter_count or len(self.room)
+        )
+
+    def fetching_now(self) -> int:
+        return self._fetches_pending
+
+    def cached(self, origin: str) -> Evaluation | None:
+        """The evaluation a fresh copy gives, without touching the store or timers
+        (the per-request fast path), else None."""
+        rt = self.registry.lookup(origin)
+        if rt is None:
+            return None
+        fresh = rt.fresh
+        if fresh is not None and rt.record is fresh[1] and self.clock() < fresh[0]:
+            self.registry.get(origin)  # LRU touch
+            return fresh[2]
+        return None
 
     def evaluate(self, origin: str, *, reread: bool = False) -> Evaluation:
         """The origin's state now; starts a fetch or a timer when one is due.
 
-        ``reread`` refreshes the record from a shared store first (timer polls). Each
-        store read costs a round trip (Redis) or a query (SQLite), so a record read in
-        this call is never read again in it.
+        Touches only memory: the store is read (off the reactor thread) on an origin's
+        first evaluation, when a fetch starts and when a timer polls a shared store.
+        ``reread`` skips the per-request caches.
         """
         rt = self.runtime(origin)
-        fresh = rt.fresh
-        if fresh is not None and not reread and rt.record is fresh[1] and self.clock() < fresh[0]:
-            return fresh[2]  # the per-request fast path: same record, not expired
-        just_read = False
+        now = self.clock()
+        if not reread:
+            fresh = rt.fresh
+            if fresh is not None and rt.record is fresh[1] and now < fresh[0]:
+                return fresh[2]  # the per-request fast path: same record, not expired
+            undecided = rt.undecided
+            if undecided is not None and rt.record is undecided[1] and now < undecided[0]:
+                return undecided[2]  # held origin: nothing changes before its next wake
         if not rt.loaded:
-            rt.record = self.storage.get(origin)
-            rt.loaded = just_read = True
-            if rt.record is not None:
-                self._inc("robotstxt/cache_hit")
-        elif reread and self.storage.shared and not rt.fetching:
-            just_read = self._refresh(rt)
-        evaluation = self.policy.evaluate(rt.record, self.clock())
-        if evaluation.fetch_due and not rt.fetching and self.storage.shared and not just_read:
-            # Another process may already have refreshed it.
-            just_read = self._refresh(rt)
-            evaluation = self.policy.evaluate(rt.record, self.clock())
+            if not rt.loading:
+                self._load(rt)
+            if not rt.loaded:
+                # The first read is in flight: the origin is undecided until it lands.
+                return _UNDECIDED
+        evaluation = self.policy.evaluate(rt.record, now)
+        rt.undecided = None
         if evaluation.fetch_due and not rt.fetching:
             self._start_fetch(rt)
         elif not evaluation.ready and not rt.fetching:
             self._arm_timer(rt, evaluation.wake_at)
+            if evaluation.wake_at is not None and not self.storage.shared:
+                rt.undecided = (evaluation.wake_at, rt.record, evaluation)
         self._note_source(rt, evaluation)
         record = rt.record
         if evaluation.source == FRESH and record is not None and not evaluation.fetch_due:
             rt.fresh = (record.expires_at, record, evaluation)
         return evaluation
 
-    def _refresh(self, rt: OriginRuntime) -> bool:
-        stored = self.storage.get(rt.origin)
-        if stored is not None:
-            rt.record = stored
-        return True
+    def _load(self, rt: OriginRuntime) -> None:
+        rt.loading = True
+        self._reads_pending += 1
+        deferred = self.calls.call(self.storage.get, rt.origin)
+        deferred.addBoth(self._loaded, rt)
+        if not rt.loaded:  # a real store answers later: wake the origin then
+            deferred.addCallback(lambda _: self.wake(rt.origin, reread=False))
+
+    def _loaded(self, record: Any, rt: OriginRuntime) -> None:
+        rt.loading = False
+        self._reads_pending -= 1
+        if not isinstance(record, OriginRecord):
+            record = None  # a failed read is a miss (the backend logged it)
+        rt.record = record
+        rt.loaded = True
+        if record is not None:
+            self._inc("robotstxt/cache_hit")
 
     # -- holding -----------------------------------------------------------------------
 
     def hold(self, origin: str, request: Request) -> None:
         rt = self.runtime(origin)
-        rt.held.append((request, self.clock()))
+        self.room.hold(origin, request)
         rt.delayed += 1
         self._inc("robotstxt/delayed")
 
@@ -172,154 +191,144 @@ class OriginCoordinator:
         deferred: Deferred[None] = Deferred()
         rt = self.runtime(origin)
         rt.waiters.append(deferred)
+        self._waiter_count += 1
         rt.delayed += 1
         self._inc("robotstxt/delayed")
         return deferred
-
-    def take_all_held(self) -> list[Request]:
-        """Remove and return every held request (at close)."""
-        requests: list[Request] = []
-        for rt in self.origins.values():
-            requests.extend(request for request, _ in rt.held)
-            rt.held.clear()
-        return requests
 
     # -- fetching ----------------------------------------------------------------------
 
     def _start_fetch(self, rt: OriginRuntime) -> None:
         if self.closed:
             return
+        rt.fetching = True
+        self._fetches_pending += 1
+        self.fetches.submit(rt.origin, lambda: self._begin_fetch(rt))
+
+    def _fetch_not_started(self, rt: OriginRuntime) -> None:
+        rt.fetching = False
+        self._fetches_pending -= 1
+
+    def _begin_fetch(self, rt: OriginRuntime) -> bool:
+        """Start a queued fetch now; the lease is taken here, when it really starts."""
+        if self.closed:
+            self._fetch_not_started(rt)
+            return False
         # The previous holder may have stored its result and released the lease
         # between our last read and our lease (a poll that read just before its
         # write): a shared store is read once more, so one fetch serves every process.
-        held, stored = acquire_and_read(self.storage, rt.origin, self.holder, self._lease_ttl())
+        deferred = self.calls.call(
+            acquire_and_read, self.storage, rt.origin, self.holder, self._lease_ttl()
+        )
+        deferred.addCallbacks(
+            self._leased, self._lease_failed, callbackArgs=(rt,), errbackArgs=(rt,)
+        )
+        return True
+
+    def _lease_failed(self, failure: Any, rt: OriginRuntime) -> None:
+        logger.error("scrapy-rep: fetch lease of %s failed: %s", rt.origin, failure)
+        self._fetch_ended(rt)
+        self._arm_timer(rt, self.clock() + self.policy.config.retry_backoff)
+
+    def _leased(self, result: tuple[bool, OriginRecord | None], rt: OriginRuntime) -> None:
+        held, stored = result
+        if self.closed:
+            if held:
+                self.calls.call(self.storage.release_lease, rt.origin, self.holder)
+            self._fetch_ended(rt)
+            return
         if not held:
             # Another process is fetching this robots.txt; watch the store for its result.
-            self._note_lease_wait(rt.origin)
+            self._fetch_ended(rt)
+            self.leases.note_wait(rt.origin)
             self._arm_timer(rt, self.clock() + SHARED_POLL_INTERVAL)
             return
-        self._lease_waits.pop(rt.origin, None)
+        self.leases.waited(rt.origin)
         if (
             self.storage.shared
             and stored is not None
             and not self.policy.evaluate(stored, self.clock()).fetch_due
         ):
-            self.storage.release_lease(rt.origin, self.holder)
+            self.calls.call(self.storage.release_lease, rt.origin, self.holder)
+            self._fetch_ended(rt)
             rt.record = stored
-            _reactor().callLater(0, self.wake, rt.origin)
+            _reactor().callLater(0, self.wake, rt.origin, reread=False)
             return
         self._cancel_timer(rt)
-        rt.fetching = True
         rt.fetches += 1
         if rt.record is not None and not rt.record.unreachable:
             self._inc("robotstxt/refetch")
         from scrapy.utils.defer import deferred_from_coro
 
-        self._start_renewing(rt.origin)
+        self.leases.start_renewing(rt.origin)
         deferred = deferred_from_coro(self._fetch(rt))
         deferred.addErrback(self._fetch_failed, rt)
 
     def _lease_ttl(self) -> float:
         return self.policy.config.lease_ttl
 
-    # -- leases ------------------------------------------------------------------------
-
-    def _start_renewing(self, origin: str) -> None:
-        """Renew the fetch lease while the fetch runs: the lease stays short, so a
-        holder that dies blocks the origin for at most REP_LEASE_TTL."""
-        self._stop_renewing(origin)
-        renewer = LoopingCall(self._renew, origin)
-        renewer.clock = _reactor()
-        self._renewers[origin] = renewer
-        renewer.start(self.policy.config.lease_renew_every, now=False)
-
-    def _stop_renewing(self, origin: str) -> None:
-        renewer = self._renewers.pop(origin, None)
-        if renewer is not None and renewer.running:
-            renewer.stop()
-
-    def _renew(self, origin: str) -> Deferred[Any]:
-        # In a worker thread (every store is thread-safe): a slow store must not stall
-        # the reactor. LoopingCall waits for the Deferred before the next renewal.
-        from twisted.internet.threads import deferToThread
-
-        renewing = deferToThread(renew_lease, self.storage, origin, self.holder, self._lease_ttl())
-        renewing.addCallback(self._renewed, origin)
-        return renewing.addErrback(self._renew_failed, origin)
-
-    def _renew_failed(self, failure: Any, origin: str) -> None:
-        # A store must not raise, but the renewal loop must never die of it.
-        logger.error("scrapy-rep: renewing the fetch lease of %s failed: %s", origin, failure)
-
-    def _renewed(self, kept: bool, origin: str) -> None:
-        if not kept and origin in self._renewers:
-            logger.info(
-                "scrapy-rep: this process lost the fetch lease of %s (not renewed "
-                "within REP_LEASE_TTL, or taken over); its robots.txt may be fetched "
-                "twice",
-                origin,
-            )
-            self._stop_renewing(origin)
-
-    def _note_lease_wait(self, origin: str) -> None:
-        """Say once per origin when another holder's lease keeps us waiting."""
-        now = self.clock()
-        since = self._lease_waits.setdefault(origin, now)
-        if now - since < LEASE_WAIT_LOG_AFTER or origin in self._lease_wait_logged:
-            return
-        self._lease_wait_logged.add(origin)
-        from twisted.internet.threads import deferToThread
-
-        asking = deferToThread(lease_holder, self.storage, origin)
-        asking.addCallback(self._log_lease_wait, origin, now - since)
-        asking.addErrback(lambda failure: self._log_lease_wait(None, origin, now - since))
-
-    def _log_lease_wait(self, holder: str | None, origin: str, waited: float) -> None:
-        logger.info(
-            "robots.txt of %s: waiting %.0f s so far for another process (%s) that holds "
-            "its fetch lease; if that holder is gone, the lease ends within "
-            "REP_LEASE_TTL (%g s)",
-            origin,
-            waited,
-            "unknown" if holder is None else describe_holder(holder),
-            self._lease_ttl(),
-        )
+    def _fetch_ended(self, rt: OriginRuntime) -> None:
+        if rt.fetching:
+            self._fetch_not_started(rt)
+            self.fetches.done()
 
     async def _fetch(self, rt: OriginRuntime) -> None:
         try:
             outcome = await self.fetcher.fetch(rt.origin)
         finally:
-            rt.fetching = False
-            self._stop_renewing(rt.origin)
+            self.leases.stop_renewing(rt.origin)
         self._record_outcome(rt, outcome)
 
     def _fetch_failed(self, failure: object, rt: OriginRuntime) -> None:
         # A bug in our own fetch path must not strand the origin's requests: count it
         # as unreachable so the normal retry/backoff path takes over.
         logger.error("scrapy-rep: robots.txt fetch of %s failed: %s", rt.origin, failure)
-        rt.fetching = False
-        self._stop_renewing(rt.origin)
+        self.leases.stop_renewing(rt.origin)
         self._record_outcome(rt, FetchOutcome(UNREACHABLE, "internal error"))
 
     def _record_outcome(self, rt: OriginRuntime, outcome: FetchOutcome) -> None:
+        """Store the outcome (off the reactor thread); the fetch ends once it is stored,
+        so no second fetch of the origin starts in between."""
         now = self.clock()
-        was_unreachable = rt.record is not None and rt.record.unreachable
-        stored = self.storage.get(rt.origin) if self.storage.shared else rt.record
-        record = self.policy.after_fetch(stored or rt.record, outcome, now)
-        put_and_release(self.storage, rt.origin, record, self.holder)
+        previous = rt.record
+        storage, policy, holder = self.storage, self.policy, self.holder
+
+        def write() -> OriginRecord:
+            stored = storage.get(rt.origin) if storage.shared else None
+            record = policy.after_fetch(stored or previous, outcome, now)
+            put_and_release(storage, rt.origin, record, holder)
+            return record
+
+        def failed(failure: Any) -> OriginRecord:
+            logger.error("scrapy-rep: storing robots.txt of %s failed: %s", rt.origin, failure)
+            return policy.after_fetch(previous, outcome, now)
+
+        deferred = self.calls.call(write)
+        deferred.addErrback(failed)
+        deferred.addCallback(self._recorded, rt, outcome, previous, now)
+
+    def _recorded(
+        self,
+        record: OriginRecord,
+        rt: OriginRuntime,
+        outcome: FetchOutcome,
+        previous: OriginRecord | None,
+        now: float,
+    ) -> None:
+        self._fetch_ended(rt)
+        was_unreachable = previous is not None and previous.unreachable
         rt.record = record
         rt.loaded = True
+        rt.undecided = None
         if record.unreachable and not was_unreachable:
             rt.unreachable_spells += 1
             self._inc("robotstxt/unreachable")
-            waiting = len(rt.held) + len(rt.waiters)
-            logger.warning(  # WARNING, with the error's text (Scrapy's middleware: ERROR)
-                "robots.txt of %s is unreachable (%s): %s; next try in %.0f s",
-                rt.origin,
-                outcome.detail.rstrip("."),
-                f"{waiting} request(s) wait for it" if waiting else "its requests will wait for it",
-                (record.next_retry_at or now) - now,
-            )
+            waiting = self.room.count(rt.origin) + len(rt.waiters)
+            if self.give_up is not None and not self.closed:
+                self._give_up(rt, outcome.detail)
+                return
+            # WARNING, with the error's text (Scrapy's middleware: ERROR)
+            logger.warning(unreachable_line(rt.origin, outcome, record, waiting, now, self.policy))
         elif record.unreachable:
             logger.debug(
                 "robots.txt of %s still unreachable (%s); next try in %.0f s",
@@ -334,21 +343,54 @@ class OriginCoordinator:
             return
         self.wake(rt.origin, reread=False)
 
+    def _give_up(self, rt: OriginRuntime, detail: str) -> None:
+        assert self.give_up is not None
+        requests = [request for request, _ in self.room.take(rt.origin)]
+        waiters, rt.waiters = rt.waiters, []
+        self._waiter_count -= len(waiters)
+        self.give_up(rt.origin, requests, detail)
+        for deferred in waiters:
+            from scrapy.exceptions import IgnoreRequest
+
+            deferred.errback(IgnoreRequest(f"robots.txt of {rt.origin} is unreachable"))
+        self.registry.settle(rt)
+
     # -- waking ------------------------------------------------------------------------
 
     def wake(self, origin: str, *, reread: bool = True) -> None:
-        """Re-evaluate an origin; release its requests if it is ready."""
+        """Re-evaluate an origin; release its requests if it is ready. ``reread``: a
+        shared store is read first (another process may have fetched it)."""
         rt = self.runtime(origin)
         rt.timer = None
+        rt.undecided = None
         if self.closed:
             return
-        evaluation = self.evaluate(origin, reread=reread)
-        if not self.releasable(evaluation):
+        if reread and self.storage.shared and rt.loaded and not rt.fetching:
+            self._reads_pending += 1
+            self.calls.call(self.storage.get, origin).addBoth(self._reread, rt)
             return
-        self._lease_waits.pop(origin, None)
+        self._wake_now(rt)
+
+    def _reread(self, record: Any, rt: OriginRuntime) -> None:
+        self._reads_pending -= 1
+        if isinstance(record, OriginRecord):
+            rt.record = record
+        if not self.closed:
+            self._wake_now(rt)
+
+    def _wake_now(self, rt: OriginRuntime) -> None:
+        evaluation = self.evaluate(rt.origin, reread=True)
+        if self.releasable(evaluation):
+            self.leases.waited(rt.origin)
+            self._release_all(rt)
+        self.registry.settle(rt)
+
+    def _release_all(self, rt: OriginRuntime) -> None:
         now = self.clock()
-        held, rt.held = rt.held, []
+        held = self.room.take(rt.origin)
         waiters, rt.waiters = rt.waiters, []
+        self._waiter_count -= len(waiters)
+        failed = 0
         for request, since in held:
             waited = now - since
             rt.longest_wait = max(rt.longest_wait, waited)
@@ -356,7 +398,21 @@ class OriginCoordinator:
             request.meta[WAITED_META_KEY] = request.meta.get(WAITED_META_KEY, 0.0) + waited
             rt.released += 1
             self._inc("robotstxt/released")
-            self._release(request)
+            # Each re-injection is its own try: one request the scheduler cannot take
+            # (e.g. scrapy-redis cannot serialise its callback) must not lose the rest,
+            # nor be mistaken for a robots.txt failure.
+            try:
+                self._release(request)
+            except Exception:
+                failed += 1
+                self._inc("robotstxt/release_failed")
+                logger.error(
+                    "scrapy-rep: could not re-inject %s after robots.txt of %s was decided; "
+                    "the request is lost",
+                    request,
+                    rt.origin,
+                    exc_info=True,
+                )
         for deferred in waiters:
             rt.released += 1
             self._inc("robotstxt/released")
@@ -384,14 +440,20 @@ class OriginCoordinator:
         rt.last_source = evaluation.source
 
     def _arm_timer(self, rt: OriginRuntime, when: float | None) -> None:
+        """One timer per origin, moved only when its deadline moves earlier."""
         if when is None or self.closed:
             return
+        reactor = _reactor()
         delay = min(max(when - self.clock(), 0.0), MAX_TIMER)
-        if rt.timer is not None and rt.timer.active():
-            if rt.timer.getTime() - _reactor().seconds() <= delay:
+        fire_at = reactor.seconds() + delay
+        timer = rt.timer
+        if timer is not None and timer.active():
+            if rt.timer_at <= fire_at + 0.001:
                 return
-            rt.timer.cancel()
-        rt.timer = _reactor().callLater(delay, self.wake, rt.origin)
+            timer.reset(delay)
+        else:
+            rt.timer = reactor.callLater(delay, self.wake, rt.origin)
+        rt.timer_at = fire_at
 
     def _cancel_timer(self, rt: OriginRuntime) -> None:
         if rt.timer is not None and rt.timer.active():
@@ -400,12 +462,13 @@ class OriginCoordinator:
 
     def close(self) -> None:
         self.closed = True
-        for origin in list(self._renewers):
-            self._stop_renewing(origin)
-        for rt in self.origins.values():
+        self.leases.close()
+        self.fetches.clear()
+        for rt in self.registry.runtimes():
             self._cancel_timer(rt)
             if rt.fetching:
                 self.storage.release_lease(rt.origin, self.holder)
+        self.calls.close()
 
 
 def _reactor() -> Any:

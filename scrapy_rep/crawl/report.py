@@ -42,6 +42,8 @@ class SummaryTotals:
     dropped: int = 0
     delayed: int = 0
     longest_wait: float = 0.0
+    dropped_at_close: int = 0
+    handed_back: int = 0
 
     def add(self, rt: OriginRuntime) -> None:
         self.origins += 1
@@ -50,11 +52,19 @@ class SummaryTotals:
         self.dropped += rt.dropped
         self.delayed += rt.delayed
         self.longest_wait = max(self.longest_wait, rt.longest_wait)
+        self.dropped_at_close += rt.dropped_at_close
+        self.handed_back += rt.handed_back
+
+    def forget_origin(self, state: str) -> None:
+        """An evicted origin came back: its runtime counts it from now on (its event
+        counts stay here, they add up across both lives)."""
+        self.origins -= 1
+        self.states[state] -= 1
 
     def merged(self, runtimes: Iterable[OriginRuntime]) -> SummaryTotals:
         total = SummaryTotals(
             self.origins, dict(self.states), self.stale_used, self.dropped, self.delayed,
-            self.longest_wait,
+            self.longest_wait, self.dropped_at_close, self.handed_back,
         )  # fmt: skip
         for rt in runtimes:
             total.add(rt)
@@ -65,28 +75,41 @@ def _origin_line(rt: OriginRuntime) -> str:
     record = rt.record
     last = record.last_outcome if record is not None else "-"
     return (
-        f"  {rt.origin}: {state_of(rt)} ({last}); fetches {rt.fetches}, dropped {rt.dropped}, "
+        f"  {rt.origin}: {state_of(rt)} ({last}); fetches {rt.fetches}, forbidden {rt.dropped}, "
         f"delayed {rt.delayed}, longest delay {rt.longest_wait:.1f} s"
+        + (f", dropped at close {rt.dropped_at_close}" if rt.dropped_at_close else "")
+        + (f", handed back {rt.handed_back}" if rt.handed_back else "")
         + ("; stale copy used" if rt.stale_used else "")
     )
 
 
 def log_summary(
-    runtimes: list[OriginRuntime], evicted: SummaryTotals, stats: StatsCollector
+    runtimes: list[OriginRuntime],
+    evicted: SummaryTotals,
+    stats: StatsCollector,
+    *,
+    audit: tuple[int, int] | None = None,
 ) -> None:
+    """``audit``: (would forbid, would delay) counts when REP_ENFORCE is off."""
     totals = evicted.merged(runtimes)
     if not totals.origins:
         return
     eventful = sorted(
         runtimes,
-        key=lambda rt: (state_of(rt) != "unreachable", -(rt.dropped + rt.delayed), rt.origin),
+        key=lambda rt: (
+            state_of(rt) != "unreachable",
+            -(rt.dropped + rt.delayed + rt.dropped_at_close),
+            rt.origin,
+        ),
     )[:MAX_LISTED_ORIGINS]
     lines = [
         f"scrapy-rep summary: {totals.origins} origin(s): {totals.states[RULES]} with rules, "
         f"{totals.states[ALLOW_ALL]} allow-all, {totals.states['unreachable']} unreachable, "
         f"{totals.states['unknown']} unknown; stale copies used: {totals.stale_used}; "
-        f"requests dropped: {totals.dropped}, delayed: {totals.delayed}; "
-        f"longest delay: {totals.longest_wait:.1f} s",
+        f"requests forbidden: {totals.dropped}, delayed: {totals.delayed}, dropped at close: "
+        f"{totals.dropped_at_close}, handed back: {totals.handed_back}; "
+        f"longest delay: {totals.longest_wait:.1f} s"
+        + (f"; audit mode: would forbid {audit[0]}, would delay {audit[1]}" if audit else ""),
         *(_origin_line(rt) for rt in eventful),
     ]
     if len(runtimes) > len(eventful):

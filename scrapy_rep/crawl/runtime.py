@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from scrapy import Request
     from twisted.internet.base import DelayedCall
     from twisted.internet.defer import Deferred
 
@@ -17,24 +16,29 @@ if TYPE_CHECKING:
 WAITED_META_KEY = "rep_waited"
 
 
-@dataclass
+@dataclass(slots=True)
 class OriginRuntime:
     origin: str
     record: OriginRecord | None = None
     loaded: bool = False
-    fetching: bool = False
-    held: list[tuple[Request, float]] = field(default_factory=list)
+    loading: bool = False  # the first store read is in flight
+    fetching: bool = False  # a fetch is queued or running
     waiters: list[Deferred[None]] = field(default_factory=list)
     timer: DelayedCall | None = None
+    timer_at: float = 0.0  # reactor time the timer fires at
     last_source: str = ""
     # (valid until, the record it was made from, the evaluation): a fresh copy's
     # evaluation cannot change before the copy expires, so requests reuse it
     fresh: tuple[float, OriginRecord, Evaluation] | None = None
+    # the same for an undecided origin: (until, record, evaluation), until its next wake
+    undecided: tuple[float, OriginRecord | None, Evaluation] | None = None
     # for the per-origin summary
     fetches: int = 0
     delayed: int = 0
     released: int = 0
     dropped: int = 0
+    dropped_at_close: int = 0
+    handed_back: int = 0
     longest_wait: float = 0.0
     unreachable_spells: int = 0
     stale_used: bool = False

@@ -195,6 +195,17 @@ class Config:
     lease_ttl: float = 30.0
     lease_renew_interval: float = 0.0  # 0 = a third of lease_ttl
     clock: Callable[[], float] | None = None  # REP_CLOCK; None = time.time
+    # How long a spider with nothing to do but wait on robots.txt stays open: 25 min, so
+    # a batch crawl ends within 30 min of its last other work (idle checks run every 5 s).
+    idle_wait: float = 1500.0
+    # Held requests kept in memory (about 1 KB each, so about 100 MB at the bound);
+    # beyond this they spill to disk (Scrapy's disk queues, about 230 us each).
+    memory_max_held: int = 100_000
+    # robots.txt fetches in flight at once: CONCURRENT_REQUESTS (engine.download_async
+    # bypasses the engine's own limit, SCRAPY_NOTES).
+    fetch_concurrency: int = 16
+    # How often the "still waiting" INFO line may repeat: LOGSTATS_INTERVAL (0 = never).
+    logstats_interval: float = 60.0
     # how long a crashed process's parked requests wait before another adopts them
     cluster_heartbeat: float = 30.0
     # waiting requests also recorded in a shared store (Redis, SQLite), so a kill -9
@@ -271,6 +282,10 @@ class Config:
             lease_ttl=lease_ttl,
             lease_renew_interval=lease_renew,
             clock=_clock(settings, "REP_CLOCK"),
+            idle_wait=_number(settings, "REP_IDLE_WAIT", 1500.0),
+            memory_max_held=_integer(settings, "REP_MEMORY_MAX_HELD", 100_000, minimum=1),
+            fetch_concurrency=_integer(settings, "CONCURRENT_REQUESTS", 16, minimum=1),
+            logstats_interval=_number(settings, "LOGSTATS_INTERVAL", 60.0),
             cluster_heartbeat=_number(
                 settings, "REP_CLUSTER_HEARTBEAT", 30.0, strictly_positive=True
             ),

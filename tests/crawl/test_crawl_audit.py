@@ -91,6 +91,6 @@ async def test_summary_block_at_close(mockserver, run_crawl):
     text = summary[0]
     assert "3 origin(s): 1 with rules, 1 allow-all, 1 unreachable" in text
     assert "stale copies used: 0" in text
-    assert "requests dropped: 2, delayed: 6" in text
+    assert "requests forbidden: 2, delayed: 6, dropped at close: 0, handed back: 0" in text
     assert crawler.stat("robotstxt/fallback/allow-all") == 1
     assert "/held" in mockserver.paths(hosts[2])  # released by the fallback after the wait

@@ -304,4 +304,8 @@ async def test_every_request_accounted_for(mockserver: Any, run_crawl: Any) -> N
     dropped = crawler.stat("robotstxt/dropped_at_close", 0)
     assert (downloaded, forbidden, dropped) == (10, 2, 4)
     assert downloaded + forbidden + dropped == len(urls)
-    assert crawler.logged("Dropped, the spider closed while they waited", level=logging.INFO)
+    assert crawler.logged(
+        "dropped 4 request(s), the spider closed while they waited", level=logging.INFO
+    )
+    # one line for them all, not one per request
+    assert len([m for m in crawler.messages(logging.INFO) if "dropped" in m and "waited" in m]) == 1

@@ -115,6 +115,7 @@ async def test_audit_mode_drops_nothing(mockserver: Any, run_crawl: Any, host: s
     assert sorted(pages_of(mockserver, host)) == ["/a", "/private"]
     assert not crawler.stat("robotstxt/forbidden")
     assert crawler.stat("robotstxt/audit/would_forbid") == 1
+    assert crawler.logged("audit mode: would forbid 1, would delay 0", level=logging.INFO)
 
 
 @pytest.mark.parametrize(

@@ -233,22 +233,3 @@ def test_status_classification_reads_retry_after_and_cache_control():
     assert out.retry_after == 30.0
     out = classify_status(200, {"cache-control": "max-age=90"}, b"", T0)
     assert out.max_age == 90.0
-
-
-def test_coordinator_keeps_at_most_the_bound_of_idle_origin_runtimes():
-    from scrapy_rep.crawl.coordinator import OriginCoordinator
-    from scrapy_rep.storage.base import MemoryStorage
-
-    config = Config(memory_max_origins=10)
-    coordinator = OriginCoordinator(
-        RobotsPolicy(config), MemoryStorage(), None, FakeClock(),  # type: ignore[arg-type]
-        release=lambda request: None, inc_stat=lambda key: None,
-    )  # fmt: skip
-    busy = coordinator.runtime("http://busy.test")
-    busy.fetching = True
-    for i in range(100):
-        coordinator.runtime(f"http://o{i}.test").dropped = 1
-    assert len(coordinator.origins) <= 10
-    assert "http://busy.test" in coordinator.origins  # never evicted while it has work
-    totals = coordinator.evicted.merged(coordinator.origins.values())
-    assert totals.origins == 101 and totals.dropped == 100

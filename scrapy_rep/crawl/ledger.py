@@ -1,0 +1,74 @@
+"""Where held requests are recorded outside this process, so a ``kill -9`` loses none.
+
+The waiting room calls a ``HeldLedger`` at each change of what it holds. The default,
+``NullLedger``, records nothing: held requests then live only in this process (and are
+handed back to a persistent scheduler at a graceful stop). A shared ledger (branch
+``cluster``: held requests serialised into the shared store) is built by
+``make_ledger``, the one function that chooses.
+
+A ledger may set ``durable = True``: its records outlive this process, so at close the
+requests it still holds are not counted as dropped (another process, or the next run,
+adopts them) and ``forget`` is not called for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+
+    from scrapy_rep.policy.config import Config
+
+
+@runtime_checkable
+class HeldLedger(Protocol):
+    def record(self, origin: str, requests: Sequence[Request]) -> None:
+        """``requests`` of ``origin`` start waiting in this process."""
+        ...
+
+    def forget(self, origin: str, requests: Sequence[Request]) -> None:
+        """``requests`` left the room: released, dropped or handed back."""
+        ...
+
+    def adopt(self) -> Iterable[tuple[str, Request]]:
+        """Requests orphaned by dead processes; polled periodically. Adopted requests
+        enter the room as held requests of this process."""
+        ...
+
+    def close(self, handed_back: bool) -> None:
+        """The spider closes; ``handed_back``: the room's requests went back to a
+        persistent scheduler."""
+        ...
+
+
+class NullLedger:
+    """Records nothing: held requests live in this process only."""
+
+    durable = False
+
+    def record(self, origin: str, requests: Sequence[Request]) -> None:
+        pass
+
+    def forget(self, origin: str, requests: Sequence[Request]) -> None:
+        pass
+
+    def adopt(self) -> Iterable[tuple[str, Request]]:
+        return ()
+
+    def close(self, handed_back: bool) -> None:
+        pass
+
+
+def make_ledger(crawler: Crawler, config: Config, storage: Any) -> HeldLedger:
+    """The ledger for this crawl: held requests recorded in a shared store (Redis, or
+    SQLite for processes on one machine) so a ``kill -9`` loses none; else none."""
+    from scrapy_rep.crawl.store_ledger import make_store_ledger
+
+    return make_store_ledger(crawler, config, storage) or NullLedger()
+
+
+def is_durable(ledger: HeldLedger) -> bool:
+    return bool(getattr(ledger, "durable", False))

@@ -1,0 +1,166 @@
+"""How held requests meet Scrapy's scheduler: offsite, deduplication, re-injection and
+hand-back, each done as Scrapy itself does it."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger("scrapy_rep")
+
+# Set on a request when it passes the scheduling gate or is handed back to the
+# scheduler: such a request can be sent back through the scheduler (where it waits
+# without holding a download slot) if its origin is undecided when it is downloaded.
+SCHEDULED_META_KEY = "rep_scheduled"
+ONE_SHOT_COMMANDS = frozenset({"fetch", "shell", "view"})
+
+
+class SchedulerBridge:
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        self._offsite: list[Any] = []
+        # Released while the engine was closing (see reinject).
+        self.late: list[Request] = []
+
+    # -- the scheduler -----------------------------------------------------------------
+
+    def scheduler(self) -> Any:
+        slot = getattr(self.crawler.engine, "_slot", None)
+        return getattr(slot, "scheduler", None)
+
+    def persists(self) -> bool:
+        """Whether the scheduler keeps what it holds past this run: JOBDIR, or a shared
+        scheduler that says so (scrapy-redis: ``persist`` from SCHEDULER_PERSIST)."""
+        if self.crawler.settings.get("JOBDIR"):
+            return True
+        return getattr(self.scheduler(), "persist", False) is True
+
+    # -- offsite -----------------------------------------------------------------------
+
+    def on_spider_opened(self) -> None:
+        from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware
+
+        downloader = getattr(self.crawler.engine, "downloader", None)
+        manager = getattr(downloader, "middleware", None)
+        self._offsite = [
+            mw for mw in getattr(manager, "middlewares", ()) if isinstance(mw, OffsiteMiddleware)
+        ]
+
+    def offsite_drops(self, request: Request) -> bool:
+        """Whether Scrapy's OffsiteMiddleware drops ``request``. It raises IgnoreRequest
+        from its own request_scheduled receiver, but send_catch_log calls ours anyway
+        (SCRAPY_NOTES), so its decision is asked again here, with its own rules."""
+        if not self._offsite or request.dont_filter or request.meta.get("allow_offsite"):
+            return False
+        spider = self.crawler.spider
+        return any(not mw.should_follow(request, spider) for mw in self._offsite)
+
+    # -- deduplication -----------------------------------------------------------------
+
+    def seen_before(self, request: Request) -> bool:
+        """The scheduler's dupefilter decides, as at enqueue time: ``dont_filter`` is
+        honoured, a duplicate is logged and counted (``dupefilter/filtered``) by the
+        dupefilter and ``request_dropped`` is sent. A request that is new is now seen,
+        so its copies are filtered while it waits."""
+        if request.dont_filter:
+            return False
+        df = getattr(self.scheduler(), "df", None)
+        if df is None or not df.request_seen(request):
+            return False
+        df.log(request, self.crawler.spider)
+        self.crawler.signals.send_catch_log(
+            signals.request_dropped, request=request, spider=self.crawler.spider
+        )
+        return True
+
+    # -- re-injection and hand-back ----------------------------------------------------
+
+    def reinject(self, request: Request) -> None:
+        """Schedule a released request, without a second ``request_scheduled`` (every
+        receiver, OffsiteMiddleware among them, saw it when it was held:
+        ``compat.reschedule``). It was deduplicated when it was held, so the dupefilter
+        must not see it again. Raises if the scheduler refuses it."""
+        engine = self.crawler.engine
+        slot = getattr(engine, "_slot", None)
+        if engine is None or getattr(engine, "spider", None) is None or slot is None:
+            self.late.append(request)
+            return
+        if getattr(slot, "closing", None) is not None:
+            # The engine is closing: it no longer takes requests from the scheduler, so
+            # one scheduled now would vanish unseen. Keep it for the hand-back (or the
+            # dropped-at-close count).
+            self.late.append(request)
+            return
+        from scrapy_rep.crawl import compat
+
+        request.meta[SCHEDULED_META_KEY] = True
+        with _unfiltered(request):
+            compat.reschedule(engine, request)
+
+    def hand_back(self, requests: Sequence[Request]) -> int:
+        """Enqueue ``requests`` in the persistent scheduler; returns how many it took.
+        Each is its own try; failures are counted and the first is logged in full."""
+        scheduler = self.scheduler()
+        stats = self.crawler.stats
+        assert stats is not None
+        taken = failed = 0
+        for request in requests:
+            request.meta[SCHEDULED_META_KEY] = True
+            try:
+                with _unfiltered(request):
+                    accepted = scheduler.enqueue_request(request)
+            except Exception:
+                failed += 1
+                if failed == 1:
+                    logger.error(
+                        "scrapy-rep: the scheduler refused a handed-back request: %s",
+                        request,
+                        exc_info=True,
+                    )
+                continue
+            taken += 1 if accepted or accepted is None else 0
+        if failed:
+            stats.inc_value("robotstxt/handback_failed", failed)
+        return taken
+
+
+class _unfiltered:
+    """``request.dont_filter`` is True for the duration of the block only."""
+
+    def __init__(self, request: Request) -> None:
+        self.request = request
+        self.saved = request.dont_filter
+
+    def __enter__(self) -> None:
+        self.request.dont_filter = True
+
+    def __exit__(self, *exc: object) -> None:
+        self.request.dont_filter = self.saved
+
+
+def one_shot_command() -> str | None:
+    """``fetch``, ``shell`` or ``view`` when this process runs that ``scrapy`` command.
+
+    Scrapy records the command nowhere a component can read (it pops the name from
+    ``sys.argv``), so the original command line is read."""
+    argv: list[str] = [str(a) for a in getattr(sys, "orig_argv", sys.argv)]
+    for index, arg in enumerate(argv):
+        base = os.path.basename(arg)
+        is_script = base in ("scrapy", "scrapy.exe") or arg.endswith(os.sep + "scrapy")
+        is_module = arg in ("scrapy", "scrapy.cmdline") and index and argv[index - 1] == "-m"
+        if is_script or is_module:
+            rest = [a for a in argv[index + 1 :] if not a.startswith("-")]
+            if rest and rest[0] in ONE_SHOT_COMMANDS:
+                return rest[0]
+            return None
+    return None

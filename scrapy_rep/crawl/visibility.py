@@ -1,0 +1,113 @@
+"""What INFO says while requests wait on robots.txt (SPEC section 3, "waiting visibly").
+
+A crawl that waits on an unreachable robots.txt must not look hung: INFO says when an
+origin starts waiting (how many requests, why, the next try, when the wait ends and
+which setting sets it), and, every ``LOGSTATS_INTERVAL`` while waiting requests are all
+that keep the spider open, lists the waiting origins in one line.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from scrapy_rep.policy.records import OriginRecord
+    from scrapy_rep.policy.robots_policy import FetchOutcome, RobotsPolicy
+
+# The periodic line names at most this many origins (the ones with most requests).
+MAX_LISTED = 5
+
+
+def duration(seconds: float) -> str:
+    seconds = max(seconds, 0.0)
+    if seconds < 10:
+        return f"{round(seconds, 1):g} s"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def clock_time(epoch: float) -> str:
+    return time.strftime("%H:%M:%S UTC", time.gmtime(epoch))
+
+
+def unreachable_line(
+    origin: str,
+    outcome: FetchOutcome,
+    record: OriginRecord,
+    waiting: int,
+    now: float,
+    policy: RobotsPolicy,
+) -> str:
+    config = policy.config
+    retry_at = record.next_retry_at or now
+    retry_setting = "Retry-After" if outcome.retry_after is not None else "REP_RETRY_BACKOFF"
+    ends = (record.unreachable_since or now) + config.unreachable_wait
+    has_copy = record.kind is not None and record.fetched_at is not None
+    then = (
+        "the last good copy applies (REP_STALE_MAX_AGE permitting)"
+        if has_copy
+        else f"REP_UNREACHABLE_FALLBACK ({config.unreachable_fallback}) applies"
+    )
+    return (
+        f"robots.txt of {origin} is unreachable ({outcome.detail.rstrip('.')}): "
+        + (f"{waiting} request(s) wait for it" if waiting else "its requests will wait for it")
+        + f"; next try in {duration(retry_at - now)} ({retry_setting}); "
+        f"the wait ends at {clock_time(ends)} at the latest (REP_UNREACHABLE_WAIT = "
+        f"{duration(config.unreachable_wait)}), then {then}; a spider with nothing else "
+        f"to do waits at most REP_IDLE_WAIT = {duration(config.idle_wait)}"
+    )
+
+
+def waiting_line(
+    total: int,
+    per_origin: Iterable[tuple[str, int, str]],
+    idle_for: float,
+    idle_wait: float,
+) -> str:
+    """One line for the periodic report: ``per_origin`` is (origin, count, why)."""
+    ranked = sorted(per_origin, key=lambda item: (-item[1], item[0]))
+    shown = ", ".join(f"{origin} ({count}: {why})" for origin, count, why in ranked[:MAX_LISTED])
+    more = f" and {len(ranked) - MAX_LISTED} more" if len(ranked) > MAX_LISTED else ""
+    return (
+        f"scrapy-rep: nothing to do but wait on robots.txt: {total} request(s) of "
+        f"{len(ranked)} origin(s) wait: {shown}{more}; idle for {duration(idle_for)}, the "
+        f"spider closes after REP_IDLE_WAIT = {duration(idle_wait)}"
+    )
+
+
+class IdleWatch:
+    """Tracks how long the spider has had nothing to do but wait on robots.txt.
+
+    ``spider_idle`` fires only while the engine has nothing else in progress; an idle
+    spell ends when the crawl makes progress in between (``progress`` changed)."""
+
+    def __init__(self, idle_wait: float, interval: float) -> None:
+        self.idle_wait = idle_wait
+        self.interval = interval
+        self._since: float | None = None
+        self._progress: object = None
+        self._last_line = 0.0
+
+    def idle_for(self, progress: object) -> float:
+        now = time.monotonic()
+        if self._since is None or progress != self._progress:
+            self._since = now
+            self._progress = progress
+            self._last_line = now  # the first line comes one interval into the spell
+        return now - self._since
+
+    def expired(self, idle_for: float) -> bool:
+        return idle_for >= self.idle_wait
+
+    def line_due(self) -> bool:
+        now = time.monotonic()
+        if self.interval <= 0 or now - self._last_line < self.interval:
+            return False
+        self._last_line = now
+        return True

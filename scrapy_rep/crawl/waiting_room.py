@@ -1,0 +1,213 @@
+"""The waiting room: requests held back until their origin's robots.txt decides them.
+
+Requests wait here instead of inside ``process_request`` so they hold no download
+concurrency (SCRAPY_NOTES: a request parked in the downloader holds a global slot).
+Two kinds of waiting:
+
+- *held*: until the origin is decided (robots.txt pending or unreachable); the
+  coordinator takes them all with ``take(origin)`` when it is;
+- *timed* (``hold_until``): until a given time, for a reason, e.g. a cluster-wide
+  Crawl-delay turn; one reactor timer serves all of them (a heap of deadlines).
+
+Every request that enters is recorded in the ledger (``HeldLedger.record``) and every
+request that leaves, for whatever reason, is forgotten there (``forget``). Counts are
+kept as they change, so ``len(room)`` and the per-origin counts cost O(1).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    from scrapy import Request
+
+    from scrapy_rep.crawl.ledger import HeldLedger
+    from scrapy_rep.crawl.spill import Spill
+
+# (request, since): a tuple, not an object, to keep a held request's cost small.
+Held = tuple["Request", float]
+
+
+class WaitingRoom:
+    def __init__(
+        self,
+        ledger: HeldLedger,
+        clock: Callable[[], float],
+        call_later: Callable[..., Any],
+        on_due: Callable[[str, Request, float], None],
+        memory_bound: int = 0,
+        make_spill: Callable[[], Spill] | None = None,
+        on_unserialisable: Callable[[Request], None] | None = None,
+    ) -> None:
+        self.ledger = ledger
+        self.clock = clock
+        self._call_later = call_later
+        self._on_due = on_due
+        self._held: dict[str, deque[Held]] = {}
+        self._held_count = 0
+        # Beyond memory_bound held requests in memory, new ones spill to disk.
+        self.memory_bound = memory_bound
+        self._make_spill = make_spill
+        self._on_unserialisable = on_unserialisable
+        self.spill: Spill | None = None
+        self.spilled_total = 0
+        # timed entries: (when, seq, origin, request, since, reason)
+        self._timed: list[tuple[float, int, str, Request, float, str]] = []
+        self._timed_per_origin: dict[str, int] = {}
+        self._seq = itertools.count()
+        self._timer: Any = None
+        self._timer_at = 0.0
+        self.closed = False
+
+    # -- sizes -------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self._held_count + len(self._timed) + (self.spill.total if self.spill else 0)
+
+    def in_memory(self) -> int:
+        return self._held_count + len(self._timed)
+
+    def count(self, origin: str) -> int:
+        held = self._held.get(origin)
+        spilled = self.spill.count(origin) if self.spill else 0
+        return (len(held) if held else 0) + spilled + self._timed_per_origin.get(origin, 0)
+
+    def origins(self) -> Iterator[str]:
+        """Origins with waiting requests (held or timed), each once."""
+        yield from self._held
+        seen = self._held.keys()
+        for origin in self.spill.origins() if self.spill else ():
+            if origin not in seen:
+                yield origin
+        for origin in self._timed_per_origin:
+            if origin not in self._held and not (self.spill and self.spill.count(origin)):
+                yield origin
+
+    # -- held until the origin is decided ----------------------------------------------
+
+    def hold(self, origin: str, request: Request, since: float | None = None) -> None:
+        when = self.clock() if since is None else since
+        self.ledger.record(origin, (request,))
+        if (
+            self.memory_bound
+            and self._held_count >= self.memory_bound
+            and self._spilled(origin, request, when)
+        ):
+            return
+        queue = self._held.get(origin)
+        if queue is None:
+            queue = self._held[origin] = deque()
+        queue.append((request, when))
+        self._held_count += 1
+
+    def _spilled(self, origin: str, request: Request, since: float) -> bool:
+        if self.spill is None:
+            if self._make_spill is None:
+                return False
+            self.spill = self._make_spill()
+        if self.spill.push(origin, request, since):
+            self.spilled_total += 1
+            return True
+        # As Scrapy's scheduler does with a request its disk queue cannot take.
+        if self._on_unserialisable is not None:
+            self._on_unserialisable(request)
+        return False
+
+    def take(self, origin: str) -> list[Held]:
+        """Remove and return the origin's held requests (oldest first)."""
+        queue = self._held.pop(origin, None)
+        spilled = self.spill.pop_all(origin) if self.spill is not None else []
+        if not queue and not spilled:
+            return []
+        taken = list(queue or ()) + spilled
+        self._held_count -= len(queue or ())
+        self.ledger.forget(origin, [request for request, _ in taken])
+        return taken
+
+    # -- held until a time -------------------------------------------------------------
+
+    def hold_until(self, origin: str, request: Request, when: float, reason: str) -> None:
+        """Keep ``request`` until ``when`` (clock seconds), then hand it to ``on_due``."""
+        heapq.heappush(self._timed, (when, next(self._seq), origin, request, self.clock(), reason))
+        self._timed_per_origin[origin] = self._timed_per_origin.get(origin, 0) + 1
+        self.ledger.record(origin, (request,))
+        self._arm(when)
+
+    def _arm(self, when: float) -> None:
+        if self.closed:
+            return
+        # One timer for the earliest deadline, moved only when an earlier one arrives.
+        if self._timer is not None and self._timer.active() and self._timer_at <= when:
+            return
+        if self._timer is not None and self._timer.active():
+            self._timer.cancel()
+        self._timer_at = when
+        self._timer = self._call_later(max(when - self.clock(), 0.0), self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        now = self.clock()
+        due: list[tuple[str, Request, float]] = []
+        while self._timed and self._timed[0][0] <= now:
+            _, _, origin, request, since, _ = heapq.heappop(self._timed)
+            self._untime(origin)
+            due.append((origin, request, since))
+        for origin, request, _ in due:
+            self.ledger.forget(origin, (request,))
+        for origin, request, since in due:
+            self._on_due(origin, request, since)
+        if self._timed:
+            self._arm(self._timed[0][0])
+
+    def _untime(self, origin: str) -> None:
+        left = self._timed_per_origin[origin] - 1
+        if left:
+            self._timed_per_origin[origin] = left
+        else:
+            del self._timed_per_origin[origin]
+
+    def timed_reasons(self) -> dict[str, str]:
+        """origin -> reason of its first timed request (for the periodic INFO line)."""
+        reasons: dict[str, str] = {}
+        for _, _, origin, _, _, reason in self._timed:
+            reasons.setdefault(origin, reason)
+        return reasons
+
+    # -- closing -----------------------------------------------------------------------
+
+    def take_everything(self, *, forget: bool = True) -> list[tuple[str, Request, float]]:
+        """Empty the room (at close). ``forget=False`` leaves the ledger's records, for
+        a durable ledger that keeps them for another process."""
+        taken: list[tuple[str, Request, float]] = []
+        for origin, queue in self._held.items():
+            if forget:
+                self.ledger.forget(origin, [request for request, _ in queue])
+            taken.extend((origin, request, since) for request, since in queue)
+        self._held.clear()
+        self._held_count = 0
+        for origin in self.spill.origins() if self.spill is not None else ():
+            assert self.spill is not None
+            spilled = self.spill.pop_all(origin)
+            if forget:
+                self.ledger.forget(origin, [request for request, _ in spilled])
+            taken.extend((origin, request, since) for request, since in spilled)
+        for _, _, origin, request, since, _ in sorted(self._timed):
+            if forget:
+                self.ledger.forget(origin, (request,))
+            taken.append((origin, request, since))
+        self._timed.clear()
+        self._timed_per_origin.clear()
+        return taken
+
+    def close(self) -> None:
+        self.closed = True
+        if self.spill is not None:
+            self.spill.close()
+        if self._timer is not None and self._timer.active():
+            self._timer.cancel()
+        self._timer = None

@@ -1,0 +1,58 @@
+"""Real crawls for the memory bound on held requests (SPEC section 3, "nothing lost"):
+beyond REP_MEMORY_MAX_HELD they spill to disk with Scrapy's own disk queues, and come
+back intact; a request that cannot be serialised stays in memory and is counted."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+import pytest_twisted
+from scrapy import Request
+
+from tests.conftest import ListSpider
+from tests.crawl_helpers import DISALLOW_PRIVATE, REP, pages_of
+
+
+class CallbackSpider(ListSpider):
+    """Its requests use spider-method callbacks and cb_kwargs, which must survive disk."""
+
+    name = "callback"
+
+    def parse_item(self, response: Any, tag: str) -> None:
+        self.responses.append(response)
+        self.tags = [*getattr(self, "tags", []), tag]
+
+
+@pytest.mark.parametrize("jobdir", [False, True], ids=["tempdir", "jobdir"])
+@pytest_twisted.ensureDeferred
+async def test_held_requests_beyond_the_bound_spill_and_come_back(
+    mockserver: Any, run_crawl: Any, host: str, tmp_path: Any, jobdir: bool
+) -> None:
+    mockserver.configure(host, {"robots": [{"status": 503}, {"body": DISALLOW_PRIVATE}]})
+    spider = CallbackSpider
+    requests = [
+        Request(mockserver.url(host, f"/p{i}"), callback=None, cb_kwargs={"tag": f"t{i}"})
+        for i in range(40)
+    ]
+    unserialisable = Request(mockserver.url(host, "/lambda"), callback=lambda r: None)
+    settings: dict[str, Any] = {**REP, "REP_MEMORY_MAX_HELD": 5}
+    if jobdir:
+        settings["JOBDIR"] = str(tmp_path / "job")
+
+    class Start(spider):
+        async def start(self) -> Any:
+            for request in requests:
+                yield request.replace(callback=self.parse_item, errback=self.on_error)
+            yield unserialisable
+
+    crawler = await run_crawl([], settings=settings, spider_cls=Start)
+    assert sorted(pages_of(mockserver, host)) == sorted([f"/p{i}" for i in range(40)] + ["/lambda"])
+    assert sorted(crawler.spider.tags) == sorted(f"t{i}" for i in range(40))
+    assert crawler.stat("robotstxt/spilled") == 35  # 5 in memory, the lambda stays there
+    assert crawler.stat("robotstxt/held_unserialisable") == 1
+    assert crawler.stat("robotstxt/released") == 41
+    spilled_root = tmp_path / "job" / "rep-held"
+    assert not spilled_root.exists() or not any(spilled_root.iterdir())
+    assert not crawler.messages(logging.ERROR)
