@@ -30,6 +30,7 @@ from scrapy_rep.crawl.ledger import NullLedger, is_durable, make_ledger
 from scrapy_rep.crawl.scheduling import SCHEDULED_META_KEY, SchedulerBridge, one_shot_command
 from scrapy_rep.crawl.sitemap import SitemapRobotsCopy
 from scrapy_rep.crawl.spill import Spill
+from scrapy_rep.crawl.store_ledger import scrapy_redis_idle_expired
 from scrapy_rep.crawl.usage import UsageKeeper
 from scrapy_rep.crawl.visibility import IdleWatch, duration, waiting_line
 from scrapy_rep.crawl.waiting_room import WaitingRoom
@@ -106,6 +107,17 @@ class RobotsTxtMiddleware:
         self.usage = UsageKeeper(crawler, config, self.decider)  # usage preferences (SPEC §5)
         self.idle = IdleWatch(config.idle_wait, config.logstats_interval)
         self._adopting: Any = None
+        from scrapy_rep.crawl.cluster_delay import make_cluster_delay
+
+        self.cluster_delay = make_cluster_delay(
+            crawler,
+            config,
+            self.decider,
+            hold_until=self.hold_until,
+            ready=lambda origin: self._may_proceed(self.coordinator.evaluate(origin)),
+            origin_of=origin_of_memo,
+            clock=self.clock,
+        )
         connect = crawler.signals.connect
         connect(self._on_request_scheduled, signal=signals.request_scheduled)
         connect(self._on_spider_idle, signal=signals.spider_idle)
@@ -222,6 +234,12 @@ class RobotsTxtMiddleware:
         rt = self.coordinator.runtime(origin)
         self.decider.decide(request, origin, evaluation, rt)
         self.usage.on_request(request, origin, evaluation)
+        if self.cluster_delay is not None and request.meta.get(SCHEDULED_META_KEY):
+            # Crawl-delay kept by the whole cluster: a turn in the future is waited for
+            # back in the scheduler's path, not here holding a download slot.
+            later = await self.cluster_delay.turn(request, origin, evaluation)
+            if later is not None:
+                return later
         # SitemapSpider's own robots.txt request: answered from our copy (crawl/sitemap.py).
         return self.sitemap_copy.response_for(request, evaluation, rt.record)
 
@@ -272,6 +290,20 @@ class RobotsTxtMiddleware:
         if not self.coordinator.busy():
             return
         idle_for = self.idle.idle_for(self.stats.get_value("scheduler/dequeued", 0))
+        if (
+            scrapy_redis_idle_expired(spider)
+            and self._fate() != "dropped"
+            and not self.coordinator.fetching_now()
+        ):
+            # scrapy-redis's own idle close (MAX_IDLE_TIME_BEFORE_CLOSE) is honoured
+            # when the waiting requests outlive the close (handed back or kept).
+            logger.info(
+                "scrapy-rep: the spider closes on MAX_IDLE_TIME_BEFORE_CLOSE (scrapy-redis) "
+                "with %d request(s) waiting on robots.txt; they are %s",
+                len(self.room),
+                self._fate(),
+            )
+            return
         if self.idle.expired(idle_for) and not self.coordinator.fetching_now():
             self.stats.set_value("robotstxt/idle_closed", 1)
             logger.info(

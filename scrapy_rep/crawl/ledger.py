@@ -63,8 +63,11 @@ class NullLedger:
 
 
 def make_ledger(crawler: Crawler, config: Config, storage: Any) -> HeldLedger:
-    """The ledger for this crawl (branch ``cluster`` returns a shared one here)."""
-    return NullLedger()
+    """The ledger for this crawl: held requests recorded in a shared store (Redis, or
+    SQLite for processes on one machine) so a ``kill -9`` loses none; else none."""
+    from scrapy_rep.crawl.store_ledger import make_store_ledger
+
+    return make_store_ledger(crawler, config, storage) or NullLedger()
 
 
 def is_durable(ledger: HeldLedger) -> bool:

@@ -236,6 +236,11 @@ class Config:
     fetch_concurrency: int = 16
     # How often the "still waiting" INFO line may repeat: LOGSTATS_INTERVAL (0 = never).
     logstats_interval: float = 60.0
+    # how long a crashed process's parked requests wait before another adopts them
+    cluster_heartbeat: float = 30.0
+    # waiting requests also recorded in a shared store (Redis, SQLite), so a kill -9
+    # loses none and the next run adopts what a stopped one kept
+    durable_waiting: bool = True
 
     @property
     def lease_renew_every(self) -> float:
@@ -313,4 +318,8 @@ class Config:
             memory_max_held=_integer(settings, "REP_MEMORY_MAX_HELD", 100_000, minimum=1),
             fetch_concurrency=_integer(settings, "CONCURRENT_REQUESTS", 16, minimum=1),
             logstats_interval=_number(settings, "LOGSTATS_INTERVAL", 60.0),
+            cluster_heartbeat=_number(
+                settings, "REP_CLUSTER_HEARTBEAT", 30.0, strictly_positive=True
+            ),
+            durable_waiting=_boolean(settings, "REP_DURABLE_WAITING", True),
         )

@@ -164,7 +164,9 @@ async def test_unreachable_state_survives_a_restart(
     unavailable = {"status": 503, "headers": {"Retry-After": "900"}}
     mockserver.configure(host, {"robots": [{"body": DISALLOW_PRIVATE}, unavailable]})
     clock = ShiftedClock()
-    settings = {**REP, "REP_STORAGE": store, "REP_CLOCK": clock}
+    # The third run is stopped while its request waits: dropped, not kept in the store
+    # for the fourth run (that is tests/cluster/test_cluster_held.py's subject).
+    settings = {**REP, "REP_STORAGE": store, "REP_CLOCK": clock, "REP_DURABLE_WAITING": False}
     await run_crawl([mockserver.url(host, "/first")], settings=settings)
 
     clock.offset = 2 * DAY  # expired: the expired copy decides while it is refetched: 503

@@ -1,0 +1,286 @@
+"""Crawl-delay kept by a whole cluster, not by each process on its own.
+
+SPEC section 3 "crawl-delay in a cluster": with a shared store, the processes together
+respect an origin's Crawl-delay. Each process still spaces its own requests with the
+download slot's delay (``decide.py``); on top of that, a request that robots.txt allows
+reserves the origin's next turn in the shared store (``ClusterStore.reserve_turn``:
+atomic, on Redis' own clock). A turn in the future is waited for in the waiting room
+(``hold_until``), where the request holds no download slot; it then passes the
+scheduler again and goes at its turn without reserving another.
+
+At most ``HORIZON`` seconds of turns are reserved ahead: a process that dies then
+wastes at most that much of the origin's time, and a request that finds the horizon
+full waits until there is room (requests of one process are staggered one Crawl-delay
+apart, so they do not all ask again at once).
+
+When the store cannot be reached the request goes on (the slot delay still spaces this
+process's requests): a failing store must not stop a crawl. Logged once, counted.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+from scrapy.exceptions import IgnoreRequest
+from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet import threads
+
+from scrapy_rep.policy.records import RULES
+from scrapy_rep.storage.cluster import ClusterError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+
+    from scrapy_rep.crawl.decide import Decider
+    from scrapy_rep.policy.config import Config
+    from scrapy_rep.policy.robots_policy import Evaluation
+    from scrapy_rep.storage.cluster import ClusterStore
+
+logger = logging.getLogger("scrapy_rep")
+
+#: The time (clock seconds) a request waits for before it may be scheduled again.
+WAIT_META_KEY = "rep_turn_wait"
+#: The time of the turn a request reserved; it goes then without reserving another.
+TURN_META_KEY = "rep_turn"
+#: Seconds of an origin's turns that may be reserved ahead of now.
+HORIZON = 30.0
+#: Added to the Crawl-delay between two turns. A request leaves at its turn plus the
+#: time it takes through the scheduler (scrapy-redis: two Redis round trips) and the
+#: downloader, which varies by tens of milliseconds on a loaded machine; Crawl-delay is
+#: a minimum spacing, so the turns are spaced by that much more.
+TURN_MARGIN = 0.05
+#: A timer that fires this early still counts as the turn (timer granularity).
+EARLY = 0.002
+STAT = "robotstxt/cluster_delay/"
+_EPOCH_2001 = 978_307_200.0  # a wall-clock stamp is larger; a monotonic one (uptime) is not
+
+
+class ClusterDelay:
+    """Reserves Crawl-delay turns in the shared store (see the module docstring)."""
+
+    def __init__(
+        self,
+        crawler: Crawler,
+        config: Config,
+        cluster: ClusterStore,
+        decider: Decider,
+        hold_until: Callable[[str, Request, float, str], None],
+        ready: Callable[[str], bool],
+        origin_of: Callable[[str], str | None],
+        clock: Callable[[], float],
+    ) -> None:
+        self.crawler = crawler
+        self.config = config
+        self.cluster = cluster
+        self.decider = decider
+        self.hold_until = hold_until
+        self.ready = ready
+        self.origin_of = origin_of
+        self.clock = clock
+        assert crawler.stats is not None
+        self.stats = crawler.stats
+        self._waiting_for_room: dict[str, int] = {}
+        self._warned = False
+        crawler.signals.connect(self._on_request_scheduled, signal=signals.request_scheduled)
+        crawler.signals.connect(self._on_spider_closed, signal=signals.spider_closed)
+
+    def crawl_delay(self, request: Request, origin: str, evaluation: Evaluation) -> float:
+        """The origin's Crawl-delay for this request's product token (0: none)."""
+        if not self.config.crawl_delay or not self.config.enforce or evaluation.kind != RULES:
+            return 0.0
+        robots = self.decider.parsed(origin, evaluation.body)
+        delay = robots.crawl_delay(self.decider.token_for(request))
+        if not delay or delay <= 0:
+            return 0.0
+        return float(min(delay, self.config.max_crawl_delay))
+
+    async def turn(self, request: Request, origin: str, evaluation: Evaluation) -> Request | None:
+        """None: the request may be downloaded now. A request: send it back to the
+        scheduler instead (return it from ``process_request``); it then waits in the
+        waiting room until its turn."""
+        delay = self.crawl_delay(request, origin, evaluation)
+        if not delay:
+            return None
+        turn = request.meta.get(TURN_META_KEY)
+        if turn is not None:
+            if turn <= self.clock() + EARLY:
+                del request.meta[TURN_META_KEY]
+                return None
+            return self._wait(request, float(turn), reserved=True)
+        not_before = self._slot_ready_in(request)
+        try:
+            reserved, wait = await maybe_deferred_to_future(
+                threads.deferToThread(
+                    self.cluster.reserve_turn, origin, delay + TURN_MARGIN, HORIZON, not_before
+                )
+            )
+        except ClusterError as exc:
+            self.stats.inc_value(f"{STAT}store_errors")
+            if not self._warned:
+                self._warned = True
+                logger.warning(
+                    "scrapy-rep: cannot reserve Crawl-delay turns in the shared store (%s): "
+                    "each process keeps the Crawl-delay on its own until it can",
+                    exc,
+                )
+            return None
+        now = self.clock()
+        logger.debug(
+            "Crawl-delay turn of %s for %s: %s, in %.3f s (slot ready in %.3f s)",
+            origin,
+            request,
+            "reserved" if reserved else "horizon full",
+            wait,
+            not_before,
+        )
+        if reserved:
+            self.stats.inc_value(f"{STAT}turns")
+            if wait <= EARLY:
+                return None
+            return self._wait(request, now + wait, reserved=True)
+        # The horizon is full: ask again when there is room, one Crawl-delay after this
+        # process's previous request that found it full.
+        place = self._waiting_for_room.get(origin, 0)
+        self._waiting_for_room[origin] = place + 1
+        self.stats.inc_value(f"{STAT}horizon_full")
+        return self._wait(request, now + wait + place * delay, reserved=False)
+
+    def _slot_ready_in(self, request: Request) -> float:
+        """Seconds until this process's download slot lets the request go (its delay
+        since the slot's last download, a robots.txt fetch included). A turn reserved
+        sooner would be spent waiting in the slot, and the next turn's holder could
+        then follow this request closer than the Crawl-delay."""
+        downloader: Any = getattr(self.crawler.engine, "downloader", None)
+        if downloader is None:
+            return 0.0
+        slot = downloader.slots.get(downloader.get_slot_key(request))
+        if slot is None or not slot.lastseen:
+            return 0.0
+        if hasattr(slot, "jitter"):  # Scrapy 2.19+ (randomize_delay then warns)
+            jitter = float(slot.jitter or 0.0)
+        else:  # before: +/-50 % or nothing
+            jitter = 0.5 if getattr(slot, "randomize_delay", False) else 0.0
+        longest = float(slot.delay) * (1 + jitter)
+        lastseen = float(slot.lastseen)
+        # Scrapy 2.19 stamps slots with time.monotonic(), earlier versions with time.time()
+        now = time.monotonic() if lastseen < _EPOCH_2001 else time.time()
+        return max(lastseen + longest - now, 0.0)
+
+    def _wait(self, request: Request, when: float, *, reserved: bool) -> Request:
+        self.stats.inc_value(f"{STAT}waited")
+        meta = {**request.meta, WAIT_META_KEY: when}
+        if reserved:
+            meta[TURN_META_KEY] = when
+        # dont_filter: the dupefilter saw it when it was first scheduled.
+        return request.replace(dont_filter=True, meta=meta)
+
+    def _on_request_scheduled(self, request: Request, spider: Any = None) -> None:
+        when = request.meta.get(WAIT_META_KEY)
+        if when is None:
+            return
+        del request.meta[WAIT_META_KEY]
+        origin = self.origin_of(request.url)
+        if origin is None:
+            return
+        if TURN_META_KEY not in request.meta:
+            left = self._waiting_for_room.get(origin, 1) - 1
+            if left > 0:
+                self._waiting_for_room[origin] = left
+            else:
+                self._waiting_for_room.pop(origin, None)
+        if when <= self.clock() + EARLY or not self.ready(origin):
+            # Due, or the origin is undecided again: the room's own gate holds it then
+            # (holding it here too would release it twice).
+            return
+        self.hold_until(origin, request, when, "Crawl-delay turn shared by the cluster")
+        # From a request_scheduled receiver: kept out of the scheduler, no errback.
+        raise IgnoreRequest(f"waiting for its Crawl-delay turn on {origin}")
+
+    def _on_spider_closed(self, spider: Any = None) -> None:
+        self.cluster.close()
+
+
+def make_cluster_delay(
+    crawler: Crawler,
+    config: Config,
+    decider: Decider,
+    *,
+    hold_until: Callable[[str, Request, float, str], None],
+    ready: Callable[[str], bool],
+    origin_of: Callable[[str], str | None],
+    clock: Callable[[], float],
+) -> ClusterDelay | None:
+    """A ClusterDelay when the store is shared and Crawl-delay is obeyed, else None."""
+    if not config.crawl_delay or not config.enforce:
+        return None
+    from scrapy_rep.crawl.store_ledger import open_cluster
+
+    try:
+        cluster = open_cluster(config.storage, crawler.spidercls.name)
+    except ClusterError as exc:
+        logger.warning(
+            "scrapy-rep: no cluster-wide Crawl-delay (the shared store cannot be opened: %s)",
+            exc,
+        )
+        return None
+    if cluster is None:
+        return None
+    return ClusterDelay(crawler, config, cluster, decider, hold_until, ready, origin_of, clock)
+
+
+class LocalTimedHold:
+    """``hold_until`` for a middleware whose waiting room cannot hold until a time:
+    timers that re-inject the request with ``engine.crawl``; the spider stays open while
+    any wait, and what still waits at close is counted as dropped."""
+
+    def __init__(self, crawler: Crawler, clock: Callable[[], float]) -> None:
+        self.crawler = crawler
+        self.clock = clock
+        self._waiting: dict[int, tuple[Any, Request]] = {}
+        crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
+        crawler.signals.connect(self._on_closed, signal=signals.spider_closed)
+
+    def __call__(self, origin: str, request: Request, when: float, reason: str) -> None:
+        from twisted.internet import reactor
+
+        clock: Any = reactor
+        key = id(request)
+        call = clock.callLater(max(when - self.clock(), 0.0), self._due, key)
+        self._waiting[key] = (call, request)
+
+    def _due(self, key: int) -> None:
+        _, request = self._waiting.pop(key)
+        engine = self.crawler.engine
+        if engine is None or getattr(engine, "spider", None) is None:
+            self._dropped(1)
+            return
+        engine.crawl(request)
+
+    def _on_idle(self, spider: Any = None) -> None:
+        if self._waiting:
+            from scrapy.exceptions import DontCloseSpider
+
+            raise DontCloseSpider
+
+    def _on_closed(self, spider: Any = None) -> None:
+        for call, _ in self._waiting.values():
+            if call.active():
+                call.cancel()
+        if self._waiting:
+            self._dropped(len(self._waiting))
+            self._waiting.clear()
+
+    def _dropped(self, count: int) -> None:
+        assert self.crawler.stats is not None
+        self.crawler.stats.inc_value(f"{STAT}dropped_at_close", count)
+        logger.info(
+            "scrapy-rep: dropped %d request(s) waiting for their Crawl-delay turn: the "
+            "spider closed",
+            count,
+        )

@@ -1,0 +1,387 @@
+"""Held requests recorded in a shared store, so a ``kill -9`` of the holder loses none.
+
+SPEC section 3 "nothing lost": with a shared store, another process (or the next run of
+the spider) releases the waiting requests of a process that died. ``StoreLedger`` is the
+``HeldLedger`` the waiting room reports to:
+
+* ``record``/``forget`` only touch in-process buffers; a background flush writes them in
+  batches (group commit: while one batch is being written the next one accumulates), so
+  a held request costs a small share of one round trip, and a request released before
+  its batch went out costs nothing in the store.
+* Requests are stored with Scrapy's own serialisation (``Request.to_dict`` and
+  ``request_from_dict``, as Scrapy's disk queues do), keyed by the request fingerprint
+  so duplicates collapse;
+  ``dont_filter`` requests get a key of their own, since the scheduler keeps them apart.
+  A request that cannot be serialised (a callback that is not a spider method) stays in
+  the room, not in the store: logged once at WARNING, counted, never silently lost.
+* Every flush also beats this process's heartbeat; a tick every third of
+  ``REP_CLUSTER_HEARTBEAT`` flushes and adopts the parked requests of dead owners, which
+  ``adopt()`` then hands to the room.
+
+All store I/O runs in a thread (never on the reactor thread), one call at a time.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import socket
+import threading
+import time
+import uuid
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from scrapy import Request, signals
+from scrapy.utils.request import request_from_dict
+from twisted.internet import task, threads
+
+from scrapy_rep.storage.cluster import ClusterError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
+
+    from scrapy.crawler import Crawler
+
+    from scrapy_rep.policy.config import Config
+    from scrapy_rep.storage.cluster import ClusterStore, Parked
+
+logger = logging.getLogger("scrapy_rep")
+
+#: Requests written (or adopted) per store call; larger batches wait for the next call.
+BATCH = 1000
+#: Ceiling for one blob: far above a real request; a bigger one is not parked.
+MAX_BLOB = 4 * 1024 * 1024
+STAT = "robotstxt/ledger/"
+#: Longest the close waits for a write already in flight (seconds).
+CLOSE_WAIT = 5.0
+
+
+def owner_id() -> str:
+    """Host, pid and a random part: the pid lets tests and operators tell processes apart."""
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+class StoreLedger:
+    """``HeldLedger`` on a ``ClusterStore`` (see the module docstring)."""
+
+    durable = True
+
+    def __init__(
+        self,
+        crawler: Crawler,
+        cluster: ClusterStore,
+        *,
+        heartbeat: float,
+        store_degraded: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self.crawler = crawler
+        self._store_degraded = store_degraded
+        self.cluster = cluster
+        self.owner = owner_id()
+        self.heartbeat = heartbeat
+        assert crawler.stats is not None
+        self.stats = crawler.stats
+        self._pending_add: dict[str, Parked] = {}
+        self._pending_remove: set[str] = set()
+        self._stored: set[str] = set()  # written (or being written) under our owner id
+        self._keys: weakref.WeakKeyDictionary[Request, str] = weakref.WeakKeyDictionary()
+        self._adopted: list[tuple[str, Request]] = []
+        self._io_lock = threading.Lock()  # one store call at a time, close() included
+        self._busy = False
+        self._flush_queued = False
+        self._failing = False
+        self._io_failed = False
+        self._warned_unserializable = False
+        self._closed = False
+        self._loop: task.LoopingCall | None = None
+        crawler.signals.connect(self._start, signal=signals.spider_opened)
+
+    # -- HeldLedger --------------------------------------------------------------------
+
+    def record(self, origin: str, requests: Sequence[Request]) -> None:
+        for request in requests:
+            key = self._key(request, create=True)
+            assert key is not None
+            blob = self._serialize(request)
+            if blob is None:
+                continue
+            self._pending_remove.discard(key)
+            self._pending_add[key] = (key, origin, blob)
+        self._flush_soon()
+
+    def forget(self, origin: str, requests: Sequence[Request]) -> None:
+        for request in requests:
+            key = self._key(request, create=False)
+            if key is None:
+                continue
+            self._keys.pop(request, None)
+            if self._pending_add.pop(key, None) is not None and key not in self._stored:
+                continue  # never written: nothing to remove
+            if key in self._stored:
+                self._pending_remove.add(key)
+        self._flush_soon()
+
+    def adopt(self) -> Iterable[tuple[str, Request]]:
+        adopted, self._adopted = self._adopted, []
+        return adopted
+
+    def close(self, handed_back: bool) -> None:
+        """Write what is pending, then stop beating. Requests still parked stay for
+        adoption unless they were handed back to a persistent scheduler."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+        add, remove = self._take_batch(limit=None)
+        # The reactor waits for this: never longer than one store call's timeout (an
+        # in-flight flush first), and not at all when the store was failing anyway.
+        locked = self._io_lock.acquire(timeout=CLOSE_WAIT)
+        if locked and (self._failing or self._io_failed):
+            self._io_lock.release()
+            locked = False
+        try:
+            if not locked:
+                raise ClusterError("the shared store was not answering")
+            self.cluster.park(self.owner, self.heartbeat, add, remove)
+            self.cluster.retire(self.owner, keep=not handed_back)
+        except ClusterError as exc:
+            self._log_store_trouble(
+                "scrapy-rep: could not update the parked requests in the shared store at "
+                "close (%s): %d change(s) not written; what is parked is adopted once the "
+                "heartbeat expires",
+                exc,
+                len(add) + len(remove),
+            )
+        finally:
+            if locked:
+                self._io_lock.release()
+            self.cluster.close()
+
+    def _log_store_trouble(self, message: str, *args: Any) -> None:
+        """WARNING, unless the robots.txt store already warned of the same outage (one
+        outage, one WARNING); INFO then."""
+        level = logging.INFO if self._store_degraded() else logging.WARNING
+        logger.log(level, message, *args)
+
+    # -- keys and serialisation ----------------------------------------------------------
+
+    def _key(self, request: Request, *, create: bool) -> str | None:
+        key = self._keys.get(request)
+        if key is not None:
+            return key
+        fingerprinter: Any = self.crawler.request_fingerprinter
+        fingerprint: str = fingerprinter.fingerprint(request).hex()
+        if not request.dont_filter:
+            return fingerprint
+        if not create:
+            return None
+        # The scheduler keeps dont_filter requests apart: so does the ledger.
+        key = self._keys[request] = f"{fingerprint}.{uuid.uuid4().hex[:12]}"
+        return key
+
+    def _serialize(self, request: Request) -> bytes | None:
+        try:
+            # Scrapy's disk queues store Request.to_dict() pickled, and so do we: the
+            # callback is kept by name, so it must be a method of the spider.
+            blob = pickle.dumps(request.to_dict(spider=self.crawler.spider), protocol=4)
+        except Exception as exc:  # ValueError (callback), PicklingError, TypeError (meta)
+            self._unparkable(request, f"{type(exc).__name__}: {exc}")
+            return None
+        if len(blob) > MAX_BLOB:
+            self._unparkable(request, f"{len(blob)} bytes serialised")
+            return None
+        return blob
+
+    def _unparkable(self, request: Request, why: str) -> None:
+        self.stats.inc_value(f"{STAT}unserializable")
+        if not self._warned_unserializable:
+            self._warned_unserializable = True
+            logger.warning(
+                "scrapy-rep: %s cannot be kept in the shared store (%s): it waits in this "
+                "process only, and a kill -9 would lose it (stats: %sunserializable; "
+                "further ones at DEBUG)",
+                request,
+                why,
+                STAT,
+            )
+        else:
+            logger.debug("scrapy-rep: not parked in the shared store (%s): %s", why, request)
+
+    def _deserialize(self, blob: bytes) -> Request:
+        data = pickle.loads(blob)  # our own entries, read as Scrapy's disk queues read theirs
+        return request_from_dict(data, spider=self.crawler.spider)
+
+    # -- background I/O ----------------------------------------------------------------
+
+    def _start(self, spider: Any = None) -> None:
+        if self._loop is None and not self._closed:
+            self._loop = task.LoopingCall(self._tick)
+            self._loop.start(max(self.heartbeat / 3.0, 0.05), now=True)
+
+    def _flush_soon(self) -> None:
+        if self._busy or self._flush_queued or self._closed:
+            return
+        if not self._pending_add and not self._pending_remove:
+            return
+        from twisted.internet import reactor
+
+        self._flush_queued = True
+        clock: Any = reactor
+        clock.callLater(0, self._flush)
+
+    def _take_batch(self, limit: int | None) -> tuple[list[Parked], list[str]]:
+        keys = list(self._pending_add)[:limit] if limit is not None else list(self._pending_add)
+        add = [self._pending_add.pop(key) for key in keys]
+        remove = list(self._pending_remove)
+        self._pending_remove.clear()
+        self._stored.update(key for key, _, _ in add)
+        self._stored.difference_update(remove)
+        if add:
+            self.stats.inc_value(f"{STAT}parked", len(add))
+        return add, remove
+
+    def _flush(self, adopt: bool = False) -> None:
+        self._flush_queued = False
+        if self._busy or self._closed:
+            return
+        self._busy = True
+        add, remove = self._take_batch(BATCH)
+        deferred = threads.deferToThread(self._io, add, remove, adopt)
+        deferred.addCallbacks(self._written, self._write_failed, errbackArgs=(add, remove))
+
+    def _tick(self) -> None:
+        self._flush(adopt=True)
+
+    def _io(self, add: list[Parked], remove: list[str], adopt: bool) -> list[Parked]:
+        with self._io_lock:
+            if self._closed:
+                return []
+            try:
+                self.cluster.park(self.owner, self.heartbeat, add, remove)
+                adopted = self.cluster.adopt(self.owner, self.heartbeat, BATCH) if adopt else []
+            except ClusterError:
+                self._io_failed = True  # seen by close() before the reactor sees it
+                raise
+            self._io_failed = False
+            return adopted
+
+    def _written(self, adopted: list[Parked]) -> None:
+        self._busy = False
+        if self._failing:
+            self._failing = False
+            logger.info("scrapy-rep: the shared store takes parked requests again")
+        for key, origin, blob in adopted:
+            self._take_over(key, origin, blob)
+        if adopted:
+            logger.info(
+                "scrapy-rep: adopted %d waiting request(s) that a stopped or dead process "
+                "had parked in the shared store",
+                len(adopted),
+            )
+        self._flush_soon()
+
+    def _write_failed(self, failure: Any, add: list[Parked], remove: list[str]) -> None:
+        self._busy = False
+        self.stats.inc_value(f"{STAT}store_errors")
+        # Put the batch back under anything newer: a later forget wins over this add.
+        for entry in add:
+            if entry[0] not in self._pending_remove:
+                self._pending_add.setdefault(entry[0], entry)
+        self._pending_remove.update(k for k in remove if k not in self._pending_add)
+        if not self._failing:
+            self._failing = True
+            self._log_store_trouble(
+                "scrapy-rep: cannot write parked requests to the shared store (%s); "
+                "retrying every %.1f s (the requests still wait in this process)",
+                failure.getErrorMessage(),
+                self.heartbeat / 3.0,
+            )
+
+    def _take_over(self, key: str, origin: str, blob: bytes) -> None:
+        try:
+            request = self._deserialize(blob)
+        except Exception as exc:
+            # Not ours to guess at (another spider version, a damaged entry): drop it
+            # from the store with a reason rather than adopt it again forever.
+            self.stats.inc_value(f"{STAT}undecodable")
+            logger.warning(
+                "scrapy-rep: dropped a parked request of %s from the shared store: it "
+                "does not decode (%s: %s)",
+                origin,
+                type(exc).__name__,
+                exc,
+            )
+            self._stored.add(key)
+            self._pending_remove.add(key)
+            return
+        self._keys[request] = key
+        self._stored.add(key)
+        self.stats.inc_value(f"{STAT}adopted")
+        self._adopted.append((origin, request))
+
+
+def open_cluster(storage_spec: str, spider: str) -> ClusterStore | None:
+    """The cluster primitives for ``REP_STORAGE``'s store (its own connection), or None
+    when the store is not shared across processes (``memory``, a custom class). Raises
+    ClusterError when the store cannot be opened."""
+    spec = storage_spec.strip()
+    lowered = spec.lower()
+    if lowered.startswith(("redis://", "rediss://", "unix://")):
+        from scrapy_rep.storage.cluster import RedisCluster
+
+        try:
+            return RedisCluster.from_url(spec, spider)
+        except (ImportError, ValueError, TypeError) as exc:
+            # the type only: a bad URL's message may quote its password
+            raise ClusterError(type(exc).__name__) from None
+    if lowered == "sqlite" or lowered.startswith("sqlite:"):
+        from scrapy_rep.storage.cluster_sqlite import SqliteCluster
+        from scrapy_rep.storage.sqlite_store import SqliteStorage
+
+        path = SqliteStorage.path_from_spec(spec)
+        assert path is not None
+        return SqliteCluster.beside(path, spider)
+    return None
+
+
+def make_store_ledger(
+    crawler: Crawler, config: Config, storage: object = None
+) -> StoreLedger | None:
+    """A StoreLedger when ``REP_STORAGE`` is shared across processes (Redis, SQLite),
+    else None. A store that cannot be opened for it is logged, and requests then wait
+    in this process only. ``REP_DURABLE_WAITING = False`` asks for that too."""
+    if not config.durable_waiting:
+        return None
+    try:
+        cluster = open_cluster(config.storage, crawler.spidercls.name)
+    except ClusterError as exc:
+        logger.warning(
+            "scrapy-rep: waiting requests are kept in this process only: the shared store "
+            "cannot hold them (%s)",
+            exc,
+        )
+        return None
+    if cluster is None:
+        return None
+    # The robots.txt store (Redis) says when it is in an outage it already warned of.
+    return StoreLedger(
+        crawler,
+        cluster,
+        heartbeat=config.cluster_heartbeat,
+        store_degraded=lambda: bool(getattr(storage, "degraded", False)),
+    )
+
+
+def scrapy_redis_idle_expired(spider: Any) -> bool:
+    """Whether a scrapy-redis spider (``RedisMixin``) has been idle for its
+    ``MAX_IDLE_TIME_BEFORE_CLOSE`` and so wants to close: its own ``spider_idle``
+    receiver then stops raising ``DontCloseSpider`` (scrapy-redis 0.9 semantics: idle
+    time counts from the last time its start-URL key had data)."""
+    max_idle = getattr(spider, "max_idle_time", None)
+    since = getattr(spider, "spider_idle_start_time", None)
+    if not isinstance(max_idle, int) or max_idle <= 0 or not isinstance(since, int):
+        return False
+    return int(time.time()) - since >= max_idle

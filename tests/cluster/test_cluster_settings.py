@@ -1,0 +1,46 @@
+"""The cluster settings: REP_CLUSTER_HEARTBEAT and REP_DURABLE_WAITING, and which stores
+get a durable ledger and cluster-wide Crawl-delay turns."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import scrapy
+from scrapy.utils.test import get_crawler
+
+from scrapy_rep.crawl.store_ledger import StoreLedger, make_store_ledger
+from scrapy_rep.policy.config import Config, SettingError
+
+
+class NamedSpider(scrapy.Spider):
+    name = "named"
+
+
+def test_heartbeat_default_and_validation() -> None:
+    assert Config.from_settings({}).cluster_heartbeat == 30.0
+    assert Config.from_settings({"REP_CLUSTER_HEARTBEAT": "2.5"}).cluster_heartbeat == 2.5
+    for bad in ("0", "-1", "soon"):
+        with pytest.raises(SettingError, match="REP_CLUSTER_HEARTBEAT"):
+            Config.from_settings({"REP_CLUSTER_HEARTBEAT": bad})
+
+
+def test_durable_waiting_default_and_validation() -> None:
+    assert Config.from_settings({}).durable_waiting is True
+    assert Config.from_settings({"REP_DURABLE_WAITING": "false"}).durable_waiting is False
+    with pytest.raises(SettingError, match="REP_DURABLE_WAITING"):
+        Config.from_settings({"REP_DURABLE_WAITING": "sometimes"})
+
+
+def test_which_stores_get_a_durable_ledger(tmp_path: Path) -> None:
+    crawler = get_crawler(NamedSpider, {})
+    sqlite = Config.from_settings({"REP_STORAGE": f"sqlite:{tmp_path / 's.db'}"})
+    ledger = make_store_ledger(crawler, sqlite)
+    assert isinstance(ledger, StoreLedger)
+    ledger.close(handed_back=False)
+    assert (tmp_path / "s.db.cluster").exists()  # beside the store, not inside it
+    assert make_store_ledger(crawler, Config.from_settings({"REP_STORAGE": "memory"})) is None
+    off = Config.from_settings(
+        {"REP_STORAGE": f"sqlite:{tmp_path / 's.db'}", "REP_DURABLE_WAITING": False}
+    )
+    assert make_store_ledger(crawler, off) is None

@@ -1,0 +1,210 @@
+"""StoreLedger on real stores: held requests go to the store in batches with Scrapy's
+own serialisation, leave it when they leave the room, and are adopted by another
+process's ledger when their owner stopped; an unserialisable request is logged and
+counted, never silently lost."""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_twisted
+import scrapy
+from scrapy.utils.test import get_crawler
+from twisted.internet import task
+
+from scrapy_rep.crawl.store_ledger import StoreLedger, open_cluster
+from scrapy_rep.storage.cluster import ClusterStore
+from tests import redis_server as redis_helper
+from tests.redis_server import RedisServer
+
+redis_server = redis_helper.redis_server
+
+
+class LedgerSpider(scrapy.Spider):
+    name = "ledger"
+
+    def parse(self, response: Any, **kwargs: Any) -> None:
+        pass
+
+    def other(self, response: Any) -> None:
+        pass
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:{tmp_path / 'store.db'}"
+    server: RedisServer = request.getfixturevalue("redis_server")
+    client = __import__("redis").Redis.from_url(server.url)
+    client.flushdb()
+    client.close()
+    return server.url
+
+
+@pytest.fixture
+def ledgers(spec: str) -> Iterator[list[StoreLedger]]:
+    made: list[StoreLedger] = []
+    yield made
+    for ledger in made:
+        ledger.close(handed_back=False)
+
+
+def new_ledger(spec: str, made: list[StoreLedger], heartbeat: float = 30.0) -> StoreLedger:
+    crawler = get_crawler(LedgerSpider, {})
+    crawler.spider = LedgerSpider.from_crawler(crawler)
+    cluster = open_cluster(spec, "ledger")
+    assert cluster is not None
+    ledger = StoreLedger(crawler, cluster, heartbeat=heartbeat)
+    ledger._start()
+    made.append(ledger)
+    return ledger
+
+
+def view(spec: str) -> ClusterStore:
+    cluster = open_cluster(spec, "ledger")
+    assert cluster is not None
+    return cluster
+
+
+async def until(predicate: Any, what: str, timeout: float = 10.0) -> None:
+    from twisted.internet import reactor
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await task.deferLater(reactor, 0.02, lambda: None)
+
+
+@pytest_twisted.ensureDeferred
+async def test_held_requests_are_parked_and_removed(spec: str, ledgers: list[StoreLedger]) -> None:
+    ledger = new_ledger(spec, ledgers)
+    spider = ledger.crawler.spider
+    requests = [
+        scrapy.Request(f"http://a.test/{i}", callback=spider.parse, meta={"n": i}, priority=i)
+        for i in range(5)
+    ]
+    ledger.record("http://a.test", requests)
+    store = view(spec)
+    await until(lambda: len(store.parked(ledger.owner)) == 5, "5 parked requests")
+    blob = store.parked(ledger.owner)[0][2]
+    assert pickle.loads(blob)["url"].startswith("http://a.test/")  # Request.to_dict()
+    ledger.forget("http://a.test", requests[:3])
+    await until(lambda: len(store.parked(ledger.owner)) == 2, "2 left")
+    assert ledger.stats.get_value("robotstxt/ledger/parked") == 5
+    store.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_duplicates_collapse_and_dont_filter_requests_do_not(
+    spec: str, ledgers: list[StoreLedger]
+) -> None:
+    ledger = new_ledger(spec, ledgers)
+    same = [scrapy.Request("http://a.test/same") for _ in range(3)]
+    apart = [scrapy.Request("http://a.test/apart", dont_filter=True) for _ in range(2)]
+    ledger.record("http://a.test", same + apart)
+    store = view(spec)
+    await until(lambda: len(store.parked(ledger.owner)) == 3, "1 + 2 entries")
+    ledger.forget("http://a.test", apart[:1])
+    await until(lambda: len(store.parked(ledger.owner)) == 2, "one dont_filter entry gone")
+    store.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_another_ledger_adopts_what_a_stopped_owner_kept(
+    spec: str, ledgers: list[StoreLedger]
+) -> None:
+    first = new_ledger(spec, ledgers)
+    spider = first.crawler.spider
+    requests = [
+        scrapy.Request(f"http://b.test/{i}", callback=spider.other, cb_kwargs={"i": i})
+        for i in range(4)
+    ]
+    first.record("http://b.test", requests)
+    store = view(spec)
+    await until(lambda: len(store.parked(first.owner)) == 4, "4 parked")
+    first.close(handed_back=False)  # kept in the store for another process
+    second = new_ledger(spec, ledgers, heartbeat=0.3)
+    adopted: list[tuple[str, scrapy.Request]] = []
+
+    def collect() -> bool:
+        adopted.extend(second.adopt())
+        return len(adopted) == 4
+
+    await until(collect, "4 adopted")
+    assert sorted(r.url for _, r in adopted) == sorted(r.url for r in requests)
+    assert {o for o, _ in adopted} == {"http://b.test"}
+    request = next(r for _, r in adopted if r.url.endswith("/2"))
+    assert request.callback == second.crawler.spider.other  # bound to the new spider
+    assert request.cb_kwargs == {"i": 2}
+    assert second.stats.get_value("robotstxt/ledger/adopted") == 4
+    # The adopter released them: forgotten under its own owner id.
+    second.forget("http://b.test", [r for _, r in adopted])
+    await until(lambda: store.parked() == [], "nothing parked")
+    store.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_handed_back_requests_leave_the_store(spec: str, ledgers: list[StoreLedger]) -> None:
+    ledger = new_ledger(spec, ledgers)
+    ledger.record("http://c.test", [scrapy.Request("http://c.test/x")])
+    store = view(spec)
+    await until(lambda: len(store.parked()) == 1, "parked")
+    ledger.close(handed_back=True)
+    assert store.parked() == []
+    store.close()
+
+
+def elsewhere(response: Any) -> None:
+    pass
+
+
+@pytest_twisted.ensureDeferred
+async def test_an_unserialisable_request_is_logged_and_counted(
+    spec: str, ledgers: list[StoreLedger], caplog: pytest.LogCaptureFixture
+) -> None:
+    ledger = new_ledger(spec, ledgers)
+    good = [scrapy.Request(f"http://d.test/{i}") for i in range(3)]
+    bad = [scrapy.Request(f"http://d.test/bad{i}", callback=elsewhere) for i in range(2)]
+    with caplog.at_level(logging.DEBUG, logger="scrapy_rep"):
+        ledger.record("http://d.test", [good[0], *bad, *good[1:]])
+    store = view(spec)
+    await until(lambda: len(store.parked()) == 3, "the 3 good ones parked")
+    assert ledger.stats.get_value("robotstxt/ledger/unserializable") == 2
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "cannot be kept in the shared store" in warnings[0].getMessage()
+    store.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_store_outage_keeps_the_batch_for_later(
+    ledgers: list[StoreLedger], caplog: pytest.LogCaptureFixture
+) -> None:
+    server = RedisServer(redis_helper.require_redis_server())
+    server.start()
+    try:
+        ledger = new_ledger(server.url, ledgers, heartbeat=0.3)
+        server.stop()
+        with caplog.at_level(logging.INFO, logger="scrapy_rep"):
+            ledger.record("http://e.test", [scrapy.Request(f"http://e.test/{i}") for i in range(3)])
+            await until(
+                lambda: ledger.stats.get_value("robotstxt/ledger/store_errors", 0) > 0, "an error"
+            )
+            server.start()
+            store = view(server.url)
+            await until(lambda: len(store.parked()) == 3, "written after the outage", 20)
+            store.close()
+
+            def messages() -> list[str]:
+                return [r.getMessage() for r in caplog.records]
+
+            # (the INFO line comes when the reactor sees the write done, just after)
+            await until(lambda: any("takes parked requests again" in m for m in messages()), "INFO")
+        assert sum("cannot write parked requests" in m for m in messages()) == 1
+    finally:
+        server.cleanup()
