@@ -232,7 +232,7 @@ class RobotsTxtMiddleware:
                 await maybe_deferred_to_future(self.coordinator.wait(origin))
                 evaluation = self.coordinator.evaluate(origin)
         rt = self.coordinator.runtime(origin)
-        self.decider.decide(request, origin, evaluation, rt)
+        await self.decider.decide(request, origin, evaluation, rt)
         self.usage.on_request(request, origin, evaluation)
         if self.cluster_delay is not None and request.meta.get(SCHEDULED_META_KEY):
             # Crawl-delay kept by the whole cluster: a turn in the future is waited for

@@ -299,6 +299,24 @@ class RobotsTxt:
         self._memo = (_agent(user_agent), group)
         return group
 
+    def first_use_rules(self, user_agent: _Text) -> int:
+        """Rules of the group *user_agent* obeys that its first check would still
+        scan or compile (0 once :meth:`prepare` or a check did that work): what that
+        first check costs, for a caller that would rather do it off its event loop."""
+        token = self._token(user_agent)
+        runs = None if token is None else self._groups[token]
+        if not isinstance(runs, list) or (self._scans and token in self._scans):
+            return 0
+        return sum(map(len, map(_PATTERNS, runs)))
+
+    def prepare(self, user_agent: _Text) -> None:
+        """Do the work of *user_agent*'s first check now: prepare its group's scan, or
+        compile it when that is what a first check would do. Safe in another thread
+        while this thread or others query the object (see the class docstring)."""
+        token = self._token(user_agent)
+        if token is not None and self._scan(token) is None:
+            self._group(token)
+
     def _scanned(self, url: _Text, user_agent: _Text, token: str) -> bool:
         """allowed() while *token*'s group is scanned (see _interpreted)."""
         scans = self._scans

@@ -122,3 +122,24 @@ def test_windowed_scans_agree_with_the_compiled_group(
         explained = RobotsTxt.parse(body)
         assert explained.explain("/", "bot") == compiled.explain("/", "bot")
         assert explained.explain(url, "bot") == compiled.explain(url, "bot")
+
+
+def test_prepare_does_the_first_checks_work_and_answers_stay_the_same() -> None:
+    # what the crawl layer does in a worker thread for a large group (crawl/decide.py)
+    body = "User-agent: *\nDisallow: /private\n" + "".join(
+        f"Allow: /*x{n}$\n" for n in range(3_000)
+    )
+    fresh, prepared = RobotsTxt.parse(body), RobotsTxt.parse(body)
+    assert prepared.first_use_rules("bot") == 3_001
+    assert prepared.first_use_rules("nobody-named") == 3_001  # (it obeys "*")
+    prepared.prepare("bot")
+    assert prepared.first_use_rules("bot") == 0
+    for path in ("/private", "/private/x7", "/ax12", "/x2999", "/x2999?", "/public"):
+        assert prepared.allowed(path, "bot") == fresh.allowed(path, "bot"), path
+        assert prepared.explain(path, "bot") == fresh.explain(path, "bot"), path
+    small = RobotsTxt.parse("User-agent: bot\nDisallow: /a\n")
+    assert small.first_use_rules("bot") == 1
+    small.prepare("bot")  # a small group is scanned, not compiled
+    assert small.first_use_rules("bot") == 0
+    assert not small.allowed("/a", "bot")
+    assert RobotsTxt.parse("User-agent: bot\nDisallow: /a\n").first_use_rules("other") == 0
