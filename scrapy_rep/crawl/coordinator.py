@@ -430,6 +430,7 @@ class OriginCoordinator:
                 rt.origin,
             )
         elif evaluation.source == FALLBACK:
+            rt.fallback_applied = evaluation.kind or ""
             self._inc(f"robotstxt/fallback/{evaluation.kind}")
             logger.info(
                 "robots.txt of %s unreachable for longer than REP_UNREACHABLE_WAIT and no "

@@ -80,6 +80,11 @@ def _origin_line(rt: OriginRuntime) -> str:
         + (f", dropped at close {rt.dropped_at_close}" if rt.dropped_at_close else "")
         + (f", handed back {rt.handed_back}" if rt.handed_back else "")
         + ("; stale copy used" if rt.stale_used else "")
+        + (
+            f"; REP_UNREACHABLE_FALLBACK applied ({rt.fallback_applied})"
+            if rt.fallback_applied
+            else ""
+        )
     )
 
 
@@ -105,7 +110,8 @@ def log_summary(
     lines = [
         f"scrapy-rep summary: {totals.origins} origin(s): {totals.states[RULES]} with rules, "
         f"{totals.states[ALLOW_ALL]} allow-all, {totals.states['unreachable']} unreachable, "
-        f"{totals.states['unknown']} unknown; stale copies used: {totals.stale_used}; "
+        f"{totals.states['unknown']} unknown (no answer before the spider closed); "
+        f"stale copies used: {totals.stale_used}; "
         f"requests forbidden: {totals.dropped}, delayed: {totals.delayed}, dropped at close: "
         f"{totals.dropped_at_close}, handed back: {totals.handed_back}; "
         f"longest delay: {totals.longest_wait:.1f} s"

@@ -27,6 +27,8 @@ class OriginRuntime:
     timer: DelayedCall | None = None
     timer_at: float = 0.0  # reactor time the timer fires at
     last_source: str = ""
+    # REP_UNREACHABLE_FALLBACK's verdict, once it applied to this origin (for the summary)
+    fallback_applied: str = ""
     # (valid until, the record it was made from, the evaluation): a fresh copy's
     # evaluation cannot change before the copy expires, so requests reuse it
     fresh: tuple[float, OriginRecord, Evaluation] | None = None

@@ -334,6 +334,10 @@ async def test_unreachable_fallback_disallow_drops(
     assert crawler.stat("robotstxt/forbidden") == 4
     assert crawler.stat("robotstxt/forbidden/unreachable_fallback") == 4
     assert crawler.stat("robotstxt/fallback/disallow-all") == 1
+    summary = next(
+        r.getMessage() for r in crawler.log_records if "scrapy-rep summary" in r.getMessage()
+    )
+    assert "REP_UNREACHABLE_FALLBACK applied (disallow-all)" in summary  # shown per origin
     assert all(f.check(IgnoreRequest) for f in crawler.spider.failures)
     assert len(crawler.spider.failures) == 4
     if kind == "503":
