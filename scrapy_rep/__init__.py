@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from scrapy_rep.robotstxt import Decision, RobotsTxt, product_token
+from scrapy_rep.robotstxt import Decision, RobotsTxt, Usage, product_token
 
 if TYPE_CHECKING:
     from scrapy_rep.addon import Addon
@@ -23,6 +23,7 @@ __all__ = [
     "RobotParser",
     "RobotsTxt",
     "RobotsTxtMiddleware",
+    "Usage",
     "product_token",
 ]
 

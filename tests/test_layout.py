@@ -92,7 +92,10 @@ def test_documented_import_paths_still_work() -> None:
     from scrapy_rep.storage import RobotsStorage
 
     assert scrapy_rep.RobotsTxtMiddleware is RobotsTxtMiddleware
-    assert {"Addon", "RobotParser", "RobotsTxt"} <= set(scrapy_rep.__all__)
+    assert {"Addon", "RobotParser", "RobotsTxt", "Usage"} <= set(scrapy_rep.__all__)
+    # The type RobotsTxt.usage() returns is public, so callers can annotate with it.
+    usage = scrapy_rep.RobotsTxt.parse(b"Content-Usage: train-ai=n").usage("/", "bot")
+    assert isinstance(usage, scrapy_rep.Usage)
     with pytest.warns(DeprecationWarning):
         sys.modules.pop("scrapy_rep._storage", None)
         from scrapy_rep._storage import RobotsStorage as Old

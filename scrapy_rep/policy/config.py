@@ -10,7 +10,7 @@ import importlib
 import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from scrapy_rep.robotstxt._usage import LABELS
@@ -214,7 +214,9 @@ class Config:
     max_ttl: float = DAY
     crawl_delay: bool = True
     max_crawl_delay: float = 30.0
-    storage: str = "sqlite"
+    # A Redis URL may carry a password: keep it out of repr(config), which a log
+    # line or a traceback may print (the store modules mask it where they log it).
+    storage: str = field(default="sqlite", repr=False)
     memory_max_origins: int = 100_000
     # Fetch leases in a shared store (SPEC section 3 "leases"): a lease lasts
     # ``lease_ttl`` seconds and the running fetch renews it every

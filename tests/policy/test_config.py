@@ -165,3 +165,9 @@ def test_clock_rejected(raw):
 def test_storage_spec_rejected(raw):
     with pytest.raises(SettingError, match="REP_STORAGE"):
         Config.from_settings(Settings({"REP_STORAGE": raw}))
+
+
+def test_repr_keeps_a_redis_password_out():
+    config = Config.from_settings(Settings({"REP_STORAGE": "redis://:s3cret@127.0.0.1:6379/0"}))
+    assert "s3cret" not in repr(config)
+    assert config.storage == "redis://:s3cret@127.0.0.1:6379/0"
