@@ -25,13 +25,13 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from scrapy_rep.policy.config import Config, SettingError
+from scrapy_rep.policy.config import Config
 from scrapy_rep.policy.records import OriginRecord
 from scrapy_rep.storage import redis_scripts as lua
 from scrapy_rep.storage.base import MemoryStorage, absurd_after, holder_is_dead
 from scrapy_rep.storage.codec import MAX_DECODED, pack_record, record_limit, unpack_record
 from scrapy_rep.storage.codec import unpack_stored as _unpack_stored
-from scrapy_rep.storage.redis_url import check_url, mask_url, scrub, secrets_of
+from scrapy_rep.storage.redis_url import mask_url, open_client, scrub, secrets_of
 
 if TYPE_CHECKING:
     import redis
@@ -44,8 +44,6 @@ KEY_PREFIX = "scrapy-rep:v1:"
 _T = TypeVar("_T")
 _DOWN = object()  # "Redis unavailable, use the fallback"
 _MAX_LOGGED_KINDS = 64
-#: Per-call socket timeout: a store call waits at most this long for Redis.
-CALL_TIMEOUT = 1.0
 _WRITE_BACK_BATCH = 200
 
 
@@ -95,30 +93,7 @@ class RedisStorage:
 
     @classmethod
     def from_url(cls, url: str, config: Config, **kwargs: Any) -> RedisStorage:
-        try:
-            import redis
-            from redis.backoff import NoBackoff
-            from redis.retry import Retry
-        except ImportError:
-            raise SettingError(
-                "REP_STORAGE = a redis URL requires the redis package: "
-                "pip install scrapy-rep[redis]"
-            ) from None
-        problem = check_url(url)
-        if problem is not None:
-            raise SettingError(f"REP_STORAGE: bad redis URL {mask_url(url)}: {problem}")
-        try:
-            client = redis.Redis.from_url(
-                url,
-                socket_timeout=CALL_TIMEOUT,
-                socket_connect_timeout=CALL_TIMEOUT,
-                # No client-side retries with backoff: this class has its own
-                # retry-once and outage fallback, and a caller must not wait long.
-                retry=Retry(NoBackoff(), 0),
-            )
-        except (ValueError, TypeError) as exc:
-            message = scrub(str(exc), secrets_of(url))
-            raise SettingError(f"REP_STORAGE: bad redis URL {mask_url(url)}: {message}") from None
+        client = open_client(url)
         # Longest a record can still matter: unreachable for REP_UNREACHABLE_WAIT, then
         # the last good copy is used while younger than REP_STALE_MAX_AGE. A day on top.
         record_ttl = config.stale_max_age + config.unreachable_wait + 86_400.0

@@ -13,7 +13,16 @@ message rather than connect somewhere else with a piece of the password.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, unquote, urlencode
+
+from scrapy_rep.policy.config import SettingError
+
+if TYPE_CHECKING:
+    import redis
+
+#: Per-call socket timeout: a store call waits at most this long for Redis.
+CALL_TIMEOUT = 1.0
 
 _SECRET_PARAMS = {"password", "pass", "passwd", "token", "username", "user"}
 _MASK = "***"
@@ -117,3 +126,30 @@ def check_url(url: str) -> str | None:
     if (parsed.get("username") or None) != (expected_user or None) and "username" not in rest:
         return f"redis-py reads another user name from it; {hint}"
     return None
+
+
+def open_client(url: str) -> redis.Redis:
+    """A redis-py client for ``url``, or a ``SettingError`` that never shows a secret."""
+    try:
+        import redis
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+    except ImportError:
+        raise SettingError(
+            "REP_STORAGE = a redis URL requires the redis package: pip install scrapy-rep[redis]"
+        ) from None
+    problem = check_url(url)
+    if problem is not None:
+        raise SettingError(f"REP_STORAGE: bad redis URL {mask_url(url)}: {problem}")
+    try:
+        return redis.Redis.from_url(
+            url,
+            socket_timeout=CALL_TIMEOUT,
+            socket_connect_timeout=CALL_TIMEOUT,
+            # No client-side retries with backoff: the store has its own retry-once
+            # and outage fallback, and a caller must not wait long.
+            retry=Retry(NoBackoff(), 0),
+        )
+    except (ValueError, TypeError) as exc:
+        message = scrub(str(exc), secrets_of(url))
+        raise SettingError(f"REP_STORAGE: bad redis URL {mask_url(url)}: {message}") from None
