@@ -130,9 +130,9 @@ _SPLIT: dict[bytes, tuple[tuple[bytes, ...], bool]] = {}
 _CACHE_LIMIT = 4096
 
 
-_longest = partial(max, key=len, default=b"")
-_AFTER_FIRST = itemgetter(slice(1, None))
-_SECOND = itemgetter(1)
+_longer = partial(max, key=len)  # (the first on a tie)
+_FIRST = itemgetter(0)
+_LAST = itemgetter(2)
 
 
 def _rules_at(ends: list[int], joined: bytes) -> list[int]:
@@ -184,6 +184,29 @@ def normalised_rules(
     return patterns, joined
 
 
+def first_copies(patterns: list[bytes], marks: array[int]) -> Rules:
+    """*patterns* and *marks* without the rules that repeat an earlier one (the same
+    pattern and kind), in file order.
+
+    A copy never decides where the first does not (same precedence, later line), but
+    a check that fails on it would try every copy, and every compile would carry it:
+    a file repeating one rule thousands of times would make each step slow.
+    """
+    keys = list(zip(patterns, map(and_, marks, repeat(1)), strict=True))
+    first = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1), strict=True))
+    kept = sorted(first.values())
+    return list(map(patterns.__getitem__, kept)), array("q", map(marks.__getitem__, kept))
+
+
+# from this many rules a group's repeated rules are dropped before compiling (a copy
+# still costs every compiling pass; looking for copies costs a set of all the
+# patterns, more than real groups, which repeat few rules, would save)
+DEDUP_FROM = 2048
+# from this many wildcard rules, repeated ones are dropped from the buckets (a check
+# would try every copy that passes its probe)
+DEDUP_WILD_FROM = 64
+
+
 def compile_group(runs: list[Rules], strings: dict[bytes, str], originals: dict[int, str]) -> Group:
     """Compile the rules of all the runs (merged same-name groups) one crawler obeys.
 
@@ -196,31 +219,36 @@ def compile_group(runs: list[Rules], strings: dict[bytes, str], originals: dict[
     if not patterns:
         return EMPTY_GROUP
     patterns, joined = normalised_rules(patterns, marks, originals)
+    if len(patterns) >= DEDUP_FROM and len(set(patterns)) < len(patterns):
+        patterns, marks = first_copies(patterns, marks)
     # mark = line * 2 + (1 for disallow); precedence = 2 * len - that bit (in C)
     lens = list(map(len, patterns))
     codes = list(map(sub, map(add, lens, lens), map(and_, marks, repeat(1))))
     wild: list[int] = []
     starred = False  # some literal was written with trailing "*"s
-    if 0x2A in joined or 0x24 in joined:
-        # after normalisation a "$" can only be a pattern's last octet
-        anchored = list(map(bytes.endswith, patterns, repeat(b"$")))
-        special = list(compress(count(), map(or_, map(contains, patterns, repeat(0x2A)), anchored)))
-        # A rule is a wildcard rule if it ends with "$" or keeps a "*" once its
-        # trailing "*"s are gone; these are decided in C calls, one pass each.
-        stems = list(map(bytes.rstrip, map(patterns.__getitem__, special), repeat(b"*")))
-        is_wild = list(
-            map(or_, map(anchored.__getitem__, special), map(contains, stems, repeat(0x2A)))
-        )
-        wild = list(compress(special, is_wild))
-        if len(wild) < len(special):
-            # only trailing "*"s: a plain prefix that matches like "/a" but keeps its
-            # own length for precedence (as in Google's library)
-            if patterns is runs[0][0]:
-                patterns = list(patterns)  # the run's own list stays as parsed
-            for i, stem, flag in zip(special, stems, is_wild, strict=True):
-                if not flag:
-                    patterns[i] = stem
-            starred = True
+    dollar = 0x24 in joined
+    if 0x2A in joined or dollar:
+        # after normalisation a "$" can only be a pattern's last octet: a pattern
+        # holding one is anchored
+        special = map(contains, patterns, repeat(0x2A))
+        if dollar:
+            special = map(or_, special, map(contains, patterns, repeat(0x24)))
+        wild = list(compress(count(), special))
+        if joined.endswith(b"*") or b"*\n" in joined:
+            # A rule is a wildcard rule if it ends with "$" or keeps a "*" once its
+            # trailing "*"s are gone; only trailing "*"s: a plain prefix that matches
+            # like "/a" but keeps its own length for precedence (as Google's library)
+            stems = list(map(bytes.rstrip, map(patterns.__getitem__, wild), repeat(b"*")))
+            anchored = map(contains, map(patterns.__getitem__, wild), repeat(0x24))
+            is_wild = list(map(or_, anchored, map(contains, stems, repeat(0x2A))))
+            if False in is_wild:
+                if patterns is runs[0][0]:
+                    patterns = list(patterns)  # the run's own list stays as parsed
+                for i, stem, flag in zip(wild, stems, is_wild, strict=True):
+                    if not flag:
+                        patterns[i] = stem
+                starred = True
+                wild = list(compress(wild, is_wild))
     if not wild:
         literal = None  # every rule is a literal
     elif len(wild) == len(patterns):
@@ -236,42 +264,50 @@ def compile_group(runs: list[Rules], strings: dict[bytes, str], originals: dict[
     # by guard, then by precedence (both sorts are stable: file order on ties)
     wild.sort(key=codes.__getitem__, reverse=True)
     wild_patterns = list(map(patterns.__getitem__, wild))
-    if len(set(wild_patterns)) < len(wild_patterns):
-        # The same rule written again can never decide where its first copy does
-        # not, but a check that fails on it would try every copy: a file repeating
-        # one slow wildcard rule thousands of times would make every check slow.
+    if len(wild) >= DEDUP_WILD_FROM and len(set(wild_patterns)) < len(wild_patterns):
+        # (the first copy in precedence order is the first in file order: the sort
+        # is stable)
         keys = list(zip(wild_patterns, map(codes.__getitem__, wild), strict=True))
-        first = dict(zip(reversed(keys), reversed(wild), strict=True))  # key -> first copy
-        wild = [i for key, i in zip(keys, wild, strict=True) if first[key] == i]
+        kept = set(dict(zip(reversed(keys), reversed(wild), strict=True)).values())
+        wild = list(compress(wild, map(kept.__contains__, wild)))
         wild_patterns = list(map(patterns.__getitem__, wild))
-    # as split_pattern does: one final "$" off, then split on "*"
-    pieces = list(
-        map(bytes.split, map(bytes.removesuffix, wild_patterns, repeat(b"$")), repeat(b"*"))
-    )
-    heads = list(map(itemgetter(0), pieces))
+    # as split_pattern does: one final "$" off, then the guard (the first piece) and
+    # the rest; most patterns hold one "*", and partition is quicker than split
+    unanchored = map(bytes.removesuffix, wild_patterns, repeat(b"$")) if dollar else wild_patterns
+    parts = list(map(bytes.partition, unanchored, repeat(b"*")))
+    heads = list(map(_FIRST, parts))
     order = sorted(range(len(wild)), key=heads.__getitem__)
     guards = list(map(heads.__getitem__, order))
     distinct = list(dict.fromkeys(guards))
     # where each distinct guard's bucket starts (guards are sorted), in C
     starts = array("i", [0])
-    starts.extend(compress(count(1), map(ne, guards[1:], guards[:-1])))
-    starts.append(len(guards))
-    # each rule's probe: its longest piece after the first (b"" for "/a$", no "*");
-    # with one "*" in every pattern, the common case, simply the piece after it
-    ordered = list(map(pieces.__getitem__, order))
-    if set(map(len, ordered)) == {2}:
-        probes = list(map(_SECOND, ordered))
+    if len(distinct) < len(guards):
+        starts.extend(compress(count(1), map(ne, guards[1:], guards[:-1])))
     else:
-        probes = list(map(_longest, map(_AFTER_FIRST, ordered)))
-    # kept as str (normalised patterns are ASCII), one object per probe per file
-    texts = list(map(strings.setdefault, probes, map(bytes.decode, probes)))
-    lit_codes.extend(map(packed.__getitem__, map(wild.__getitem__, order)))
+        starts.extend(range(1, len(guards)))
+    starts.append(len(guards))
+    # each rule's probe: the longer of its pieces right after its first and its last
+    # "*" (b"" for "/a$", no "*"); any piece after the first "*" must occur in a path
+    # it matches, and with one or two "*"s, the common case, these are all of them
+    probes = list(map(_LAST, map(parts.__getitem__, order)))
+    if 0x2A in b"".join(probes):
+        firsts = map(_FIRST, map(bytes.partition, probes, repeat(b"*")))
+        lasts = map(_LAST, map(bytes.rpartition, probes, repeat(b"*")))
+        probes = list(map(_longer, firsts, lasts))
+    # kept as str (normalised patterns are ASCII, and hold no "\n": decoded in one
+    # call), one object per probe per file
+    texts = list(map(strings.setdefault, probes, b"\n".join(probes).decode("ascii").split("\n")))
+    lit_codes.extend(array("q", list(map(packed.__getitem__, map(wild.__getitem__, order)))))
+    if len(distinct) < len(guards):
+        buckets = tuple([tuple(texts[a:b]) for a, b in pairwise(starts)])
+    else:  # one rule per guard: one C pass
+        buckets = tuple(zip(texts))
     return (
         lits,
         lit_parents,
         tuple(distinct),
         forest_parents(distinct),
-        tuple([tuple(texts[a:b]) for a, b in pairwise(starts)]),
+        buckets,
         tuple(map(wild_patterns.__getitem__, order)),
         lit_codes,
         starts,
