@@ -103,6 +103,7 @@ class RobotsTxtMiddleware:
         if self.one_shot:
             self.coordinator.give_up = self._give_up
         self.decider = Decider(crawler, config)
+        self.fetcher.parsed = self.decider.parsed_for  # for robots_parsed receivers
         self.sitemap_copy = SitemapRobotsCopy(crawler)
         self.usage = UsageKeeper(crawler, config, self.decider)  # usage preferences (SPEC §5)
         self.idle = IdleWatch(config.idle_wait, config.logstats_interval)

@@ -12,14 +12,22 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from pydispatch.dispatcher import (  # type: ignore[import-untyped]  # (Scrapy's own dependency)
+    getAllReceivers,
+    liveReceivers,
+)
 from scrapy import signals
 
-from scrapy_rep.crawl.parser_plugin import RobotParser
+from scrapy_rep.crawl.parser_plugin import RobotParser, max_size_of
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.settings import BaseSettings
+
+    from scrapy_rep.robotstxt._robotstxt import RobotsTxt
 
 logger = logging.getLogger("scrapy_rep")
 
@@ -30,18 +38,35 @@ OUR_PARSER_PATH = "scrapy_rep.RobotParser"
 # -- robots_parsed ---------------------------------------------------------------------
 
 
-async def send_robots_parsed(crawler: Crawler, body: bytes, request: Request) -> None:
+async def send_robots_parsed(
+    crawler: Crawler,
+    body: bytes,
+    request: Request,
+    parsed: Callable[[bytes, Request], Awaitable[RobotsTxt]] | None = None,
+) -> None:
     """Send ``robots_parsed`` for one fetched robots.txt, with the page request that
     triggered the fetch, as ``scrapy.downloadermiddlewares.robotstxt`` does (2.18+).
 
     ``body`` is what scrapy-rep applies: the (size-capped) file for a 2xx, empty for an
     answer that allows all (4xx), so the parser agrees with the crawl's verdicts.
+    When someone listens, the parser carries the copy *parsed* gives (the one the
+    crawl's own checks use, a large file parsed off the reactor), not a second parse
+    on the reactor at the receiver's first query.
     """
     signal = getattr(signals, "robots_parsed", None)
     if signal is None:  # Scrapy before 2.18 has no such signal
         return
-    parser = RobotParser.from_crawler(crawler, body)
+    robots = None
+    if parsed is not None and _has_receivers(crawler, signal):
+        robots = await parsed(body, request)
+    parser = RobotParser(body, max_size_of(crawler), robots)
     await crawler.signals.send_catch_log_async(signal=signal, robotparser=parser, request=request)
+
+
+def _has_receivers(crawler: Crawler, signal: object) -> bool:
+    # (as scrapy.utils.signal finds the receivers it calls)
+    receivers = getAllReceivers(crawler.signals.sender, signal)
+    return any(True for _ in liveReceivers(receivers))
 
 
 # -- request_scheduled once per request -----------------------------------------------

@@ -195,6 +195,17 @@ class Decider:
             return robots
         return robots
 
+    async def parsed_for(self, origin: str, body: bytes, request: Request) -> RobotsTxt:
+        """The parsed copy of *body* ready to answer for *request*'s crawler, the way
+        decide() gets it (a large file or group prepared off the reactor): what
+        ``robots_parsed`` receivers get, so that their queries neither parse the file
+        again nor prepare the crawler's group on the reactor."""
+        token = self.token_for(request)
+        robots = self._ready(origin, body, token)
+        if robots is None:
+            robots = await self.robots_for(origin, body, token)
+        return robots
+
     async def decide(
         self, request: Request, origin: str, evaluation: Evaluation, rt: OriginRuntime
     ) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
@@ -32,10 +33,12 @@ from scrapy_rep.policy.records import ALLOW_ALL, UNREACHABLE
 from scrapy_rep.policy.robots_policy import FetchOutcome, classify_status
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
     from scrapy.crawler import Crawler
     from scrapy.http import Response
+
+    from scrapy_rep.robotstxt._robotstxt import RobotsTxt
 
 logger = logging.getLogger("scrapy_rep")
 
@@ -64,6 +67,10 @@ class RobotsFetcher:
         # set by the middleware before it evaluates, so a fetch that evaluation starts
         # knows the page request that triggered it (robots_parsed sends it).
         self.trigger: tuple[str, Request] | None = None
+        # (origin, body, page request) -> the parsed copy the crawl's checks use, ready
+        # for that request's crawler (the middleware's Decider.parsed_for): what
+        # robots_parsed receivers get, so that their queries parse nothing
+        self.parsed: Callable[[str, bytes, Request], Awaitable[RobotsTxt]] | None = None
         # Origins whose last fetch ended unreachable: their next fetch is a backoff
         # retry, which Scrapy's stock keys do not count (its retries are inside one
         # download), and the page request that started the spell.
@@ -131,7 +138,10 @@ class RobotsFetcher:
                 # A robots.txt the site answered: tell robots_parsed receivers, as
                 # Scrapy's middleware does, before the origin's requests go on.
                 await compat.send_robots_parsed(
-                    self.crawler, outcome.body, trigger or self._request(robots_url(origin), origin)
+                    self.crawler,
+                    outcome.body,
+                    trigger or self._request(robots_url(origin), origin),
+                    None if self.parsed is None else partial(self.parsed, origin),
                 )
         return outcome
 

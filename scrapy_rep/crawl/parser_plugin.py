@@ -32,14 +32,20 @@ class RobotParser(_ScrapyRobotParser):
 
     Unlike Scrapy's stock parsers it matches groups by the crawler's product token
     (RFC 9309 §2.2.1), so a full ``User-Agent`` string works as well as the token.
-    The body is parsed on first use: the middleware builds one per fetched robots.txt
-    for ``robots_parsed`` receivers, and a crawl without receivers never queries it.
+    The body is parsed on first use, unless *parsed* is its parsed copy already: the
+    middleware hands ``robots_parsed`` receivers the copy its own checks use, so that a
+    receiver's query never parses a large file on the reactor (SPEC "cost").
     """
 
-    def __init__(self, robotstxt_body: bytes | str, max_size: int = DEFAULT_MAX_SIZE) -> None:
+    def __init__(
+        self,
+        robotstxt_body: bytes | str,
+        max_size: int = DEFAULT_MAX_SIZE,
+        parsed: RobotsTxt | None = None,
+    ) -> None:
         self._body = robotstxt_body
         self._max_size = max_size
-        self._robotstxt: RobotsTxt | None = None
+        self._robotstxt: RobotsTxt | None = parsed
 
     @property
     def robotstxt(self) -> RobotsTxt:

@@ -11,16 +11,19 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, ClassVar
+from urllib.parse import urljoin
 
 import pytest
 import pytest_twisted
 from scrapy import Request, signals
+from scrapy.crawler import Crawler
 from scrapy.http import Response
 from twisted.internet.task import LoopingCall
 
 from scrapy_rep.crawl import decide
 from scrapy_rep.robotstxt._robotstxt import RobotsTxt
+from tests.conftest import ListSpider
 
 REP: dict[str, Any] = {
     "ADDONS": {"scrapy_rep.Addon": 0},
@@ -142,3 +145,73 @@ async def test_hostile_file_is_parsed_and_compiled_off_the_reactor(
     # a worker runs). A timing, so printed for the reader of `pytest -s`, not asserted:
     # on a loaded machine (CI runs two suites' worth of subprocesses) it varies widely.
     print(f"largest reactor gap: {largest}")
+
+
+class QueryingSpider(ListSpider):
+    """A ``robots_parsed`` receiver that queries the parser it gets, as a user's
+    extension would: the query must not parse the file again on the reactor."""
+
+    name = "querying"
+    answers: ClassVar[list[tuple[bool, bool, int]]] = []
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> QueryingSpider:
+        spider = super().from_crawler(crawler, *args, **kwargs)
+        crawler.signals.connect(spider.on_robots_parsed, signal=signals.robots_parsed)
+        return spider
+
+    def on_robots_parsed(self, robotparser: Any, request: Request) -> None:
+        QueryingSpider.answers.append(
+            (
+                robotparser.allowed(urljoin(request.url, "/page/x"), "MyBot/1.0"),
+                robotparser.allowed(urljoin(request.url, "/private"), "MyBot/1.0"),
+                threading.get_ident(),
+            )
+        )
+
+
+@pytest.mark.skipif(not hasattr(signals, "robots_parsed"), reason="Scrapy 2.18+ signal")
+@pytest_twisted.ensureDeferred
+async def test_robots_parsed_receivers_get_the_copy_parsed_off_the_reactor(
+    mockserver: Any, run_crawl: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The RobotParser handed to robots_parsed carries the crawl's own parsed copy: a
+    receiver querying it parses nothing on the reactor, and the file is parsed once,
+    in the worker thread, with the crawler's group prepared there too."""
+    body = hostile_file().encode()
+    parses: list[int] = []  # the thread each parse of the hostile file ran in
+    real_parse = RobotsTxt.parse.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type[RobotsTxt], content: Any, *args: Any, **kwargs: Any) -> RobotsTxt:
+        if len(content) >= decide.OFF_REACTOR_OCTETS:  # (the hostile file, size-capped)
+            parses.append(threading.get_ident())
+        return real_parse(cls, content, *args, **kwargs)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(RobotsTxt, "parse", classmethod(counted))
+    prepared: list[int] = []
+    real_prepared = decide._prepared
+
+    def counted_prepared(*args: Any) -> RobotsTxt:
+        prepared.append(threading.get_ident())
+        return real_prepared(*args)
+
+    monkeypatch.setattr(decide, "_prepared", counted_prepared)
+    QueryingSpider.answers = []
+    hostile = mockserver.unique_host("hostile-signal")
+    mockserver.configure(hostile, {"robots": {"body": body.decode()}})
+    settings = {**REP, "USER_AGENT": "MyBot/1.0", "EXTENSIONS": {}}
+    crawler = await run_crawl(
+        [mockserver.url(hostile, "/page/x"), mockserver.url(hostile, "/private")],
+        settings=settings,
+        spider_cls=QueryingSpider,
+    )
+    assert sorted(mockserver.paths(hostile)) == ["/page/x", "/robots.txt"]
+    assert crawler.stat("robotstxt/forbidden") == 1
+    reactor_thread = threading.get_ident()  # (the test runs on the reactor's thread)
+    # the receiver ran on the reactor and got the crawl's verdicts
+    assert [a[:2] for a in QueryingSpider.answers] == [(True, False)]
+    assert QueryingSpider.answers[0][2] == reactor_thread
+    # one parse, one worker job (the signal's; the checks reused its copy), none of it
+    # on the reactor
+    assert len(parses) == 1 and parses[0] != reactor_thread
+    assert len(prepared) == 1 and prepared[0] != reactor_thread
