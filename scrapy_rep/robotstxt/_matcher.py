@@ -219,7 +219,8 @@ def compile_group(runs: list[Rules], strings: dict[bytes, str], originals: dict[
     if not patterns:
         return EMPTY_GROUP
     patterns, joined = normalised_rules(patterns, marks, originals)
-    if len(patterns) >= DEDUP_FROM and len(set(patterns)) < len(patterns):
+    deduped = len(patterns) >= DEDUP_FROM
+    if deduped and len(set(patterns)) < len(patterns):
         patterns, marks = first_copies(patterns, marks)
     # mark = line * 2 + (1 for disallow); precedence = 2 * len - that bit (in C)
     lens = list(map(len, patterns))
@@ -264,7 +265,11 @@ def compile_group(runs: list[Rules], strings: dict[bytes, str], originals: dict[
     # by guard, then by precedence (both sorts are stable: file order on ties)
     wild.sort(key=codes.__getitem__, reverse=True)
     wild_patterns = list(map(patterns.__getitem__, wild))
-    if len(wild) >= DEDUP_WILD_FROM and len(set(wild_patterns)) < len(wild_patterns):
+    if (
+        not deduped
+        and len(wild) >= DEDUP_WILD_FROM
+        and len(set(wild_patterns)) < len(wild_patterns)
+    ):
         # (the first copy in precedence order is the first in file order: the sort
         # is stable)
         keys = list(zip(wild_patterns, map(codes.__getitem__, wild), strict=True))
@@ -295,8 +300,10 @@ def compile_group(runs: list[Rules], strings: dict[bytes, str], originals: dict[
         lasts = map(_LAST, map(bytes.rpartition, probes, repeat(b"*")))
         probes = list(map(_longer, firsts, lasts))
     # kept as str (normalised patterns are ASCII, and hold no "\n": decoded in one
-    # call), one object per probe per file
-    texts = list(map(strings.setdefault, probes, b"\n".join(probes).decode("ascii").split("\n")))
+    # call), one object per probe per file in groups of few
+    texts = b"\n".join(probes).decode("ascii").split("\n")
+    if len(texts) < MANY_WILDCARDS:  # (a large group's probes are mostly distinct)
+        texts = list(map(strings.setdefault, probes, texts))
     lit_codes.extend(array("q", list(map(packed.__getitem__, map(wild.__getitem__, order)))))
     if len(distinct) < len(guards):
         buckets = tuple([tuple(texts[a:b]) for a, b in pairwise(starts)])
