@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
-import pytest
+import re
 
-from scrapy_rep.robotstxt._matcher import match_pieces, normalise_pattern, split_pattern
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scrapy_rep.robotstxt._forest import parents
+from scrapy_rep.robotstxt._matcher import (
+    DEDUP_FROM,
+    match_pieces,
+    normalise_pattern,
+    split_pattern,
+)
+from scrapy_rep.robotstxt._probes import MANY_WILDCARDS
 from scrapy_rep.robotstxt._robotstxt import normalise_path, plain_path, url_path
 from tests.engine_helpers import compiled_robots
 
@@ -127,3 +138,69 @@ def test_url_path(url: str, expected: str) -> None:
 def test_plain_path_slow_path_agrees() -> None:
     for url in ("https://e.com/%7e?x=%2f", "https://e.com/é#x", "/a*b", "https://e.com/$"):
         assert plain_path(url) == normalise_path(url_path(url))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=5).map(lambda b: b.replace(b"\n", b"")), max_size=40))
+def test_parents_are_the_longest_proper_prefixes(raw: list[bytes]) -> None:
+    """forest.parents walks only runs of nested guards; brute force agrees (octets up
+    to 0xff included, where "the first string after a prefix" needs care)."""
+    guards = sorted(set(raw))
+    found = parents(guards)
+    for i, guard in enumerate(guards):
+        prefixes = [j for j, other in enumerate(guards[:i]) if guard.startswith(other)]
+        longest = max(prefixes, key=lambda j: len(guards[j]), default=-1)
+        assert found[i] == longest
+
+
+def test_large_group_keeps_the_first_copy_of_each_repeated_rule() -> None:
+    """From DEDUP_FROM rules a group drops repeated rules before compiling: the
+    verdicts and the lines explain() names are those of the first copies."""
+    rules = ["Disallow: /a*b", "Allow: /a*b", "Disallow: /lit", "Allow: /x", "Disallow: /lit"]
+    filler = [f"Disallow: /f{n}" for n in range(DEDUP_FROM)]
+    body = "User-agent: *\n" + "\n".join(rules * 3 + filler + rules) + "\n"
+    robots = compiled_robots(body)
+    group = robots._groups["*"]
+    assert isinstance(group, tuple)
+    assert len(group[5]) == 2  # the two "/a*b" rules, one of each kind
+    # lines: 1 is "User-agent"; the first copies are on lines 2-6, the filler from 17
+    expect = {"/axb": (True, 3), "/lit/1": (False, 4), "/x": (True, 5), "/f7": (False, 24)}
+    for path, (allowed, line) in expect.items():
+        decision = robots.explain(path, "bot")
+        assert (decision.allowed, decision.line) == (allowed, line), path
+        assert robots.allowed(path, "bot") is allowed
+
+
+def _full_match(pattern: str, path: str) -> bool:
+    anchored = pattern.endswith("$")
+    regex = ".*".join(re.escape(p) for p in (pattern[:-1] if anchored else pattern).split("*"))
+    return re.fullmatch(regex + ("" if anchored else ".*"), path, re.S) is not None
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.booleans(), st.text(alphabet="ab*", min_size=1, max_size=9)),
+        min_size=MANY_WILDCARDS,
+        max_size=MANY_WILDCARDS + 20,
+    ),
+    st.lists(st.text(alphabet="ab", max_size=14), min_size=1, max_size=5),
+)
+def test_many_wildcards_of_several_pieces_agree_with_brute_force(
+    rules: list[tuple[bool, str]], paths: list[str]
+) -> None:
+    """Groups of many wildcard rules look for one probe per rule in one pass (the
+    longer of the pieces after the first and the last "*"): any probe choice must
+    leave the verdict of a plain scan of all the rules."""
+    body = "User-agent: *\n" + "".join(
+        f"{'Allow' if allow else 'Disallow'}: /*{pattern}\n" for allow, pattern in rules
+    )
+    robots = compiled_robots(body)
+    for tail in paths:
+        path = "/" + tail
+        best: tuple[int, bool] | None = None
+        for allow, pattern in rules:
+            full = "/*" + pattern
+            if _full_match(full, path):
+                best = max(best or (0, False), (len(full), allow))
+        assert robots.allowed(path, "bot") is (True if best is None else best[1])
