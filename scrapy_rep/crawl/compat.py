@@ -58,7 +58,10 @@ async def send_robots_parsed(
         return
     robots = None
     if parsed is not None and _has_receivers(crawler, signal):
-        robots = await parsed(body, request)
+        try:
+            robots = await parsed(body, request)
+        except Exception:  # never lose the origin's requests over it: parse on use
+            logger.exception("scrapy-rep: could not prepare robots.txt for robots_parsed")
     parser = RobotParser(body, max_size_of(crawler), robots)
     await crawler.signals.send_catch_log_async(signal=signal, robotparser=parser, request=request)
 

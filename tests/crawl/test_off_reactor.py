@@ -215,3 +215,30 @@ async def test_robots_parsed_receivers_get_the_copy_parsed_off_the_reactor(
     # on the reactor
     assert len(parses) == 1 and parses[0] != reactor_thread
     assert len(prepared) == 1 and prepared[0] != reactor_thread
+
+
+@pytest.mark.skipif(not hasattr(signals, "robots_parsed"), reason="Scrapy 2.18+ signal")
+@pytest_twisted.ensureDeferred
+async def test_robots_parsed_copy_failing_loses_no_request(
+    mockserver: Any, run_crawl: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """If preparing the copy for robots_parsed fails, the receiver still gets a parser
+    (parsing on use), the error is logged, and the origin's requests go on."""
+
+    async def broken(*args: Any) -> RobotsTxt:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(decide.Decider, "parsed_for", broken)
+    QueryingSpider.answers = []
+    host = mockserver.unique_host("failing-copy")
+    mockserver.configure(host, {"robots": {"body": "User-agent: *\nDisallow: /private\n"}})
+    settings = {**REP, "USER_AGENT": "MyBot/1.0", "EXTENSIONS": {}}
+    crawler = await run_crawl(
+        [mockserver.url(host, "/page/x"), mockserver.url(host, "/private")],
+        settings=settings,
+        spider_cls=QueryingSpider,
+    )
+    assert sorted(mockserver.paths(host)) == ["/page/x", "/robots.txt"]
+    assert crawler.stat("robotstxt/forbidden") == 1
+    assert [a[:2] for a in QueryingSpider.answers] == [(True, False)]
+    assert any("robots_parsed" in r.getMessage() for r in crawler.log_records)
