@@ -21,10 +21,18 @@ and C-level dictionary look-ups canonicalise them all.
 from __future__ import annotations
 
 import re
-from itertools import chain
-from operator import itemgetter
+from array import array
+from bisect import bisect_right
+from itertools import accumulate, chain, repeat
+from operator import add, itemgetter
 
-__all__ = ["JOINED_FIX", "joined_needs_fixing", "normalise_path_bytes", "normalise_pattern"]
+__all__ = [
+    "JOINED_FIX",
+    "joined_needs_fixing",
+    "normalise_path_bytes",
+    "normalise_pattern",
+    "normalised_rules",
+]
 
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _HEX = b"0123456789ABCDEFabcdef"
@@ -148,3 +156,42 @@ def normalise_path_bytes(raw: bytes) -> bytes:
     if _PATH_FIX.search(raw) is None:
         return raw
     return _normalise(raw, _PATH_OK)
+
+
+# -- a group's rules at once ------------------------------------------------------------
+
+
+def _rules_at(ends: list[int], joined: bytes) -> list[int]:
+    """Indexes of the patterns (joined by one octet; *ends* = cumulative ends) that
+    JOINED_FIX hits: one search per such pattern, which then skips to the next one
+    (a rule of 16,000 "$" is one hit, not 16,000)."""
+    found = []
+    m = JOINED_FIX.search(joined)
+    while m is not None:
+        i = bisect_right(ends, m.start())
+        found.append(i)
+        m = JOINED_FIX.search(joined, ends[i]) if i < len(ends) else None
+    return found
+
+
+def normalised_rules(
+    patterns: list[bytes], marks: array[int], originals: dict[int, str]
+) -> tuple[list[bytes], bytes]:
+    """*patterns* in canonical form (a new list if any changed) and joined by "\n".
+
+    Rules needing attention are found by scanning all patterns joined, in C, and
+    mapping hits back to rules through the cumulative lengths; *originals* receives
+    {line: pattern as written} for the patterns that change.
+    """
+    joined = b"\n".join(patterns)
+    if joined_needs_fixing(joined):
+        ends = list(accumulate(map(add, map(len, patterns), repeat(1))))
+        fixed = list(patterns)
+        for i in _rules_at(ends, joined):
+            raw = patterns[i]
+            new = normalise_pattern(raw)
+            if new != raw:
+                originals.setdefault(marks[i] >> 1, raw.decode("utf-8", "replace"))
+                fixed[i] = new
+        return fixed, b"\n".join(fixed)
+    return patterns, joined

@@ -17,11 +17,11 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_right
 from functools import partial
-from itertools import accumulate, compress, count, pairwise, repeat
+from itertools import compress, count, pairwise, repeat
 from operator import add, and_, contains, itemgetter, lshift, ne, or_, sub
 from typing import TypeAlias
 
-from scrapy_rep.robotstxt._escapes import JOINED_FIX, joined_needs_fixing, normalise_pattern
+from scrapy_rep.robotstxt._escapes import normalise_pattern, normalised_rules
 from scrapy_rep.robotstxt._forest import parents as forest_parents
 from scrapy_rep.robotstxt._forest import plain_literals, ranked_chain
 from scrapy_rep.robotstxt._probes import (
@@ -135,19 +135,6 @@ _FIRST = itemgetter(0)
 _LAST = itemgetter(2)
 
 
-def _rules_at(ends: list[int], joined: bytes) -> list[int]:
-    """Indexes of the patterns (joined by one octet; *ends* = cumulative ends) that
-    JOINED_FIX hits: one search per such pattern, which then skips to the next one
-    (a rule of 16,000 "$" is one hit, not 16,000)."""
-    found = []
-    m = JOINED_FIX.search(joined)
-    while m is not None:
-        i = bisect_right(ends, m.start())
-        found.append(i)
-        m = JOINED_FIX.search(joined, ends[i]) if i < len(ends) else None
-    return found
-
-
 Rules: TypeAlias = tuple[list[bytes], "array[int]"]
 
 
@@ -159,29 +146,6 @@ def merged_rules(runs: list[Rules]) -> Rules:
     if len(runs) == 1:
         return runs[0]
     return [p for r in runs for p in r[0]], array("q", [m for r in runs for m in r[1]])
-
-
-def normalised_rules(
-    patterns: list[bytes], marks: array[int], originals: dict[int, str]
-) -> tuple[list[bytes], bytes]:
-    """*patterns* in canonical form (a new list if any changed) and joined by "\n".
-
-    Rules needing attention are found by scanning all patterns joined, in C, and
-    mapping hits back to rules through the cumulative lengths; *originals* receives
-    {line: pattern as written} for the patterns that change.
-    """
-    joined = b"\n".join(patterns)
-    if joined_needs_fixing(joined):
-        ends = list(accumulate(map(add, map(len, patterns), repeat(1))))
-        fixed = list(patterns)
-        for i in _rules_at(ends, joined):
-            raw = patterns[i]
-            new = normalise_pattern(raw)
-            if new != raw:
-                originals.setdefault(marks[i] >> 1, raw.decode("utf-8", "replace"))
-                fixed[i] = new
-        return fixed, b"\n".join(fixed)
-    return patterns, joined
 
 
 def first_copies(patterns: list[bytes], marks: array[int]) -> Rules:
