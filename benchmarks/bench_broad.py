@@ -9,9 +9,9 @@ host name ``b<i>.test`` on its port, resolved to 127.0.0.1 by the test suite's r
 (no DNS). Each origin has its own robots.txt: generated (seeded) with sizes spread like
 real files (median about 600 B, one in ten 4-30 KB, one in a hundred about 70 KB), or,
 with ``--corpus``, the real files of a directory in turn, or with ``--tiny`` two or
-three lines each (where per-origin overhead weighs most against stock's). Some of them disallow one of
-the crawled pages, so the dropping path runs too; stock and scrapy-rep must agree on
-how many pages that leaves.
+three lines each (where per-origin overhead weighs most against stock's). Some of them
+disallow one of the crawled pages, so the dropping path runs too; stock and scrapy-rep
+must agree on how many pages that leaves.
 
 Every crawl runs in its own subprocess (this script with ``--child``), so each peak RSS
 (``ru_maxrss`` of that process) counts one crawl and nothing else. Modes: ``off``
