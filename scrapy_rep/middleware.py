@@ -23,16 +23,17 @@ from scrapy.exceptions import DontCloseSpider, IgnoreRequest, NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
 
 from scrapy_rep.crawl import compat
+from scrapy_rep.crawl.closing import WaitingAtClose
 from scrapy_rep.crawl.coordinator import OriginCoordinator, _reactor
 from scrapy_rep.crawl.decide import Decider
 from scrapy_rep.crawl.fetcher import FETCH_META_KEY, RobotsFetcher
-from scrapy_rep.crawl.ledger import NullLedger, is_durable, make_ledger
+from scrapy_rep.crawl.ledger import NullLedger, make_ledger
 from scrapy_rep.crawl.scheduling import SCHEDULED_META_KEY, SchedulerBridge, one_shot_command
 from scrapy_rep.crawl.sitemap import SitemapRobotsCopy
 from scrapy_rep.crawl.spill import Spill
 from scrapy_rep.crawl.store_ledger import scrapy_redis_idle_expired
 from scrapy_rep.crawl.usage import UsageKeeper
-from scrapy_rep.crawl.visibility import IdleWatch, duration, waiting_line
+from scrapy_rep.crawl.visibility import IdleWatch, duration
 from scrapy_rep.crawl.waiting_room import WaitingRoom
 from scrapy_rep.policy.config import Config, SettingError
 from scrapy_rep.policy.origin import origin_of_memo
@@ -104,6 +105,14 @@ class RobotsTxtMiddleware:
             self.coordinator.give_up = self._give_up
         self.decider = Decider(crawler, config)
         self.fetcher.parsed = self.decider.parsed_for  # for robots_parsed receivers
+        # RAM per origin bounded in bytes: the registry counts the Decider's parsed
+        # copies and has it forget those of origins it unloads (REP_MEMORY_MAX_BYTES).
+        registry = self.coordinator.registry
+        self.decider.on_kept = registry.note_parsed
+        registry.on_unload = self.decider.forget
+        self.closing = WaitingAtClose(
+            crawler, self.room, self.bridge, self.ledger, registry, self.clock
+        )
         self.sitemap_copy = SitemapRobotsCopy(crawler)
         self.usage = UsageKeeper(crawler, config, self.decider)  # usage preferences (SPEC §5)
         self.idle = IdleWatch(config.idle_wait, config.logstats_interval)
@@ -165,7 +174,9 @@ class RobotsTxtMiddleware:
             return
         self.fetcher.trigger = (origin, request)  # for robots_parsed, if a fetch starts
         evaluation = self.coordinator.evaluate(origin)
-        if self._may_proceed(evaluation):
+        if self._may_proceed(evaluation) or self.coordinator.registry.reloading(origin):
+            # (an origin unloaded from RAM reads its copy back from the store:
+            # process_request waits for that read, if it has not landed by then)
             request.meta[SCHEDULED_META_KEY] = True
             return
         if self.one_shot and evaluation.wake_at is not None:
@@ -218,6 +229,11 @@ class RobotsTxtMiddleware:
             return None
         self.fetcher.trigger = (origin, request)  # for robots_parsed, if a fetch starts
         evaluation = self.coordinator.evaluate(origin)
+        if not self._may_proceed(evaluation) and self.coordinator.registry.reloading(origin):
+            # An idle origin unloaded from RAM (REP_MEMORY_MAX_BYTES): a store read,
+            # not a robots.txt fetch, so it is waited for here.
+            await maybe_deferred_to_future(self.coordinator.registry.reloaded(origin))
+            evaluation = self.coordinator.evaluate(origin)
         if not self._may_proceed(evaluation):
             if request.meta.get(SCHEDULED_META_KEY):
                 # The origin is undecided (a refetch came back 503, or a handed-back
@@ -233,6 +249,7 @@ class RobotsTxtMiddleware:
                 await maybe_deferred_to_future(self.coordinator.wait(origin))
                 evaluation = self.coordinator.evaluate(origin)
         rt = self.coordinator.runtime(origin)
+        record = rt.record  # (decide may await; the registry may unload rt meanwhile)
         await self.decider.decide(request, origin, evaluation, rt)
         self.usage.on_request(request, origin, evaluation)
         if self.cluster_delay is not None and request.meta.get(SCHEDULED_META_KEY):
@@ -242,7 +259,7 @@ class RobotsTxtMiddleware:
             if later is not None:
                 return later
         # SitemapSpider's own robots.txt request: answered from our copy (crawl/sitemap.py).
-        return self.sitemap_copy.response_for(request, evaluation, rt.record)
+        return self.sitemap_copy.response_for(request, evaluation, record)
 
     def process_response(
         self, request: Request, response: Response, spider: Spider | None = None
@@ -270,7 +287,7 @@ class RobotsTxtMiddleware:
     def _on_spider_opened(self, spider: Spider) -> None:
         self.decider.spider = spider
         self.bridge.on_spider_opened()
-        self._install_handback()
+        self.closing.install_handback()
         if not isinstance(self.ledger, NullLedger):
             from twisted.internet.task import LoopingCall
 
@@ -293,7 +310,7 @@ class RobotsTxtMiddleware:
         idle_for = self.idle.idle_for(self.stats.get_value("scheduler/dequeued", 0))
         if (
             scrapy_redis_idle_expired(spider)
-            and self._fate() != "dropped"
+            and self.closing.fate() != "dropped"
             and not self.coordinator.fetching_now()
         ):
             # scrapy-redis's own idle close (MAX_IDLE_TIME_BEFORE_CLOSE) is honoured
@@ -302,7 +319,7 @@ class RobotsTxtMiddleware:
                 "scrapy-rep: the spider closes on MAX_IDLE_TIME_BEFORE_CLOSE (scrapy-redis) "
                 "with %d request(s) waiting on robots.txt; they are %s",
                 len(self.room),
-                self._fate(),
+                self.closing.fate(),
             )
             return
         if self.idle.expired(idle_for) and not self.coordinator.fetching_now():
@@ -312,108 +329,12 @@ class RobotsTxtMiddleware:
                 "(REP_IDLE_WAIT): the spider closes; they are %s",
                 len(self.room),
                 duration(idle_for),
-                self._fate(),
+                self.closing.fate(),
             )
             return
         if self.idle.line_due():
-            logger.info(self._waiting_line(idle_for))
+            logger.info(self.closing.waiting_line(idle_for, self.config.idle_wait))
         raise DontCloseSpider
-
-    def _fate(self) -> str:
-        if self.bridge.persists():
-            return "handed back to the scheduler"
-        if is_durable(self.ledger):
-            return "kept in the shared store"
-        return "dropped"
-
-    def _waiting_line(self, idle_for: float) -> str:
-        timed = self.room.timed_reasons()
-        per_origin = []
-        for origin in self.room.origins():
-            rt = self.coordinator.registry.lookup(origin)
-            record = rt.record if rt is not None else None
-            why = timed.get(origin) or (
-                f"unreachable: {record.last_outcome}"
-                if record is not None and record.unreachable
-                else "robots.txt pending"
-            )
-            per_origin.append((origin, self.room.count(origin), why))
-        return waiting_line(len(self.room), per_origin, idle_for, self.config.idle_wait)
-
-    def _install_handback(self) -> None:
-        """On a graceful stop, give held requests back to the scheduler before it closes.
-
-        Scrapy closes the scheduler before sending ``spider_closed``; a persistent
-        scheduler (JOBDIR, scrapy-redis with SCHEDULER_PERSIST) keeps what it holds, so
-        held requests must be in it by then.
-        """
-        scheduler = self.bridge.scheduler()
-        if scheduler is None or not hasattr(scheduler, "close"):
-            return
-        original_close = scheduler.close
-
-        def close(reason: str) -> Any:
-            self._empty_room(handing_back=self.bridge.persists())
-            return original_close(reason)
-
-        scheduler.close = close
-
-    def _empty_room(self, *, handing_back: bool) -> None:
-        durable = not handing_back and is_durable(self.ledger)
-        entries = self.room.take_everything(forget=not durable)
-        now = self.clock()
-        entries += [(origin_of_memo(r.url) or "", r, now) for r in self.bridge.late]
-        self.bridge.late = []
-        if not entries:
-            return
-        requests = [request for _, request, _ in entries]
-        per_origin = self._note_still_waiting(entries, now)
-        if handing_back:
-            taken = self.bridge.hand_back(requests)
-            self.stats.inc_value("robotstxt/handed_back", taken)
-            self._count_outcome(per_origin, "handed_back")
-            logger.info(
-                "scrapy-rep: %d request(s) waiting on robots.txt handed back to the "
-                "scheduler (%s); a resumed crawl will have them",
-                taken,
-                "JOBDIR" if self.crawler.settings.get("JOBDIR") else "persistent scheduler",
-            )
-        elif durable:
-            self.stats.inc_value("robotstxt/kept_in_store", len(requests))
-            logger.info(
-                "scrapy-rep: %d request(s) waiting on robots.txt kept in the shared store "
-                "for another process or the next run",
-                len(requests),
-            )
-        else:
-            self._count_outcome(per_origin, "dropped_at_close")
-            top = sorted(per_origin.items(), key=lambda item: -item[1])[:5]
-            self.stats.inc_value("robotstxt/dropped_at_close", len(requests))
-            logger.info(
-                "scrapy-rep: dropped %d request(s), the spider closed while they waited on "
-                "robots.txt (set JOBDIR, or use a persistent scheduler, to keep them): %s",
-                len(requests),
-                ", ".join(f"{origin} ({n})" for origin, n in top),
-            )
-
-    def _note_still_waiting(
-        self, entries: Sequence[tuple[str, Request, float]], now: float
-    ) -> dict[str, int]:
-        """Requests per origin; a request still waiting at close counts in its origin's
-        longest delay."""
-        per_origin: dict[str, int] = {}
-        for origin, _, since in entries:
-            per_origin[origin] = per_origin.get(origin, 0) + 1
-            rt = self.coordinator.registry.lookup(origin)
-            if rt is not None:
-                rt.longest_wait = max(rt.longest_wait, now - since)
-        return per_origin
-
-    def _count_outcome(self, per_origin: dict[str, int], field: str) -> None:
-        for origin, count in per_origin.items():
-            rt = self.coordinator.registry.lookup(origin)
-            if rt is not None:
-                setattr(rt, field, getattr(rt, field) + count)
 
     def _on_spider_closed(self, spider: Spider, reason: str) -> None:
         if self._adopting is not None and self._adopting.running:
@@ -423,14 +344,17 @@ class RobotsTxtMiddleware:
             self.stats.set_value("robotstxt/fetch_peak_in_flight", self.coordinator.fetches.peak)
         if self.room.spilled_total:
             self.stats.set_value("robotstxt/spilled", self.room.spilled_total)
+        registry = self.coordinator.registry
+        if registry.unloaded:  # idle origins' copies dropped from RAM (REP_MEMORY_MAX_BYTES)
+            self.stats.set_value("robotstxt/unloaded", registry.unloaded)
+        self.stats.set_value("robotstxt/resident_bytes_peak", registry.peak_resident_bytes)
         self.coordinator.close()
         self.room.close()
         # Requests released after the scheduler closed (robots.txt answered late).
-        self._empty_room(handing_back=False)
+        self.closing.empty_room(handing_back=False)
         self.ledger.close(handed_back)
         from scrapy_rep.crawl.report import log_summary
 
-        registry = self.coordinator.registry
         audit = None
         if not self.config.enforce:
             audit = (

@@ -77,7 +77,9 @@ class OriginCoordinator:
         # One-shot commands: called instead of waiting when an origin turns unreachable.
         self.give_up: Callable[[str, list[Request], str], None] | None = None
         config = policy.config
-        self.registry = RuntimeRegistry(config.memory_max_origins, self._runtime_busy)
+        self.registry = RuntimeRegistry(
+            config.memory_max_origins, self._runtime_busy, max_bytes=config.memory_max_bytes
+        )
         self.fetches = FetchQueue(config.fetch_concurrency)
         self._fetches_pending = 0  # queued or running
         self._waiter_count = 0
@@ -175,6 +177,7 @@ class OriginCoordinator:
             record = None  # a failed read is a miss (the backend logged it)
         rt.record = record
         rt.loaded = True
+        self.registry.note_record(rt)  # RAM per origin is bounded in bytes (registry)
         if record is not None:
             self._inc("robotstxt/cache_hit")
 
@@ -252,6 +255,7 @@ class OriginCoordinator:
             self.calls.call(self.storage.release_lease, rt.origin, self.holder)
             self._fetch_ended(rt)
             rt.record = stored
+            self.registry.note_record(rt)
             _reactor().callLater(0, self.wake, rt.origin, reread=False)
             return
         self._cancel_timer(rt)
@@ -320,6 +324,7 @@ class OriginCoordinator:
         rt.record = record
         rt.loaded = True
         rt.undecided = None
+        self.registry.note_record(rt)
         if record.unreachable and not was_unreachable:
             rt.unreachable_spells += 1
             self._inc("robotstxt/unreachable")
@@ -373,8 +378,9 @@ class OriginCoordinator:
 
     def _reread(self, record: Any, rt: OriginRuntime) -> None:
         self._reads_pending -= 1
-        if isinstance(record, OriginRecord):
+        if isinstance(record, OriginRecord) and rt.loaded:
             rt.record = record
+            self.registry.note_record(rt)
         if not self.closed:
             self._wake_now(rt)
 

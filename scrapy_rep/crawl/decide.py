@@ -26,6 +26,8 @@ from scrapy_rep.robotstxt._robotstxt import RobotsTxt
 from scrapy_rep.robotstxt._useragent import product_token
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
 
@@ -80,6 +82,13 @@ class Decider:
         self._warned_browser = False
         # slot key -> crawl-delay we must keep on it (see on_reached_downloader)
         self._slot_delays: dict[str, float] = {}
+        # Told of each parsed copy kept, so RAM per origin is bounded in bytes
+        # (crawl/registry.py); the registry calls forget() when it drops an origin's.
+        self.on_kept: Callable[[str, bytes], object] | None = None
+
+    def forget(self, origin: str) -> None:
+        """Drop the parsed copy of ``origin`` (an idle origin unloaded from RAM)."""
+        self._parsed.pop(origin, None)
 
     # -- product token -----------------------------------------------------------------
 
@@ -141,6 +150,8 @@ class Decider:
                 kinds,
             )
         self._parsed[origin] = (body, robots, set())
+        if self.on_kept is not None:
+            self.on_kept(origin, body)
         if len(self._parsed) > _PARSED_CACHE_SIZE:
             self._parsed.popitem(last=False)
         return robots

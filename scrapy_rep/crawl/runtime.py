@@ -34,6 +34,12 @@ class OriginRuntime:
     fresh: tuple[float, OriginRecord, Evaluation] | None = None
     # the same for an undecided origin: (until, record, evaluation), until its next wake
     undecided: tuple[float, OriginRecord | None, Evaluation] | None = None
+    # Estimated bytes of the robots.txt copy this origin keeps in RAM (record body and
+    # parsed rules; 0 when it keeps none), and the parsed rules' share (registry.py).
+    copy_bytes: int = 0
+    parsed_bytes: int = 0
+    # requests at download time waiting for an unloaded copy to be read back
+    reload_waiters: list[Deferred[None]] = field(default_factory=list)
     # for the per-origin summary
     fetches: int = 0
     delayed: int = 0

@@ -1,0 +1,141 @@
+"""What becomes of waiting requests when the spider closes (SPEC section 3 "nothing
+lost"): handed back to a persistent scheduler, kept in a shared store, or dropped with
+one summary line and a stats key; and the INFO line listing the waiting origins."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from scrapy_rep.crawl.ledger import is_durable
+from scrapy_rep.crawl.visibility import waiting_line
+from scrapy_rep.policy.origin import origin_of_memo
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+
+    from scrapy_rep.crawl.ledger import HeldLedger
+    from scrapy_rep.crawl.registry import RuntimeRegistry
+    from scrapy_rep.crawl.scheduling import SchedulerBridge
+    from scrapy_rep.crawl.waiting_room import WaitingRoom
+
+logger = logging.getLogger("scrapy_rep")
+
+
+class WaitingAtClose:
+    def __init__(
+        self,
+        crawler: Crawler,
+        room: WaitingRoom,
+        bridge: SchedulerBridge,
+        ledger: HeldLedger,
+        registry: RuntimeRegistry,
+        clock: Callable[[], float],
+    ) -> None:
+        self.crawler = crawler
+        assert crawler.stats is not None
+        self.stats = crawler.stats
+        self.room = room
+        self.bridge = bridge
+        self.ledger = ledger
+        self.registry = registry
+        self.clock = clock
+
+    def fate(self) -> str:
+        if self.bridge.persists():
+            return "handed back to the scheduler"
+        if is_durable(self.ledger):
+            return "kept in the shared store"
+        return "dropped"
+
+    def waiting_line(self, idle_for: float, idle_wait: float) -> str:
+        timed = self.room.timed_reasons()
+        per_origin = []
+        for origin in self.room.origins():
+            rt = self.registry.lookup(origin)
+            record = rt.record if rt is not None else None
+            why = timed.get(origin) or (
+                f"unreachable: {record.last_outcome}"
+                if record is not None and record.unreachable
+                else "robots.txt pending"
+            )
+            per_origin.append((origin, self.room.count(origin), why))
+        return waiting_line(len(self.room), per_origin, idle_for, idle_wait)
+
+    def install_handback(self) -> None:
+        """On a graceful stop, give held requests back to the scheduler before it closes.
+
+        Scrapy closes the scheduler before sending ``spider_closed``; a persistent
+        scheduler (JOBDIR, scrapy-redis with SCHEDULER_PERSIST) keeps what it holds, so
+        held requests must be in it by then.
+        """
+        scheduler = self.bridge.scheduler()
+        if scheduler is None or not hasattr(scheduler, "close"):
+            return
+        original_close = scheduler.close
+
+        def close(reason: str) -> Any:
+            self.empty_room(handing_back=self.bridge.persists())
+            return original_close(reason)
+
+        scheduler.close = close
+
+    def empty_room(self, *, handing_back: bool) -> None:
+        durable = not handing_back and is_durable(self.ledger)
+        entries = self.room.take_everything(forget=not durable)
+        now = self.clock()
+        entries += [(origin_of_memo(r.url) or "", r, now) for r in self.bridge.late]
+        self.bridge.late = []
+        if not entries:
+            return
+        requests = [request for _, request, _ in entries]
+        per_origin = self._note_still_waiting(entries, now)
+        if handing_back:
+            taken = self.bridge.hand_back(requests)
+            self.stats.inc_value("robotstxt/handed_back", taken)
+            self._count_outcome(per_origin, "handed_back")
+            logger.info(
+                "scrapy-rep: %d request(s) waiting on robots.txt handed back to the "
+                "scheduler (%s); a resumed crawl will have them",
+                taken,
+                "JOBDIR" if self.crawler.settings.get("JOBDIR") else "persistent scheduler",
+            )
+        elif durable:
+            self.stats.inc_value("robotstxt/kept_in_store", len(requests))
+            logger.info(
+                "scrapy-rep: %d request(s) waiting on robots.txt kept in the shared store "
+                "for another process or the next run",
+                len(requests),
+            )
+        else:
+            self._count_outcome(per_origin, "dropped_at_close")
+            top = sorted(per_origin.items(), key=lambda item: -item[1])[:5]
+            self.stats.inc_value("robotstxt/dropped_at_close", len(requests))
+            logger.info(
+                "scrapy-rep: dropped %d request(s), the spider closed while they waited on "
+                "robots.txt (set JOBDIR, or use a persistent scheduler, to keep them): %s",
+                len(requests),
+                ", ".join(f"{origin} ({n})" for origin, n in top),
+            )
+
+    def _note_still_waiting(
+        self, entries: Sequence[tuple[str, Request, float]], now: float
+    ) -> dict[str, int]:
+        """Requests per origin; a request still waiting at close counts in its origin's
+        longest delay."""
+        per_origin: dict[str, int] = {}
+        for origin, _, since in entries:
+            per_origin[origin] = per_origin.get(origin, 0) + 1
+            rt = self.registry.lookup(origin)
+            if rt is not None:
+                rt.longest_wait = max(rt.longest_wait, now - since)
+        return per_origin
+
+    def _count_outcome(self, per_origin: dict[str, int], field: str) -> None:
+        for origin, count in per_origin.items():
+            rt = self.registry.lookup(origin)
+            if rt is not None:
+                setattr(rt, field, getattr(rt, field) + count)
