@@ -119,11 +119,16 @@ def make_spider_class() -> type:
             self.done_at: dict[str, float] = {}
             self.pages = 0
             self.started_at = 0.0
+            # process CPU time at the spider's start and at its last page: the steady
+            # state's CPU, without the crawler's start-up and close
+            self.cpu_started = 0.0
+            self.cpu_done = 0.0
 
         async def start(self) -> Any:
             # Timing starts when the spider starts asking for pages, so crawler and
             # middleware construction (identical work in every mode) is not counted.
             self.started_at = time.perf_counter()
+            self.cpu_started = time.process_time()
             for url in self.urls:
                 yield scrapy.Request(url, callback=self.parse, dont_filter=True)
 
@@ -131,6 +136,7 @@ def make_spider_class() -> type:
             self.pages += 1
             host = response.url.split("/")[2].split(":")[0]
             self.done_at[host] = time.perf_counter()
+            self.cpu_done = time.process_time()
 
     return TimingSpider
 

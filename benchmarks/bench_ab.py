@@ -7,7 +7,8 @@ Modes: off (ROBOTSTXT_OBEY off), stock, rep (scrapy-rep, memory store), rep-sqli
 rep-redis (needs redis-server on PATH). The two modes alternate, A first in even rounds
 and B first in odd ones; the figure is the median of the per-round ratios B / A, for
 pages/s (wall clock) and for CPU time per page (``time.process_time()`` of this process,
-which runs the crawler; the server is another process). With only two modes per round
+which runs the crawler; the server is another process), counted from the spider's start
+to its last page, so start-up and close are left out. With only two modes per round
 the pairs sit closer in time than in bench_crawl.py, so the machine's drift cancels
 better; CPU time per page does not count waits at all.
 """
@@ -17,9 +18,9 @@ from __future__ import annotations
 import argparse
 import gc
 import shutil
+import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -75,10 +76,11 @@ async def ab(
                 urls = [server.url(h, f"/p{i}") for h in hosts for i in range(n_pages)]
                 settings = {**mode_settings(name, tmp, redis_url, run), **SETTINGS}
                 gc.collect()
-                cpu_started = time.process_time()
                 started, spider = await crawl(urls, settings)
-                cpu = time.process_time() - cpu_started
                 rate = spider.pages / (max(spider.done_at.values()) - started)
+                # CPU from the spider's start to its last page: the crawler's start-up
+                # and close (fixed costs that differ run to run) are left out
+                cpu = spider.cpu_done - spider.cpu_started
                 results[name].append((rate, cpu / spider.pages))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -90,7 +92,7 @@ def main() -> None:
     parser.add_argument("a")
     parser.add_argument("b")
     parser.add_argument("--shape", choices=sorted(SHAPES), default="steady")
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=15)
     args = parser.parse_args()
     reactor = install_reactor()
     server = LocalServer("fast")
@@ -122,12 +124,22 @@ def main() -> None:
         cpus = [c * 1e6 for _, c in res[name]]
         print(f"{name:<12} {median(rates):7.0f} pages/s   {median(cpus):7.0f} us CPU/page")
     pairs = list(zip(res[args.a], res[args.b], strict=True))
-    rate_ratio = median([b[0] / a[0] for a, b in pairs])
-    cpu_ratio = median([b[1] / a[1] for a, b in pairs])
+    rate_ratios = sorted(b[0] / a[0] for a, b in pairs)
+    cpu_ratios = sorted(b[1] / a[1] for a, b in pairs)
+    print("per-round CPU per page ratios: " + " ".join(f"{r:.3f}" for r in cpu_ratios))
     print(
-        f"{args.b} / {args.a}: pages/s {rate_ratio:.3f}x, CPU per page {cpu_ratio:.3f}x "
-        "(medians of per-round ratios)"
+        f"{args.b} / {args.a}: pages/s {statistics.median(rate_ratios):.3f}x "
+        f"(quartiles {_quartiles(rate_ratios)}), CPU per page "
+        f"{statistics.median(cpu_ratios):.3f}x (quartiles {_quartiles(cpu_ratios)}); "
+        "medians of per-round ratios"
     )
+
+
+def _quartiles(ordered: list[float]) -> str:
+    if len(ordered) < 4:
+        return "-"
+    q1, _, q3 = statistics.quantiles(ordered, n=4)
+    return f"{q1:.3f}-{q3:.3f}"
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ must agree on how many pages that leaves.
 Every crawl runs in its own subprocess (this script with ``--child``), so each peak RSS
 (``ru_maxrss`` of that process) counts one crawl and nothing else. Modes: ``off``
 (ROBOTSTXT_OBEY off), ``stock`` (Scrapy's RobotsTxtMiddleware), ``rep-sqlite``
-(scrapy-rep with its default store, SQLite, in a temporary file) and ``rep-memory``.
+(scrapy-rep with its default store, SQLite, in a temporary file) and ``rep-memory``;
+also ``rep-sqlite-nodurable`` (SQLite with REP_DURABLE_WAITING off), on request.
 The order of the modes rotates every round; the figures are medians over rounds of the
 ratio to ``stock`` in the same round (pages/s and peak RSS), with their range.
 Targets: scrapy-rep at least as fast as stock (>= 1.00x), peak RSS <= 1.20x stock.
@@ -42,7 +43,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _harness import OFF, REP, STOCK, LocalServer, crawl, install_reactor, median, run_on_reactor
+from statistics import median
+
+from _harness import OFF, REP, STOCK, LocalServer, crawl, install_reactor, run_on_reactor
 
 MODES = ("off", "stock", "rep-sqlite", "rep-memory")
 BROAD = {
@@ -132,6 +135,12 @@ def mode_settings(mode: str, tmp: Path) -> dict[str, Any]:
         return REP
     if mode == "rep-sqlite":
         return {**REP, "REP_STORAGE": f"sqlite:{tmp / 'robots.db'}"}
+    if mode == "rep-sqlite-nodurable":  # what recording waiting requests in it costs
+        return {
+            **REP,
+            "REP_STORAGE": f"sqlite:{tmp / 'robots.db'}",
+            "REP_DURABLE_WAITING": False,
+        }
     sys.exit(f"unknown mode {mode!r}")
 
 

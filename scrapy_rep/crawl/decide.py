@@ -80,6 +80,8 @@ class Decider:
         self._working: dict[str, list[Deferred[None]]] = {}
         self._switch_interval = sys.getswitchinterval()  # (restored after them)
         self._warned_browser = False
+        # (raw value, its product token, whether it is browser-like): the last one seen
+        self._token_of: tuple[object, str, bool] = (None, "", False)
         # slot key -> crawl-delay we must keep on it (see on_reached_downloader)
         self._slot_delays: dict[str, float] = {}
         # Told of each parsed copy kept, so RAM per origin is bounded in bytes
@@ -102,8 +104,11 @@ class Decider:
             raw = request.headers.get(b"User-Agent")  # when there are no headers)
         if not raw:
             raw = self.config.user_agent
-        token = product_token(raw)
-        if token.lower() in _BROWSER_TOKENS and not self._warned_browser:
+        if raw != self._token_of[0]:  # the same raw value on nearly every request
+            token = product_token(raw)
+            self._token_of = (raw, token, token.lower() in _BROWSER_TOKENS)
+        _, token, browser_like = self._token_of
+        if browser_like and not self._warned_browser:
             self._warned_browser = True
             where, fix = self._token_source(request)
             logger.warning(

@@ -28,7 +28,7 @@ from scrapy_rep.crawl.report import log_usage_refusals
 from scrapy_rep.policy.config import SettingError, purposes_from
 from scrapy_rep.policy.origin import origin_of_memo
 from scrapy_rep.policy.records import RULES
-from scrapy_rep.robotstxt._usage import LABELS, Usage, header_statement
+from scrapy_rep.robotstxt._usage import LABELS, UNKNOWN, Usage, header_statement
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -117,8 +117,13 @@ class UsageKeeper:
         doc = request.meta.get(META_KEY)
         if not isinstance(doc, dict) or doc.get("url") != request.url:
             doc = None  # (a redirect copies the meta of the hop before: not this URL's)
-        robots = Usage() if doc is None else Usage.from_json(doc)
         header = header_statement(response.headers.getlist(b"Content-Usage"))
+        if header is None and doc is not None:
+            # The common case, on every page: no header, so robots.txt's preferences
+            # (already in the meta, with what they refuse) are final; count them only.
+            self._count_doc(doc)
+            return response
+        robots = Usage() if doc is None else Usage.from_json(doc)
         usage = robots if header is None else robots.merged(Usage.of([header]))
         purposes = self.purposes_for(request) if doc is None else tuple(doc["purposes"])
         refused = usage.refused(purposes)
@@ -134,9 +139,18 @@ class UsageKeeper:
     def _count_values(self, usage: Usage) -> None:
         inc = self.stats.inc_value
         for label in LABELS:
-            inc(f"rep/usage/{label}/{usage.value(label)}")
+            inc(_stat_key(label, usage.value(label)))
         if usage.use.sources:
-            inc(f"rep/usage/use/{usage.use.value}")
+            inc(_stat_key("use", usage.use.value))
+
+    def _count_doc(self, doc: dict[str, Any]) -> None:
+        """``_count_values`` of the Usage ``doc`` is the JSON of (Usage.to_json)."""
+        inc = self.stats.inc_value
+        values = doc["preferences"]
+        for label in LABELS:
+            inc(_stat_key(label, values.get(label, UNKNOWN)))
+        if "use" in doc["sources"]:
+            inc(_stat_key("use", doc["use"] or UNKNOWN))
 
     def _refuse(
         self, request: Request, origin: str, usage: Usage, refused: list[str], cause: str
@@ -158,6 +172,16 @@ class UsageKeeper:
 
     def _on_spider_closed(self, spider: Spider, reason: str) -> None:
         log_usage_refusals(self.refusals, audit=self.mode == "audit", stats=self.stats)
+
+
+_STAT_KEYS: dict[tuple[str, str], str] = {}
+
+
+def _stat_key(label: str, value: str) -> str:
+    key = _STAT_KEYS.get((label, value))
+    if key is None:  # (a few label x value pairs: built once each)
+        key = _STAT_KEYS[label, value] = f"rep/usage/{label}/{value}"
+    return key
 
 
 def _doc(usage: Usage, purposes: tuple[str, ...], refused: list[str], url: str) -> dict[str, Any]:
