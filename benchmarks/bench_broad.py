@@ -187,6 +187,52 @@ def run_child(mode: str, port: int, origins: int, pages: int) -> dict[str, Any]:
     sys.exit(f"the {mode} crawl failed (exit {proc.returncode})")
 
 
+# -- RAM per origin, without a crawl -------------------------------------------------
+
+
+def registry_bytes(origins: int, budgets: list[int]) -> None:
+    """What the crawl keeps per origin once each was used (a record with its body in
+    a runtime, and the parsed rules with the group in use compiled), measured with
+    tracemalloc for each REP_MEMORY_MAX_BYTES: the registry and a parse cache wired as
+    the middleware wires the Decider's."""
+    import gc
+    import tracemalloc
+
+    from scrapy_rep.crawl.registry import RuntimeRegistry
+    from scrapy_rep.policy.records import RULES, OriginRecord
+    from scrapy_rep.robotstxt import RobotsTxt
+
+    bodies = [generated_body(i).encode() for i in range(origins)]
+    for budget in budgets:
+        parsed: dict[str, RobotsTxt] = {}
+        gc.collect()
+        tracemalloc.start()
+        registry = RuntimeRegistry(10**9, lambda rt: False, max_bytes=budget)
+
+        def forget(origin: str, cache: dict[str, RobotsTxt] = parsed) -> None:
+            cache.pop(origin, None)  # what the Decider's forget() does
+
+        registry.on_unload = forget
+        for i, body in enumerate(bodies):
+            origin = f"http://{host(i)}"
+            rt = registry.get(origin)
+            rt.record = OriginRecord(kind=RULES, body=body, fetched_at=0.0, expires_at=1e12)
+            rt.loaded = True
+            registry.note_record(rt)
+            robots = parsed[origin] = RobotsTxt.parse(body)
+            robots.allowed(f"{origin}/p0", "Scrapy")
+            registry.note_parsed(origin, body)
+        gc.collect()
+        used = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+        holding = sum(1 for rt in registry.runtimes() if rt.record and rt.record.body)
+        print(
+            f"REP_MEMORY_MAX_BYTES {budget / 2**20:>8.0f} MiB: {used / 2**20:7.1f} MiB for "
+            f"{origins} origins ({used / origins:6.0f} B each); {holding} keep a copy; "
+            f"estimated {registry.resident_bytes / 2**20:.1f} MiB"
+        )
+
+
 # -- the parent: server, rounds, report ------------------------------------------------
 
 
@@ -206,6 +252,12 @@ def main() -> None:
         action="store_true",
         help="every robots.txt two or three lines (worst case for RSS ratio)",
     )
+    parser.add_argument(
+        "--registry",
+        type=int,
+        metavar="N",
+        help="only measure RAM per origin for N origins (no crawl), at several budgets",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -215,6 +267,9 @@ def main() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     if args.child:
         child(args.child, args.port, args.origins, args.pages)
+        return
+    if args.registry:
+        registry_bytes(args.registry, [2**62, 64 * 2**20, 16 * 2**20])
         return
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if "stock" not in modes:
@@ -256,7 +311,10 @@ def main() -> None:
 
 def report(results: dict[str, list[dict[str, Any]]], modes: list[str], rounds: int) -> None:
     print(f"\n{rounds} rounds; ratios to stock within each round: median (range)")
-    print(f"{'mode':<11} {'pages/s':>8} {'vs stock':>16} {'peak RSS MiB':>13} {'vs stock':>16}")
+    print(
+        f"{'mode':<11} {'pages/s':>8} {'vs stock':>16} {'peak RSS MiB':>13} {'vs stock':>16} "
+        f"{'CPU/page vs stock':>24}"
+    )
     stock = results["stock"]
     for mode in modes:
         rows = results[mode]
@@ -264,10 +322,16 @@ def report(results: dict[str, list[dict[str, Any]]], modes: list[str], rounds: i
         rss = [r["peak_rss_kib"] / 1024 for r in rows]
         rate_ratios = [a / (s["pages"] / s["seconds"]) for a, s in zip(rates, stock, strict=True)]
         rss_ratios = [a * 1024 / s["peak_rss_kib"] for a, s in zip(rss, stock, strict=True)]
+        # CPU seconds per page: what a loaded machine distorts least (the wall clock
+        # moves with other processes' load, CPU time far less)
+        cpu_ratios = [
+            (r["cpu"] / r["pages"]) / (s["cpu"] / s["pages"])
+            for r, s in zip(rows, stock, strict=True)
+        ]
         print(
             f"{mode:<11} {median(rates):>8.0f} {median(rate_ratios):>6.2f}x "
             f"({_range(rate_ratios)}) {median(rss):>13.1f} {median(rss_ratios):>6.2f}x "
-            f"({_range(rss_ratios)})"
+            f"({_range(rss_ratios)}) {median(cpu_ratios):>12.2f}x ({_range(cpu_ratios)})"
         )
     for mode in modes:
         if not mode.startswith("rep"):

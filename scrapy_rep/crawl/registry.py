@@ -15,12 +15,13 @@ if TYPE_CHECKING:
 
 # Estimated RAM of one origin's robots.txt copy, in bytes. A record in a runtime: its
 # body plus the record and evaluation objects around it. A parsed copy (RobotsTxt with
-# the groups in use prepared): fitted on 600 files of the development corpus with
-# tracemalloc, where it measured about 2-8 KiB plus up to twice the body; the estimate
-# errs high (about 1.3-2x the measured total), so the budget is a bound, not a target.
+# the group in use compiled), measured with tracemalloc: 600 files of the development
+# corpus took 8.6 KiB on average (about 2-8 KiB plus up to twice the body); the
+# wildcard-heavy files of benchmarks/bench_broad.py (2.8 KB on average) 14 KB with
+# their record. The estimate errs high on both (1.1-1.6x), so the budget bounds RAM.
 RECORD_OVERHEAD = 256
-PARSED_OVERHEAD = 2_048
-PARSED_PER_BODY_BYTE = 2
+PARSED_OVERHEAD = 4_096
+PARSED_PER_BODY_BYTE = 3
 # Busy runtimes passed over in one shedding pass at most (each goes to the back of
 # the order), so a crawl with many busy origins never pays a long scan per new copy.
 MAX_SKIPS = 32
