@@ -44,6 +44,7 @@ logger = logging.getLogger("scrapy_rep")
 META_KEY = "rep_usage"  # the preferences that apply (see Usage.to_json), and more
 PURPOSES_META_KEY = "rep_purposes"  # overrides REP_PURPOSES for one request
 ROBOTS, HEADER = "robots", "header"  # what refused: in stats keys and the summary
+COUNT_BATCH = 256  # responses counted between two writes of the usage stats
 
 
 class UsageKeeper:
@@ -58,6 +59,9 @@ class UsageKeeper:
         # origin -> {ROBOTS: n, HEADER: n}: requests refused (dropped, or would be)
         self.refusals: dict[str, dict[str, int]] = {}
         self._bad_meta_warned: set[str] = set()
+        # (values per label, use= value or None) -> responses not yet in the stats
+        self._pending: dict[tuple[tuple[str, ...], str | None], int] = {}
+        self._pending_total = 0
         if self.mode == "off":
             return
         crawler.signals.connect(self._on_spider_closed, signal=signals.spider_closed)
@@ -95,13 +99,17 @@ class UsageKeeper:
         IgnoreRequest when enforcing and robots.txt refuses a declared purpose."""
         if self.mode == "off":
             return
-        usage = Usage()
+        usage = None
         if evaluation.ready and evaluation.kind == RULES:
             robots = self.decider.parsed(origin, evaluation.body)
-            decision = request.meta.get(DECISION_META_KEY) or {}
-            token = decision.get("product_token") or self.decider.token_for(request)
-            usage = robots.usage(request.url, token)
+            if robots.declares_usage:
+                decision = request.meta.get(DECISION_META_KEY) or {}
+                token = decision.get("product_token") or self.decider.token_for(request)
+                usage = robots.usage(request.url, token)
         purposes = self.purposes_for(request)
+        if usage is None:  # most files state no preference: nothing to refuse
+            request.meta[META_KEY] = unknown_doc(purposes, request.url)
+            return
         refused = usage.refused(purposes)
         request.meta[META_KEY] = _doc(usage, purposes, refused, request.url)
         if refused and self.mode != "record":
@@ -136,21 +144,37 @@ class UsageKeeper:
 
     # -- bookkeeping -------------------------------------------------------------------
 
+    # The per-label counts (rep/usage/<label>/<value>) are ten stats per response:
+    # Scrapy's StatsCollector costs about 2 us a call (its __getattribute__), so they
+    # are summed here by combination of values and written in batches: every
+    # COUNT_BATCH responses and when the spider closes (before the stats are dumped).
+
     def _count_values(self, usage: Usage) -> None:
-        inc = self.stats.inc_value
-        for label in LABELS:
-            inc(_stat_key(label, usage.value(label)))
-        if usage.use.sources:
-            inc(_stat_key("use", usage.use.value))
+        values = tuple(usage.value(label) for label in LABELS)
+        self._count((values, usage.use.value if usage.use.sources else None))
 
     def _count_doc(self, doc: dict[str, Any]) -> None:
         """``_count_values`` of the Usage ``doc`` is the JSON of (Usage.to_json)."""
+        given = doc["preferences"]
+        values = tuple(given.get(label, UNKNOWN) for label in LABELS)
+        self._count((values, (doc["use"] or UNKNOWN) if "use" in doc["sources"] else None))
+
+    def _count(self, combination: tuple[tuple[str, ...], str | None]) -> None:
+        pending = self._pending
+        pending[combination] = pending.get(combination, 0) + 1
+        self._pending_total += 1
+        if self._pending_total >= COUNT_BATCH:
+            self.flush_counts()
+
+    def flush_counts(self) -> None:
+        pending, self._pending = self._pending, {}
+        self._pending_total = 0
         inc = self.stats.inc_value
-        values = doc["preferences"]
-        for label in LABELS:
-            inc(_stat_key(label, values.get(label, UNKNOWN)))
-        if "use" in doc["sources"]:
-            inc(_stat_key("use", doc["use"] or UNKNOWN))
+        for (values, use), count in pending.items():
+            for label, value in zip(LABELS, values, strict=True):
+                inc(_stat_key(label, value), count)
+            if use is not None:
+                inc(_stat_key("use", use), count)
 
     def _refuse(
         self, request: Request, origin: str, usage: Usage, refused: list[str], cause: str
@@ -171,7 +195,23 @@ class UsageKeeper:
         raise IgnoreRequest(f"Usage refused by {cause}: {', '.join(refused)}")
 
     def _on_spider_closed(self, spider: Spider, reason: str) -> None:
+        self.flush_counts()
         log_usage_refusals(self.refusals, audit=self.mode == "audit", stats=self.stats)
+
+
+_UNKNOWN_PREFERENCES = {label: UNKNOWN for label in LABELS}
+
+
+def unknown_doc(purposes: tuple[str, ...], url: str) -> dict[str, Any]:
+    """``_doc(Usage(), purposes, [], url)``, built without the Usage (per request)."""
+    return {
+        "preferences": dict(_UNKNOWN_PREFERENCES),
+        "use": None,
+        "sources": {},
+        "purposes": list(purposes),
+        "refused": [],
+        "url": url,
+    }
 
 
 _STAT_KEYS: dict[tuple[str, str], str] = {}

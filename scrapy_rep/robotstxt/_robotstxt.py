@@ -448,6 +448,12 @@ class RobotsTxt:
         runs = self._extension_lines.get(token, [])
         return [e for lines in runs for e in lines if e.field == field]
 
+    @property
+    def declares_usage(self) -> bool:
+        """False when no line of the file can state a usage preference, so ``usage()``
+        is all unknown for every URL (a crawl then skips asking, per request)."""
+        return not (self._extension_lines is None and self._preamble is None)
+
     def usage(self, url: _Text, user_agent: _Text) -> Usage:
         """Usage preferences (Content-Usage, Content-Signal) of *url*; see _usage.
 

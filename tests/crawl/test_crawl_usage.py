@@ -303,3 +303,30 @@ def test_refusal_summary_lists_the_most_refused_origins_first(caplog) -> None:
     assert lines[1] == "  http://o24.test: robots.txt 24, header 1"
     assert len(lines) == 1 + MAX_LISTED_ORIGINS + 1 and lines[-1] == "  ... and 5 more origin(s)"
     assert stats == {"rep/usage/refused_origins": 25}
+
+
+def test_the_per_request_unknown_doc_is_the_doc_of_an_unknown_usage() -> None:
+    """The fast path for files stating no preference builds the same meta as the
+    general one (usage.py: unknown_doc)."""
+    from scrapy_rep.crawl.usage import _doc, unknown_doc
+    from scrapy_rep.robotstxt._usage import Usage
+
+    purposes = ("search", "train-ai")
+    assert unknown_doc(purposes, "http://a.test/x") == _doc(
+        Usage(), purposes, [], "http://a.test/x"
+    )
+    assert unknown_doc((), "http://a.test/") == _doc(Usage(), (), [], "http://a.test/")
+
+
+def test_declares_usage_says_when_usage_can_be_skipped() -> None:
+    from scrapy_rep.robotstxt import RobotsTxt
+    from scrapy_rep.robotstxt._usage import Usage
+
+    plain = RobotsTxt.parse(b"User-agent: *\nDisallow: /private\n")
+    assert not plain.declares_usage
+    assert plain.usage("/a", "Bot") == Usage()
+    for body in (
+        b"User-agent: *\nContent-Usage: train-ai=n\nAllow: /\n",
+        b"Content-Usage: train-ai=n\nUser-agent: *\nAllow: /\n",
+    ):
+        assert RobotsTxt.parse(body).declares_usage, body
