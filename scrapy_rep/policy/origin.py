@@ -38,6 +38,10 @@ _PREFIX = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^/?#]*").match
 
 def origin_of_memo(url: str) -> str | None:
     """origin_of, memoised on the URL's ``scheme://authority`` prefix."""
+    # Stripped as origin_of strips it ("http:// " has no host there; unstripped, its
+    # prefix would read " " as one). str.strip returns the same object when there is
+    # nothing to strip, so the common case allocates nothing.
+    url = url.strip()
     m = _PREFIX(url)
     if m is None:
         return origin_of(url)  # no authority: not an http(s) URL robots.txt covers

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from scrapy_rep import RobotsTxt
@@ -228,6 +228,7 @@ _URL_PARTS = st.sampled_from(
 
 @given(st.lists(_URL_PARTS, max_size=12).map("".join))
 @settings(max_examples=500)
+@example("http:// ")  # once found by this test: the memo read " " as a host
 def test_memoised_origin_agrees_with_origin_of(url: str) -> None:
     from scrapy_rep.policy.origin import origin_of, origin_of_memo
 
