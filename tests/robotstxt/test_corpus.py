@@ -1,11 +1,12 @@
 """Every real robots.txt of the shared corpus parses and answers without error.
 
 The corpus lives outside the repository (../shared/corpus/robots from the repo
-root); without it these tests are skipped.
+root, or ../../shared from a worktree); without it these tests are skipped.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 
@@ -13,7 +14,15 @@ import pytest
 
 from scrapy_rep import RobotsTxt
 
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus" / "robots"
+# (beside the repository's checkout, or beside the directory of its worktrees)
+CORPUS = next(
+    (
+        found
+        for up in Path(__file__).resolve().parents[3:5]
+        if (found := up / "shared" / "corpus" / "robots").is_dir()
+    ),
+    Path(__file__).resolve().parents[3] / "shared" / "corpus" / "robots",
+)
 COMMON = ("/", "/index.html", "/search?q=x", "/wp-admin/", "/a/b/c.html", "/robots.txt")
 RULE = re.compile(rb"^\s*(?:dis)?allow\s*:\s*(/[^\s#]*)", re.I | re.M)
 
@@ -60,3 +69,51 @@ def test_a_disallowing_file_is_read_as_such() -> None:
         if robots.rule_count and not robots.allowed("/", "*"):
             disallowing += 1
     assert disallowing > 0
+
+
+# What each corpus file reads as, recorded with the parser before its speed work
+# (issue 12): a digest per file of everything RobotsTxt answers.  A change of engine
+# that keeps behaviour (faster parse, other memory layout) must keep every digest;
+# one that changes behaviour on purpose regenerates the file:
+#   python -c "from tests.robotstxt.test_corpus import write_digests; write_digests()"
+DIGESTS = Path(__file__).with_name("corpus_digests.txt")
+_AGENTS = ("Googlebot", "MyCrawler/1.0", "bingbot", "GPTBot", "mj12bot", "*", "")
+_FIELDS = ("crawl-delay", "request-rate", "content-signal", "content-usage")
+
+
+def digest(body: bytes) -> str:
+    """A short digest of everything *body* reads as: issues (with line numbers and
+    text), counts, sitemaps, rules, extension values and lines, and the verdict and
+    deciding line of its own rules' URLs and common ones, for several crawlers."""
+    robots = RobotsTxt.parse(body)
+    seen: list[object] = [
+        [issue.as_dict() for issue in robots.issues],
+        robots.issue_counts,
+        robots.sitemaps,
+        robots.truncated,
+        robots.rule_count,
+        [tuple(line) for field in _FIELDS for line in robots.extension_lines(None, field)],
+    ]
+    paths = [m.group(1).decode("utf-8", "replace") for m in RULE.finditer(body[:20_000])]
+    urls = ["https://example.com" + p for p in (*paths[:8], *COMMON, "/%7Ea b")]
+    for agent in _AGENTS:
+        seen += [
+            robots.crawl_delay(agent),
+            robots.request_rate(agent),
+            robots.content_signals(agent),
+            [tuple(line) for field in _FIELDS for line in robots.extension_lines(agent, field)],
+            [robots.explain(url, agent) for url in urls],
+            [robots.allowed(url, agent) for url in urls],
+        ]
+    return hashlib.blake2b(repr(seen).encode(), digest_size=8).hexdigest()
+
+
+def write_digests() -> None:
+    DIGESTS.write_text("".join(f"{p.name} {digest(p.read_bytes())}\n" for p in _files()))
+
+
+@pytest.mark.skipif(not DIGESTS.is_file(), reason="no recorded digests")
+def test_every_file_reads_as_recorded() -> None:
+    recorded = dict(line.split() for line in DIGESTS.read_text().splitlines())
+    changed = [p.name for p in _files() if recorded.get(p.name) != digest(p.read_bytes())]
+    assert not changed, f"{len(changed)} files read differently: {changed[:20]}"
