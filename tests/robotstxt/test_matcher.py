@@ -16,7 +16,7 @@ from scrapy_rep.robotstxt._matcher import (
     split_pattern,
 )
 from scrapy_rep.robotstxt._probes import MANY_WILDCARDS
-from scrapy_rep.robotstxt._robotstxt import normalise_path, plain_path, url_path
+from scrapy_rep.robotstxt._urls import normalise_path, plain_path, url_path
 from tests.engine_helpers import compiled_robots
 
 
