@@ -28,7 +28,13 @@ from scrapy_rep.crawl.coordinator import OriginCoordinator, _reactor
 from scrapy_rep.crawl.decide import Decider
 from scrapy_rep.crawl.fetcher import FETCH_META_KEY, RobotsFetcher
 from scrapy_rep.crawl.ledger import NullLedger, make_ledger
-from scrapy_rep.crawl.scheduling import SCHEDULED_META_KEY, SchedulerBridge, one_shot_command
+from scrapy_rep.crawl.request_codec import RequestCodec
+from scrapy_rep.crawl.scheduling import (
+    NOT_SCHEDULED,
+    SCHEDULED_META_KEY,
+    SchedulerBridge,
+    one_shot_command,
+)
 from scrapy_rep.crawl.sitemap import SitemapRobotsCopy
 from scrapy_rep.crawl.spill import Spill
 from scrapy_rep.crawl.store_ledger import scrapy_redis_idle_expired
@@ -46,6 +52,7 @@ if TYPE_CHECKING:
     from scrapy import Spider
     from scrapy.crawler import Crawler
     from scrapy.http import Response
+    from twisted.python.failure import Failure
     from typing_extensions import Self
 
     from scrapy_rep.policy.robots_policy import Evaluation
@@ -79,7 +86,8 @@ class RobotsTxtMiddleware:
         self.stats = crawler.stats
         self.policy = RobotsPolicy(config)
         self.fetcher = RobotsFetcher(crawler, config, self.clock)
-        self.ledger = make_ledger(crawler, config, self.storage)
+        codec = RequestCodec(crawler)  # held requests as bytes (crawl/request_codec.py)
+        self.ledger = make_ledger(crawler, config, self.storage, codec)
         self.bridge = SchedulerBridge(crawler)
         self.room = WaitingRoom(
             self.ledger,
@@ -89,6 +97,7 @@ class RobotsTxtMiddleware:
             memory_bound=config.memory_max_held,
             make_spill=lambda: Spill(crawler),
             on_unserialisable=lambda _: self._inc("robotstxt/held_unserialisable"),
+            codec=codec,
         )
         self.coordinator = OriginCoordinator(
             self.policy,
@@ -160,36 +169,38 @@ class RobotsTxtMiddleware:
 
     # -- scheduling-time gate ----------------------------------------------------------
 
-    def _on_request_scheduled(self, request: Request, spider: Spider | None = None) -> None:
+    def _on_request_scheduled(
+        self, request: Request, spider: Spider | None = None
+    ) -> Failure | None:
         origin = self._origin_to_check(request)
         if origin is None:
-            return
+            return None
         cached = self.coordinator.cached(origin)
         if cached is not None and self._may_proceed(cached):
             request.meta[SCHEDULED_META_KEY] = True
-            return
+            return None
         # Offsite drops it anyway (its receiver already raised): neither hold it nor
         # let it cause a robots.txt fetch.
         if self.bridge.offsite_drops(request):
-            return
+            return None
         self.fetcher.trigger = (origin, request)  # for robots_parsed, if a fetch starts
         evaluation = self.coordinator.evaluate(origin)
         if self._may_proceed(evaluation) or self.coordinator.registry.reloading(origin):
             # (an origin unloaded from RAM reads its copy back from the store:
             # process_request waits for that read, if it has not landed by then)
             request.meta[SCHEDULED_META_KEY] = True
-            return
+            return None
         if self.one_shot and evaluation.wake_at is not None:
             self._give_up(origin, [], "unreachable")
             raise IgnoreRequest(f"robots.txt of {origin} is unreachable")
-        # IgnoreRequest from a request_scheduled handler keeps the request out of the
-        # scheduler without a request_dropped signal; a duplicate is dropped as the
-        # scheduler drops it (the dupefilter logs and counts it).
+        # An IgnoreRequest failure from a request_scheduled receiver keeps the request
+        # out of the scheduler without a request_dropped signal; a duplicate is dropped
+        # as the scheduler drops it (the dupefilter logs and counts it).
         if self.bridge.seen_before(request):
-            raise IgnoreRequest(f"duplicate of a request waiting on robots.txt of {origin}")
+            return NOT_SCHEDULED
         self.coordinator.hold(origin, request)
         logger.debug("Delayed until robots.txt of %s is known: %s", origin, request)
-        raise IgnoreRequest(f"held until robots.txt of {origin} is known")
+        return NOT_SCHEDULED
 
     def _may_proceed(self, evaluation: Evaluation) -> bool:
         if evaluation.ready:

@@ -85,13 +85,14 @@ class WaitingAtClose:
 
     def empty_room(self, *, handing_back: bool) -> None:
         durable = not handing_back and is_durable(self.ledger)
-        entries = self.room.take_everything(forget=not durable)
+        # Counting is all the other fates need: held requests stay bytes for them.
+        entries = self.room.take_everything(forget=not durable, restore=handing_back)
         now = self.clock()
         entries += [(origin_of_memo(r.url) or "", r, now) for r in self.bridge.late]
         self.bridge.late = []
         if not entries:
             return
-        requests = [request for _, request, _ in entries]
+        requests: list[Any] = [request for _, request, _ in entries]
         per_origin = self._note_still_waiting(entries, now)
         if handing_back:
             taken = self.bridge.hand_back(requests)
@@ -122,7 +123,7 @@ class WaitingAtClose:
             )
 
     def _note_still_waiting(
-        self, entries: Sequence[tuple[str, Request, float]], now: float
+        self, entries: Sequence[tuple[str, Request | bytes, float]], now: float
     ) -> dict[str, int]:
         """Requests per origin; a request still waiting at close counts in its origin's
         longest delay."""

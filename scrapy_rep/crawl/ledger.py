@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
 
+    from scrapy_rep.crawl.request_codec import RequestCodec
     from scrapy_rep.policy.config import Config
 
 
@@ -62,12 +63,15 @@ class NullLedger:
         pass
 
 
-def make_ledger(crawler: Crawler, config: Config, storage: Any) -> HeldLedger:
+def make_ledger(
+    crawler: Crawler, config: Config, storage: Any, codec: RequestCodec | None = None
+) -> HeldLedger:
     """The ledger for this crawl: held requests recorded in a shared store (Redis, or
-    SQLite for processes on one machine) so a ``kill -9`` loses none; else none."""
+    SQLite for processes on one machine) so a ``kill -9`` loses none; else none.
+    ``codec``: the waiting room's, so a request is serialised once for both."""
     from scrapy_rep.crawl.store_ledger import make_store_ledger
 
-    return make_store_ledger(crawler, config, storage) or NullLedger()
+    return make_store_ledger(crawler, config, storage, codec) or NullLedger()
 
 
 def is_durable(ledger: HeldLedger) -> bool:

@@ -9,6 +9,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
+from scrapy.exceptions import IgnoreRequest
+from twisted.python.failure import Failure
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -23,6 +25,14 @@ logger = logging.getLogger("scrapy_rep")
 # without holding a download slot) if its origin is undecided when it is downloaded.
 SCHEDULED_META_KEY = "rep_scheduled"
 ONE_SHOT_COMMANDS = frozenset({"fetch", "shell", "view"})
+
+# What the scheduling gate returns for a request it keeps out of the scheduler (held,
+# or a duplicate of a held one). The engine drops a request when a request_scheduled
+# receiver's result is an IgnoreRequest failure (SCRAPY_NOTES); a receiver that
+# raises gets one built by send_catch_log, with a traceback whose frames form a
+# reference cycle around the request, garbage only the cyclic collector frees. One
+# shared failure without a traceback costs nothing per request.
+NOT_SCHEDULED = Failure(IgnoreRequest("kept out of the scheduler until robots.txt decides"))  # type: ignore[no-untyped-call]
 
 
 class SchedulerBridge:

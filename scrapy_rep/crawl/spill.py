@@ -1,27 +1,30 @@
 """Held requests beyond the memory bound, on disk with Scrapy's own disk queues.
 
-``scrapy.squeues.PickleFifoDiskQueue`` is what the scheduler uses under ``JOBDIR``: it
-serialises with ``Request.to_dict`` (``request_to_dict``), so a spilled request comes back
-as the scheduler's own would, callbacks and all. One queue per origin that has spilled
+The waiting room already holds requests serialised as ``scrapy.squeues.PickleFifoDiskQueue``
+serialises them under ``JOBDIR`` (``RequestCodec``: ``Request.to_dict``, pickled), so a
+spilled request comes back as the scheduler's own would, callbacks and all. Those bytes
+go as they are into ``queuelib``'s ``FifoDiskQueue``, the queue that
+``PickleFifoDiskQueue`` wraps, after the time the request started waiting (8 bytes):
+serialising again would double the cost. One queue per origin that has spilled
 requests, under ``JOBDIR/rep-held`` when JOBDIR is set, else in a temporary directory.
-A request that cannot be serialised (its callback is not a spider method) raises
-``ValueError`` there, as in the scheduler, and the caller keeps it in memory.
+A request that cannot be serialised (its callback is not a spider method) never gets
+here: the room keeps it in memory, as the scheduler does.
 """
 
 from __future__ import annotations
 
 import hashlib
 import shutil
+import struct
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from scrapy import Request
     from scrapy.crawler import Crawler
 
-# Where a spilled request keeps the time it started waiting.
-SINCE_META_KEY = "rep_held_since"
+# The time a spilled request started waiting, before its bytes.
+_SINCE = struct.Struct("<d")
 
 
 class Spill:
@@ -47,42 +50,34 @@ class Spill:
     def _queue(self, origin: str) -> Any:
         queue = self._queues.get(origin)
         if queue is None:
-            from scrapy import squeues
-
-            queue_class: Any = squeues.PickleFifoDiskQueue
+            from queuelib.queue import FifoDiskQueue
 
             path = self._path(origin)
             if path.exists():  # left over by a killed run: its contents were handed back
                 shutil.rmtree(path, ignore_errors=True)
-            queue = self._queues[origin] = queue_class.from_crawler(self.crawler, str(path))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            queue = self._queues[origin] = FifoDiskQueue(str(path))
         return queue
 
     def _path(self, origin: str) -> Path:
         key = hashlib.sha1(origin.encode("utf-8"), usedforsecurity=False).hexdigest()[:20]
         return self.root / key
 
-    def push(self, origin: str, request: Request, since: float) -> bool:
-        """False when the request cannot be serialised (it then stays in memory)."""
-        request.meta[SINCE_META_KEY] = since
-        try:
-            self._queue(origin).push(request)
-        except ValueError:
-            del request.meta[SINCE_META_KEY]
-            return False
+    def push(self, origin: str, blob: bytes, since: float) -> None:
+        self._queue(origin).push(_SINCE.pack(since) + blob)
         self._counts[origin] = self._counts.get(origin, 0) + 1
         self.total += 1
-        return True
 
-    def pop_all(self, origin: str) -> list[tuple[Request, float]]:
+    def pop_all(self, origin: str) -> list[tuple[bytes, float]]:
         queue = self._queues.pop(origin, None)
         count = self._counts.pop(origin, 0)
         if queue is None:
             return []
         self.total -= count
-        taken: list[tuple[Request, float]] = []
-        while (request := queue.pop()) is not None:
-            since = request.meta.pop(SINCE_META_KEY, 0.0)
-            taken.append((request, since))
+        taken: list[tuple[bytes, float]] = []
+        size = _SINCE.size
+        while (data := queue.pop()) is not None:
+            taken.append((data[size:], _SINCE.unpack_from(data)[0]))
         queue.close()
         shutil.rmtree(self._path(origin), ignore_errors=True)
         return taken

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import os
-import pickle
 import socket
 import threading
 import time
@@ -34,9 +33,9 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
-from scrapy.utils.request import request_from_dict
 from twisted.internet import task, threads
 
+from scrapy_rep.crawl.request_codec import RequestCodec
 from scrapy_rep.storage.cluster import ClusterError
 
 if TYPE_CHECKING:
@@ -75,8 +74,10 @@ class StoreLedger:
         *,
         heartbeat: float,
         store_degraded: Callable[[], bool] = lambda: False,
+        codec: RequestCodec | None = None,
     ) -> None:
         self.crawler = crawler
+        self.codec = codec or RequestCodec(crawler)
         self._store_degraded = store_degraded
         self.cluster = cluster
         self.owner = owner_id()
@@ -185,8 +186,9 @@ class StoreLedger:
     def _serialize(self, request: Request) -> bytes | None:
         try:
             # Scrapy's disk queues store Request.to_dict() pickled, and so do we: the
-            # callback is kept by name, so it must be a method of the spider.
-            blob = pickle.dumps(request.to_dict(spider=self.crawler.spider), protocol=4)
+            # callback is kept by name, so it must be a method of the spider. The codec
+            # gives the waiting room's bytes when it has just serialised the request.
+            blob = self.codec.encode(request)
         except Exception as exc:  # ValueError (callback), PicklingError, TypeError (meta)
             self._unparkable(request, f"{type(exc).__name__}: {exc}")
             return None
@@ -211,8 +213,8 @@ class StoreLedger:
             logger.debug("scrapy-rep: not parked in the shared store (%s): %s", why, request)
 
     def _deserialize(self, blob: bytes) -> Request:
-        data = pickle.loads(blob)  # our own entries, read as Scrapy's disk queues read theirs
-        return request_from_dict(data, spider=self.crawler.spider)
+        # our own entries, read as Scrapy's disk queues read theirs
+        return self.codec.decode(blob)
 
     # -- background I/O ----------------------------------------------------------------
 
@@ -348,7 +350,10 @@ def open_cluster(storage_spec: str, spider: str) -> ClusterStore | None:
 
 
 def make_store_ledger(
-    crawler: Crawler, config: Config, storage: object = None
+    crawler: Crawler,
+    config: Config,
+    storage: object = None,
+    codec: RequestCodec | None = None,
 ) -> StoreLedger | None:
     """A StoreLedger when ``REP_STORAGE`` is shared across processes (Redis, SQLite),
     else None. A store that cannot be opened for it is logged, and requests then wait
@@ -372,6 +377,7 @@ def make_store_ledger(
         cluster,
         heartbeat=config.cluster_heartbeat,
         store_degraded=lambda: bool(getattr(storage, "degraded", False)),
+        codec=codec,
     )
 
 

@@ -12,14 +12,22 @@ Two kinds of waiting:
 Every request that enters is recorded in the ledger (``HeldLedger.record``) and every
 request that leaves, for whatever reason, is forgotten there (``forget``). Counts are
 kept as they change, so ``len(room)`` and the per-origin counts cost O(1).
+
+Held requests are kept as bytes (``RequestCodec``: Scrapy's own serialisation), which
+the cyclic garbage collector does not walk; a request that cannot be serialised stays
+an object. One exception: with a durable ledger a ``dont_filter`` request stays an
+object, since the ledger knows it by identity (its fingerprint is not its key).
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 from collections import deque
 from typing import TYPE_CHECKING, Any
+
+from scrapy_rep.crawl.ledger import NullLedger
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -27,10 +35,15 @@ if TYPE_CHECKING:
     from scrapy import Request
 
     from scrapy_rep.crawl.ledger import HeldLedger
+    from scrapy_rep.crawl.request_codec import RequestCodec
     from scrapy_rep.crawl.spill import Spill
+
+logger = logging.getLogger("scrapy_rep")
 
 # (request, since): a tuple, not an object, to keep a held request's cost small.
 Held = tuple["Request", float]
+# In the room, the request may be its bytes (RequestCodec).
+_Stored = tuple["Request | bytes", float]
 
 
 class WaitingRoom:
@@ -43,12 +56,17 @@ class WaitingRoom:
         memory_bound: int = 0,
         make_spill: Callable[[], Spill] | None = None,
         on_unserialisable: Callable[[Request], None] | None = None,
+        codec: RequestCodec | None = None,
     ) -> None:
         self.ledger = ledger
+        # a durable ledger knows a dont_filter request by identity (see the docstring)
+        self._keep_dont_filter = bool(getattr(ledger, "durable", False))
+        self._ledger_forgets = not isinstance(ledger, NullLedger)
+        self.codec = codec
         self.clock = clock
         self._call_later = call_later
         self._on_due = on_due
-        self._held: dict[str, deque[Held]] = {}
+        self._held: dict[str, deque[_Stored]] = {}
         self._held_count = 0
         # Beyond memory_bound held requests in memory, new ones spill to disk.
         self.memory_bound = memory_bound
@@ -92,31 +110,64 @@ class WaitingRoom:
 
     def hold(self, origin: str, request: Request, since: float | None = None) -> None:
         when = self.clock() if since is None else since
-        self.ledger.record(origin, (request,))
-        if (
-            self.memory_bound
-            and self._held_count >= self.memory_bound
-            and self._spilled(origin, request, when)
-        ):
-            return
+        blob = self._encode(request)
+        codec = self.codec
+        if blob is not None and codec is not None:
+            codec.pin(request, blob)  # a ledger recording it reuses the bytes
+        try:
+            self.ledger.record(origin, (request,))
+        finally:
+            if codec is not None:
+                codec.unpin()
+        if self.memory_bound and self._held_count >= self.memory_bound:
+            if blob is not None and self._spilled(origin, blob, when):
+                return
+            if blob is None and self._on_unserialisable is not None:
+                # As Scrapy's scheduler does with a request its disk queue cannot take.
+                self._on_unserialisable(request)
+        keep = blob is None or (self._keep_dont_filter and request.dont_filter)
         queue = self._held.get(origin)
         if queue is None:
             queue = self._held[origin] = deque()
-        queue.append((request, when))
+        queue.append((request if keep else blob, when))  # type: ignore[arg-type]
         self._held_count += 1
 
-    def _spilled(self, origin: str, request: Request, since: float) -> bool:
+    def _encode(self, request: Request) -> bytes | None:
+        if self.codec is None:
+            return None
+        try:
+            return self.codec.encode(request)
+        except Exception:  # ValueError (callback), PicklingError, TypeError (meta)
+            return None
+
+    def _decode(self, stored: Request | bytes) -> Request | None:
+        if not isinstance(stored, bytes):
+            return stored
+        assert self.codec is not None
+        try:
+            return self.codec.decode(stored)
+        except Exception:
+            # It was encoded by this process a moment ago; should it not decode, say so
+            # rather than lose it silently.
+            logger.error("scrapy-rep: a held request could not be restored", exc_info=True)
+            return None
+
+    def _restore(self, stored: list[_Stored]) -> list[Held]:
+        restored: list[Held] = []
+        for item, since in stored:
+            request = self._decode(item)
+            if request is not None:
+                restored.append((request, since))
+        return restored
+
+    def _spilled(self, origin: str, blob: bytes, since: float) -> bool:
         if self.spill is None:
             if self._make_spill is None:
                 return False
             self.spill = self._make_spill()
-        if self.spill.push(origin, request, since):
-            self.spilled_total += 1
-            return True
-        # As Scrapy's scheduler does with a request its disk queue cannot take.
-        if self._on_unserialisable is not None:
-            self._on_unserialisable(request)
-        return False
+        self.spill.push(origin, blob, since)
+        self.spilled_total += 1
+        return True
 
     def take(self, origin: str) -> list[Held]:
         """Remove and return the origin's held requests (oldest first)."""
@@ -124,8 +175,8 @@ class WaitingRoom:
         spilled = self.spill.pop_all(origin) if self.spill is not None else []
         if not queue and not spilled:
             return []
-        taken = list(queue or ()) + spilled
         self._held_count -= len(queue or ())
+        taken = self._restore([*(queue or ()), *spilled])
         self.ledger.forget(origin, [request for request, _ in taken])
         return taken
 
@@ -180,22 +231,34 @@ class WaitingRoom:
 
     # -- closing -----------------------------------------------------------------------
 
-    def take_everything(self, *, forget: bool = True) -> list[tuple[str, Request, float]]:
+    def take_everything(
+        self, *, forget: bool = True, restore: bool = True
+    ) -> list[tuple[str, Request | bytes, float]]:
         """Empty the room (at close). ``forget=False`` leaves the ledger's records, for
-        a durable ledger that keeps them for another process."""
-        taken: list[tuple[str, Request, float]] = []
+        a durable ledger that keeps them for another process. ``restore=False``: the
+        caller only counts them, so requests kept as bytes stay bytes."""
+        stored: list[tuple[str, Request | bytes, float]] = []
         for origin, queue in self._held.items():
-            if forget:
-                self.ledger.forget(origin, [request for request, _ in queue])
-            taken.extend((origin, request, since) for request, since in queue)
+            stored.extend((origin, item, since) for item, since in queue)
         self._held.clear()
         self._held_count = 0
         for origin in self.spill.origins() if self.spill is not None else ():
             assert self.spill is not None
-            spilled = self.spill.pop_all(origin)
+            stored.extend((origin, blob, since) for blob, since in self.spill.pop_all(origin))
+        taken: list[tuple[str, Request | bytes, float]] = stored
+        if restore or (forget and self._ledger_forgets):
+            taken = []
+            per_origin: dict[str, list[Request]] = {}
+            for origin, item, since in stored:
+                request = self._decode(item)
+                if request is not None:
+                    taken.append((origin, request, since))
+                    per_origin.setdefault(origin, []).append(request)
             if forget:
-                self.ledger.forget(origin, [request for request, _ in spilled])
-            taken.extend((origin, request, since) for request, since in spilled)
+                for origin, requests in per_origin.items():
+                    self.ledger.forget(origin, requests)
+            if not restore:
+                taken = stored
         for _, _, origin, request, since, _ in sorted(self._timed):
             if forget:
                 self.ledger.forget(origin, (request,))
