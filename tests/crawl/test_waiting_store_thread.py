@@ -71,3 +71,28 @@ async def test_a_user_store_is_called_off_the_reactor_thread(
     assert on_reactor == [], on_reactor
     assert crawler.stat("robotstxt/forbidden") == len(hosts)
     assert crawler.stat("robotstxt/delayed") == len(urls)  # each waited for the read
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_fetch_lease_left_at_close_is_released_off_the_reactor_thread(
+    mockserver: Any, run_crawl: Any
+) -> None:
+    """The spider closes (CLOSESPIDER_TIMEOUT) while robots.txt is still downloading:
+    the fetch's lease is released at close, in the store's worker thread."""
+    host = mockserver.unique_host("closing")
+    mockserver.configure(host, {"robots": {"body": DISALLOW_PRIVATE, "delay": 4}})
+    SlowThreadRecordingStore.threads.clear()
+    settings = {
+        **REP,
+        "REP_STORAGE": f"{__name__}.SlowThreadRecordingStore",
+        "CLOSESPIDER_TIMEOUT": 1,
+        "REP_IDLE_WAIT": 60,
+    }
+    crawler = await run_crawl([mockserver.url(host, "/a")], settings=settings)
+    assert crawler.stat("robotstxt/delayed") == 1
+    calls = SlowThreadRecordingStore.threads
+    releases = [ident for name, ident in calls if name == "release_lease"]
+    assert releases, calls  # the lease taken for the fetch was released
+    reactor_thread = threading.get_ident()
+    assert reactor_thread not in releases
+    assert [name for name, ident in calls if ident == reactor_thread] == []
