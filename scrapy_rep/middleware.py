@@ -84,6 +84,12 @@ class RobotsTxtMiddleware:
         self.crawler = crawler
         assert crawler.stats is not None
         self.stats = crawler.stats
+        # The stats class's own inc_value, without Scrapy 2.19's per-access wrapper
+        # (a deprecation check for a spider argument never passed here): counted once
+        # per held request, so it matters.
+        self._inc_value: Any = getattr(type(self.stats), "inc_value", None) or (
+            lambda stats, key: stats.inc_value(key)
+        )
         self.policy = RobotsPolicy(config)
         self.fetcher = RobotsFetcher(crawler, config, self.clock)
         codec = RequestCodec(crawler)  # held requests as bytes (crawl/request_codec.py)
@@ -156,7 +162,7 @@ class RobotsTxtMiddleware:
         return cls(crawler)
 
     def _inc(self, key: str) -> None:
-        self.stats.inc_value(key)
+        self._inc_value(self.stats, key)
 
     # -- which requests we look at -------------------------------------------------------
 
