@@ -16,7 +16,8 @@ kept as they change, so ``len(room)`` and the per-origin counts cost O(1).
 Held requests are kept as bytes (``RequestCodec``: Scrapy's own serialisation), which
 the cyclic garbage collector does not walk; a request that cannot be serialised stays
 an object. One exception: with a durable ledger a ``dont_filter`` request stays an
-object, since the ledger knows it by identity (its fingerprint is not its key).
+object, never spilled, since the ledger knows it by identity (its fingerprint is not
+its key); such requests may exceed the memory bound.
 """
 
 from __future__ import annotations
@@ -119,13 +120,17 @@ class WaitingRoom:
         finally:
             if codec is not None:
                 codec.unpin()
-        if self.memory_bound and self._held_count >= self.memory_bound:
+        # A durable ledger knows a dont_filter request by identity: it stays this object
+        # (never bytes, never spilled), or its parked entry could not be forgotten and
+        # another process or the next run would crawl it again.
+        by_identity = self._keep_dont_filter and request.dont_filter
+        if self.memory_bound and self._held_count >= self.memory_bound and not by_identity:
             if blob is not None and self._spilled(origin, blob, when):
                 return
             if blob is None and self._on_unserialisable is not None:
                 # As Scrapy's scheduler does with a request its disk queue cannot take.
                 self._on_unserialisable(request)
-        keep = blob is None or (self._keep_dont_filter and request.dont_filter)
+        keep = blob is None or by_identity
         queue = self._held.get(origin)
         if queue is None:
             queue = self._held[origin] = deque()

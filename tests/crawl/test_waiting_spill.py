@@ -56,3 +56,35 @@ async def test_held_requests_beyond_the_bound_spill_and_come_back(
     spilled_root = tmp_path / "job" / "rep-held"
     assert not spilled_root.exists() or not any(spilled_root.iterdir())
     assert not crawler.messages(logging.ERROR)
+
+
+@pytest_twisted.ensureDeferred
+async def test_dont_filter_requests_beyond_the_bound_leave_nothing_parked(
+    mockserver: Any, run_crawl: Any, host: str, tmp_path: Any
+) -> None:
+    """With durable waiting (a shared store) the ledger knows a dont_filter request by
+    identity, so one that came back from disk as a new object could not be forgotten:
+    its parked entry stayed in the store and another process or the next run would
+    crawl it again. Such requests stay in memory; nothing is left parked."""
+    from scrapy_rep.crawl.store_ledger import open_cluster
+
+    mockserver.configure(host, {"robots": [{"status": 503}, {"body": DISALLOW_PRIVATE}]})
+    store = f"sqlite:{tmp_path / 'store.db'}"
+    settings: dict[str, Any] = {**REP, "REP_STORAGE": store, "REP_MEMORY_MAX_HELD": 2}
+    urls = [mockserver.url(host, f"/same?{i % 3}") for i in range(12)]
+
+    class Start(CallbackSpider):
+        async def start(self) -> Any:
+            for url in urls:
+                yield Request(url, dont_filter=True, callback=self.parse, errback=self.on_error)
+
+    crawler = await run_crawl([], settings=settings, spider_cls=Start)
+    assert len(pages_of(mockserver, host)) == 12  # dont_filter: every copy is crawled
+    assert crawler.stat("robotstxt/released") == 12
+    cluster = open_cluster(store, Start.name)
+    assert cluster is not None
+    try:
+        assert cluster.parked() == []
+    finally:
+        cluster.close()
+    assert not crawler.messages(logging.ERROR)
