@@ -55,6 +55,13 @@ MAX_BLOB = 4 * 1024 * 1024
 STAT = "robotstxt/ledger/"
 #: Longest the close waits for a write already in flight (seconds).
 CLOSE_WAIT = 5.0
+#: How long a newly held request may wait before it is written to the store (seconds).
+#: Most holds of a crawl are first contacts whose robots.txt arrives within this: they
+#: are released and forgotten before the write, and cost the store nothing. A kill -9
+#: loses at most this much of the newest holds, about what Scrapy's stock middleware
+#: loses in flight (measured: recording every first-contact hold made a 2,000-origin
+#: crawl on SQLite slower than the stock middleware).
+PARK_GRACE = 1.0
 
 
 def owner_id() -> str:
@@ -232,7 +239,9 @@ class StoreLedger:
 
         self._flush_queued = True
         clock: Any = reactor
-        clock.callLater(0, self._flush)
+        # Removals and a backlog go at once; new holds after PARK_GRACE.
+        urgent = self._pending_remove or len(self._pending_add) >= BATCH
+        clock.callLater(0 if urgent else PARK_GRACE, self._flush)
 
     def _take_batch(self, limit: int | None) -> tuple[list[Parked], list[str]]:
         keys = list(self._pending_add)[:limit] if limit is not None else list(self._pending_add)
