@@ -16,12 +16,15 @@ import re
 from collections.abc import Callable
 from typing import NamedTuple
 
+from scrapy_rep.robotstxt._issues import INVALID_VALUE, RULE_OUTSIDE_GROUP, IssueLog
+
 __all__ = [
     "EXTENSION_FIELDS",
     "INTERPRET",
     "SIGNAL_KEYS",
     "ExtensionLine",
     "Extensions",
+    "interpret",
     "summarise",
 ]
 
@@ -137,3 +140,37 @@ def summarise(lines: list[ExtensionLine], invalid: list[int]) -> Extensions:
         else:
             found.add(field, parsed)
     return found
+
+
+def interpret(
+    per_token: dict[str, list[list[ExtensionLine]]], preamble: list[ExtensionLine], log: IssueLog
+) -> tuple[dict[str, Extensions], Extensions | None]:
+    """Each token's extension values, reading every run's lines once (linear), and
+    those of the *preamble* (lines before any user-agent line); invalid values and
+    preamble lines that are not content signals are reported to *log*."""
+    invalid: list[int] = []
+    by_run: dict[int, Extensions] = {}
+    summaries: dict[str, Extensions] = {}
+    for token, runs in per_token.items():
+        found = None
+        own = False  # found is this token's own object, not a run's shared summary
+        for lines in runs:
+            summary = by_run.get(id(lines))
+            if summary is None:
+                summary = by_run[id(lines)] = summarise(lines, invalid)
+            if found is None:
+                found = summary  # shared, read-only: most tokens have one group
+            else:
+                if not own:
+                    found, own = Extensions().merged(found), True
+                found.merge(summary)
+        if found is not None:
+            summaries[token] = found
+    preamble_summary = None
+    if preamble:  # before any user-agent line only content signals apply, file-wide
+        signals = [e for e in preamble if e.field == "content-signal"]
+        preamble_summary = summarise(signals, invalid)
+        outside = (e.line for e in preamble if e.field != "content-signal")
+        log.found.extend((line, RULE_OUTSIDE_GROUP) for line in outside)
+    log.found.extend((line, INVALID_VALUE) for line in invalid)
+    return summaries, preamble_summary

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import TypeAlias
 
-from scrapy_rep.robotstxt._extensions import SIGNAL_KEYS, ExtensionLine, Extensions
+from scrapy_rep.robotstxt._extension_queries import ExtensionQueries
+from scrapy_rep.robotstxt._extensions import ExtensionLine, Extensions
 from scrapy_rep.robotstxt._gc import paused_gc
 from scrapy_rep.robotstxt._interpreted import (
     WINDOW_FROM,
@@ -27,13 +28,29 @@ from scrapy_rep.robotstxt._matcher import (
     pattern_at,
     wild_rule,
 )
-from scrapy_rep.robotstxt._parser import Run, parse
-from scrapy_rep.robotstxt._urls import SIMPLE_PATH as _SIMPLE
-from scrapy_rep.robotstxt._urls import plain_path
-from scrapy_rep.robotstxt._usage import Usage, UsageIndex
+from scrapy_rep.robotstxt._parser import Run, parse, run_rules
+from scrapy_rep.robotstxt._urls import (
+    _SIMPLE,
+    is_robots_txt,
+    normalise_path,
+    plain_path,
+    url_path,
+)
+from scrapy_rep.robotstxt._urls import (
+    as_text as _text,
+)
+from scrapy_rep.robotstxt._usage import UsageIndex
 from scrapy_rep.robotstxt._useragent import token_key
 
-__all__ = ["DEFAULT_MAX_SIZE", "Decision", "RobotsTxt"]
+__all__ = [
+    "DEFAULT_MAX_SIZE",
+    "_SIMPLE",
+    "Decision",
+    "RobotsTxt",
+    "normalise_path",
+    "plain_path",
+    "url_path",
+]
 
 # RFC 9309 §2.5: crawlers must parse at least the first 500 KiB.
 DEFAULT_MAX_SIZE = 512_000
@@ -55,17 +72,6 @@ class Decision:
     reason: str
 
 
-def _is_robots_txt(path: bytes) -> bool:
-    # RFC 9309 §2.2.2: /robots.txt is implicitly allowed (with any query)
-    return path.startswith(b"/robots.txt") and (len(path) == 11 or path[11] == 0x3F)
-
-
-def _text(value: _Text) -> str:
-    if isinstance(value, str):
-        return value
-    return bytes(value).decode("utf-8", "replace")
-
-
 _NO_MEMO: tuple[object, None] = (None, None)
 
 
@@ -76,10 +82,10 @@ def _agent(user_agent: _Text) -> str | bytes:
 
 # a file (octets) or group (16 octets a rule) from which the collector is paused
 _LARGE = 32_768
-_PATTERNS = itemgetter(0)
+_MARKS = itemgetter(1)  # a run's line marks, one per rule (see _parser.Run)
 
 
-class RobotsTxt:
+class RobotsTxt(ExtensionQueries):
     """A parsed robots.txt.  Build with :meth:`parse`.
 
     Queries change no answer, but they do build indexes as they go (see _interpreted):
@@ -91,14 +97,13 @@ class RobotsTxt:
         "_extension_lines",
         "_extensions",
         "_groups",
+        "_issue_counts",
         "_issues",
         "_memo",
         "_originals",
         "_preamble",
         "_preamble_summary",
         "_scans",
-        "_usage",
-        "issue_counts",
         "rule_count",
         "sitemaps",
         "truncated",
@@ -128,7 +133,7 @@ class RobotsTxt:
         #: what the parser did not take as written, in line order (the first
         #: _issues.MAX_ISSUES), and the count of every kind (all of them)
         self._issues: tuple[Issue, ...] | Pending | None = None
-        self.issue_counts: dict[str, int] = {}
+        self._issue_counts: dict[str, int] | None = None  # None: no issue
 
     @classmethod
     def parse(cls, content: _Text, max_size: int = DEFAULT_MAX_SIZE) -> RobotsTxt:
@@ -138,23 +143,31 @@ class RobotsTxt:
         else:
             with paused_gc():  # (see _gc: tens of thousands of containers)
                 res = parse(content, max_size)
-        self = cls()
+        self = cls.__new__(cls)  # every slot is set here: no defaults to throw away
+        self._usage = None
+        self._memo = _NO_MEMO
+        self._scans = None
         # No group is compiled now: a crawler uses one token, and most files name
         # many crawlers it will never be (Protego builds its index lazily alike).
         # A group's first checks scan its rules; it is compiled when used more (see
         # _first_use and _interpreted).
-        self._groups = dict(res.groups)
+        self._groups = res.groups  # type: ignore[assignment]  # (runs only, so far)
         self._originals = res.originals or None
         self._extensions = res.summaries or None
         self._preamble_summary = res.preamble_summary
         self._extension_lines = res.extensions or None
         self._preamble = res.preamble or None
         self._issues = res.issues
-        self.issue_counts = res.issue_counts
+        self._issue_counts = res.issue_counts or None
         self.sitemaps = res.sitemaps
         self.truncated = res.truncated
         self.rule_count = res.rule_count
         return self
+
+    @property
+    def issue_counts(self) -> dict[str, int]:
+        """The count of every kind of issue (see issues), in ISSUE_KINDS order."""
+        return self._issue_counts if self._issue_counts is not None else {}
 
     @property
     def issues(self) -> tuple[Issue, ...]:
@@ -179,7 +192,7 @@ class RobotsTxt:
         found = scans.get(token)
         if found is None:
             originals = {} if self._originals is None else self._originals
-            scan = prepare_scan(runs, originals)
+            scan = prepare_scan(list(map(run_rules, runs)), originals)
             found = scans[token] = (compile_cost(scan), scan)
             if originals and self._originals is None:
                 self._originals = originals
@@ -194,13 +207,16 @@ class RobotsTxt:
     def _group(self, token: str) -> Group:
         group = self._groups[token]
         if isinstance(group, list):
-            if self._originals is None:
-                self._originals = {}
-            if sum(map(len, map(_PATTERNS, group))) < _LARGE // 16:
-                group = self._groups[token] = compile_group(group, {}, self._originals)
+            # (an originals dict is kept only once it holds something)
+            originals = {} if self._originals is None else self._originals
+            rules = list(map(run_rules, group))
+            if sum(map(len, map(_MARKS, group))) < _LARGE // 16:
+                group = self._groups[token] = compile_group(rules, {}, originals)
             else:
                 with paused_gc():
-                    group = self._groups[token] = compile_group(group, {}, self._originals)
+                    group = self._groups[token] = compile_group(rules, {}, originals)
+            if originals and self._originals is None:
+                self._originals = originals
             scans = self._scans
             if scans is not None:
                 scans.pop(token, None)
@@ -248,7 +264,7 @@ class RobotsTxt:
         runs = None if token is None else self._groups[token]
         if not isinstance(runs, list) or (self._scans and token in self._scans):
             return 0
-        return sum(map(len, map(_PATTERNS, runs)))
+        return sum(map(len, map(_MARKS, runs)))
 
     def prepare(self, user_agent: _Text) -> None:
         """Do the work of *user_agent*'s first check now: prepare its group's scan, or
@@ -269,10 +285,12 @@ class RobotsTxt:
         scan = found[1]
         m = _SIMPLE.match(url) if url.__class__ is str else None
         path = m[1].encode() if m is not None else plain_path(_text(url))
-        if _is_robots_txt(path):
+        if is_robots_txt(path):
             return True
         allowed, cost = scan_allows(scan, path)
-        if scan[4] is None and len(scan[0]) > WINDOW_FROM:
+        # the window pays from the third scan on: most groups get one or two (the
+        # budget is still whole before the second scan only if this was the first)
+        if scan[4] is None and len(scan[0]) > WINDOW_FROM and found[0] != compile_cost(scan):
             scan = windowed(scan)
         scans[token] = (found[0] - cost, scan)  # type: ignore[index]
         return allowed
@@ -314,14 +332,14 @@ class RobotsTxt:
             best = wild_rule(group, path, best, text)
         if best < 0 or not group[6][best] & 1:  # the low bit is set for disallow rules
             return True
-        # _is_robots_txt(path), inlined: /robots.txt is always allowed (RFC 9309 2.2.2)
+        # is_robots_txt(path), inlined: /robots.txt is always allowed (RFC 9309 2.2.2)
         return path[:11] == b"/robots.txt" and (len(path) == 11 or path[11] == 0x3F)
 
     def explain(self, url: _Text, user_agent: _Text) -> Decision:
         """Like :meth:`allowed`, with the deciding line, rule and group."""
         token = self._token(user_agent)
         path = plain_path(_text(url))
-        if _is_robots_txt(path):
+        if is_robots_txt(path):
             return Decision(True, None, None, (), "robots.txt-always-allowed")
         if token is None:
             return Decision(True, None, None, (), "no-matching-group")
@@ -346,67 +364,3 @@ class RobotsTxt:
             text = pattern.decode("ascii")
         rule = ("Allow: " if allow else "Disallow: ") + text
         return Decision(allow, line, rule, (token,), "rule")
-
-    def _values(self, user_agent: _Text) -> Extensions | None:
-        token = self._token(user_agent)
-        if token is None or self._extensions is None:
-            return None
-        return self._extensions.get(token)
-
-    def crawl_delay(self, user_agent: _Text) -> float | None:
-        """Crawl-delay of the obeyed group in seconds, if it gives a valid one."""
-        found = self._values(user_agent)
-        return None if found is None else found.delay
-
-    def request_rate(self, user_agent: _Text) -> tuple[int, float] | None:
-        """Request-rate of the obeyed group as (requests, seconds)."""
-        found = self._values(user_agent)
-        return None if found is None else found.rate
-
-    def content_signals(self, user_agent: _Text) -> dict[str, bool]:
-        """Content-Signal values (``search``, ``ai-input``, ``ai-train``) that apply.
-
-        Signals in the obeyed group win; signals given before any user-agent line
-        apply to every crawler as a file-wide default.
-        """
-        own = self._values(user_agent)
-        found = dict(own.signals) if own is not None else {}
-        if self._preamble_summary is not None:
-            for key, value in self._preamble_summary.signals.items():
-                found.setdefault(key, value)
-        return {key: found[key] for key in SIGNAL_KEYS if key in found}
-
-    def extension_lines(self, user_agent: _Text | None, field: str) -> list[ExtensionLine]:
-        """The *field* lines (a key of _extensions.EXTENSION_FIELDS) of the group
-        *user_agent* obeys, in file order (merged same-name groups included); with
-        None, those before the first user-agent line."""
-        if user_agent is None:
-            lines = self._preamble or []
-            return [e for e in lines if e.field == field]
-        token = self._token(user_agent)
-        if token is None or self._extension_lines is None:
-            return []
-        runs = self._extension_lines.get(token, [])
-        return [e for lines in runs for e in lines if e.field == field]
-
-    @property
-    def declares_usage(self) -> bool:
-        """False when no line of the file can state a usage preference, so ``usage()``
-        is all unknown for every URL (a crawl then skips asking, per request)."""
-        return not (self._extension_lines is None and self._preamble is None)
-
-    def usage(self, url: _Text, user_agent: _Text) -> Usage:
-        """Usage preferences (Content-Usage, Content-Signal) of *url*; see _usage.
-
-        None apply to a URL the crawler may not fetch (draft-ietf-aipref-attach §3.1).
-        """
-        if (self._extension_lines is None and self._preamble is None) or not self.allowed(
-            url, user_agent
-        ):
-            return Usage()
-        index = self._usage
-        if index is None:
-            lines = dict(self._extension_lines or {})
-            lines[""] = [self._preamble or []]
-            index = self._usage = UsageIndex(lines)
-        return index.usage(self._token(user_agent), plain_path(_text(url)))

@@ -1,7 +1,7 @@
-"""URLs as robots.txt rules see them: the path and query, normalised (RFC 9309 §2.2.2).
+"""URLs as the engine compares them: the path and query, normalised (RFC 9309 §2.2.2).
 
-The fast paths are regular expressions that take an ASCII URL needing no
-normalisation in one C-level call; anything else goes through ``_escapes``.
+allowed() takes the common URL (plain ASCII, http(s) or path-only, nothing to escape)
+in one regex call (_SIMPLE); anything else goes through plain_path().
 """
 
 from __future__ import annotations
@@ -11,7 +11,15 @@ import sys
 
 from scrapy_rep.robotstxt._escapes import normalise_path_bytes
 
-__all__ = ["SIMPLE_PATH", "normalise_path", "plain_path", "url_path"]
+__all__ = [
+    "SIMPLE_PATH",
+    "_SIMPLE",
+    "as_text",
+    "is_robots_txt",
+    "normalise_path",
+    "plain_path",
+    "url_path",
+]
 
 # scheme "://" authority, or a network-path reference "//" authority (RFC 3986 §4.2),
 # then the path and query as group 1 (the fragment is never sent to a server).
@@ -33,6 +41,7 @@ _PLAIN = re.compile(r"(?:(?:[A-Za-z][A-Za-z0-9+.\-]*:)?//[^/?#]*)?([^#" + _SPECI
 # fails at once on a URL the fast path cannot take, and is ~15 % quicker on others.
 _ONCE = "+" if sys.version_info >= (3, 11) else ""
 _SIMPLE = re.compile(rf"(?:https?://[^/?#]*{_ONCE}|(?!//))(/[^#" + _SPECIAL + rf"]*{_ONCE})\Z")
+SIMPLE_PATH = _SIMPLE
 
 
 def plain_path(url: str) -> bytes:
@@ -69,4 +78,12 @@ def url_path(url: str) -> str:
     return rest if rest[:1] == "/" else "/" + rest
 
 
-SIMPLE_PATH = _SIMPLE
+def is_robots_txt(path: bytes) -> bool:
+    # RFC 9309 §2.2.2: /robots.txt is implicitly allowed (with any query)
+    return path.startswith(b"/robots.txt") and (len(path) == 11 or path[11] == 0x3F)
+
+
+def as_text(value: str | bytes | bytearray | memoryview) -> str:
+    if isinstance(value, str):
+        return value
+    return bytes(value).decode("utf-8", "replace")

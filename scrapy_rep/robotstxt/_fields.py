@@ -1,0 +1,201 @@
+"""The parser's view of lines: the file's octets cut to size, field names, tokens.
+
+Everything here is C-level or memoised, so that the parser's loop (_parser) does a
+constant, small amount of Python work per line:
+
+- prepare() applies the size limit and skips a (partial) BOM;
+- field_kind() maps a field name as written to its kind through a bounded memo of
+  Google's case-insensitive prefix match (typos included);
+- ua_token() maps a user-agent value to its group key through a bounded memo.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+from scrapy_rep.robotstxt._extensions import EXTENSION_FIELDS
+from scrapy_rep.robotstxt._issues import LINE_TOO_LONG, MAX_TEXT, IssueLog
+from scrapy_rep.robotstxt._useragent import product_token
+
+__all__ = [
+    "ALLOW",
+    "DISALLOW",
+    "EXT",
+    "EXT_NAMES",
+    "FIELD_START",
+    "HASH",
+    "KINDS",
+    "MAX_LINE",
+    "OTHER",
+    "SITEMAP",
+    "TYPO",
+    "UA",
+    "UA_TOKENS",
+    "cut_long_lines",
+    "field_kind",
+    "is_blank",
+    "is_markup",
+    "maybe_field",
+    "prepare",
+    "split_line",
+    "ua_token",
+]
+
+# Google's library reads a line into a buffer of 8 x 2083 octets (2083 = the longest
+# URL old IE accepted) that also holds the terminating NUL: 16,663 octets are kept.
+MAX_LINE = 16_663
+
+# Field kinds.  HASH: the text before the first colon holds a "#" (or the line has no
+# colon), so the line must be looked at again.  Extension fields follow, one kind each
+# (see _extensions.EXTENSION_FIELDS).  TYPO is or-ed into the kind of a misspelt name,
+# so that the hot path (kind <= DISALLOW) only takes exact names.
+ALLOW, DISALLOW, UA, SITEMAP, OTHER, HASH = range(6)
+EXT = 6
+EXT_NAMES = tuple(EXTENSION_FIELDS)
+TYPO = 64
+
+# Google's library recognises a field when its name *starts with* one of these,
+# case-insensitively; the typo spellings are the ones it accepts ("frequent typos").
+# The first spelling of each kind is the exact one.
+_PREFIXES: tuple[tuple[bytes, int], ...] = (
+    (b"user-agent", UA),
+    (b"useragent", UA),
+    (b"user agent", UA),
+    (b"allow", ALLOW),
+    (b"disallow", DISALLOW),
+    (b"dissallow", DISALLOW),
+    (b"dissalow", DISALLOW),
+    (b"disalow", DISALLOW),
+    (b"diasllow", DISALLOW),
+    (b"disallaw", DISALLOW),
+    (b"sitemap", SITEMAP),
+    (b"site-map", SITEMAP),
+    *(
+        (spelling, EXT + n)
+        for n, spellings in enumerate(EXTENSION_FIELDS.values())
+        for spelling in spellings
+    ),
+)
+_EXACT = {kind: name for name, kind in reversed(_PREFIXES)}
+# All prefixes in one regex: the number of the group that matched gives the kind.
+_FIELD = re.compile(b"|".join(b"(" + re.escape(name) + b")" for name, _ in _PREFIXES))
+_FIELD_KINDS = (OTHER, *(kind for _, kind in _PREFIXES))
+# First octets a colon-less field line can start with.
+_STARTS = frozenset(b"".join(name[:1] for name, _ in _PREFIXES).lower())
+FIELD_START = _STARTS | frozenset(bytes(_STARTS).upper()) | frozenset(b" \t\v\f")
+# A line can hold a field only if its first non-blank octet can start a field name.
+maybe_field = re.compile(
+    rb"[ \t\x0b\x0c]*[" + bytes(sorted(FIELD_START - frozenset(b" \t\v\f"))) + rb"]"
+).match
+_MARKUP_START = re.compile(rb"\s*<").match
+# Google: a field without its colon is "field value" with only spaces or tabs between
+# them, and exactly two such words.
+_COLONLESS = re.compile(rb"([^ \t]+)[ \t]+([^ \t]+)")
+# Field names as written -> kind, and user-agent values -> group key: bounded memos
+# (a hostile file cannot grow them; past the bound, lookups are simply computed).
+KINDS: dict[bytes, int] = {}
+UA_TOKENS: dict[bytes, str] = {}
+_MEMO_LIMIT = 4096
+
+_ASCII_TOKEN = re.compile(rb"[-A-Za-z0-9_]*")
+
+
+def field_kind(key: bytes) -> int:
+    """Kind of a field name as written (blanks around it and any case allowed)."""
+    folded = key.strip().lower()
+    if 0x23 in folded:
+        kind = HASH
+    else:
+        m = _FIELD.match(folded)
+        kind = _FIELD_KINDS[m.lastindex or 0] if m else OTHER
+        if kind != OTHER and folded != _EXACT[kind]:
+            kind |= TYPO
+    # Memoise names as written; long unknown names are page junk, not worth a slot.
+    if len(KINDS) < _MEMO_LIMIT and (kind != OTHER or len(key) <= 24):
+        KINDS[key] = kind
+    return kind
+
+
+def ua_token(value: bytes) -> str:
+    """The group key of a (stripped) user-agent value (see _useragent for the rule)."""
+    if value[:1] == b"*" and (len(value) == 1 or value[1:2].isspace()):
+        token = "*"  # Google: "*" followed by anything after whitespace is still global
+    elif value.isascii():
+        match = _ASCII_TOKEN.match(value)
+        token = sys.intern(match.group().decode("ascii").lower()) if match else ""
+    else:
+        token = sys.intern(product_token(value).lower())
+    if len(UA_TOKENS) < _MEMO_LIMIT and len(value) <= 64:
+        UA_TOKENS[value] = token
+    return token
+
+
+def _to_bytes(content: bytes | bytearray | memoryview | str) -> bytes:
+    if isinstance(content, str):
+        try:
+            return content.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:
+            return content.encode("utf-8", "replace")
+    return bytes(content)
+
+
+def _limit(data: bytes, max_size: int, log: IssueLog) -> tuple[bytes, bool]:
+    """Keep the first *max_size* octets, dropping a line the limit cuts in half."""
+    max_size = max(max_size, 0)
+    if len(data) <= max_size:
+        return data, False
+    following = data[max_size : max_size + 1]
+    kept = data[:max_size]
+    if following not in (b"\n", b"\r"):
+        end = max(kept.rfind(b"\n"), kept.rfind(b"\r"))
+        kept = kept[: end + 1]
+    line = len(kept.splitlines()) + 1
+    log.limit = (line, max_size, data[len(kept) : min(max_size, len(kept) + MAX_TEXT + 1)])
+    return kept, True
+
+
+def prepare(
+    content: bytes | bytearray | memoryview | str, max_size: int, log: IssueLog
+) -> tuple[bytes, bool]:
+    data, truncated = _limit(_to_bytes(content), max_size, log)
+    # a UTF-8 BOM, or the start of one (Google's library skips each octet that
+    # continues the BOM), is not part of the first line
+    if data[:1] == b"\xef":
+        skip = 3 if data[1:3] == b"\xbb\xbf" else 2 if data[1:2] == b"\xbb" else 1
+        data = data[skip:]
+    return data, truncated
+
+
+def cut_long_lines(data: bytes, lines: list[bytes], log: IssueLog) -> list[bytes]:
+    """*lines* (of *data*) cut to MAX_LINE octets, with an issue for each longer one."""
+    if len(data) <= MAX_LINE:
+        return lines
+    if max(map(len, lines)) <= MAX_LINE:
+        return lines
+    long = [n for n, line in enumerate(lines, 1) if len(line) > MAX_LINE]
+    log.found.extend((n, LINE_TOO_LONG) for n in long)
+    return [line[:MAX_LINE] for line in lines]
+
+
+def is_markup(data: bytes, line_count: int) -> bool:
+    """Mostly page markup (an HTML page served as robots.txt)?"""
+    return _MARKUP_START(data) is not None or data.count(b"<") * 4 > line_count
+
+
+def split_line(line: bytes) -> tuple[bytes, bytes, bool] | None:
+    """(field, value, has colon) of a line the fast path could not split, or None."""
+    hash_at = line.find(b"#")
+    if hash_at >= 0:
+        line = line[:hash_at]
+    key, colon, value = line.partition(b":")
+    if colon:
+        key = key.strip()
+        return (key, value.strip(), True) if key else None
+    m = _COLONLESS.fullmatch(line.strip())
+    return (m[1], m[2].strip(), False) if m else None
+
+
+def is_blank(line: bytes) -> bool:
+    stripped = line.lstrip()
+    return not stripped or stripped[:1] == b"#"
