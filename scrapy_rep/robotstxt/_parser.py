@@ -20,7 +20,6 @@ from array import array
 from collections.abc import Iterable
 from itertools import accumulate, compress, count, repeat
 from operator import itemgetter, not_
-from typing import Any
 
 from scrapy_rep.robotstxt._extensions import ExtensionLine, Extensions, interpret
 from scrapy_rep.robotstxt._fields import (
@@ -67,18 +66,25 @@ _ABSOLUTE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^/?#\s]")
 
 _BEFORE = itemgetter(0)
 
-# Rules of one user-agent run: [patterns joined by "\n" (no pattern holds one: lines
-# are split on it), line marks]: per rule line * 2 + (0 for allow, 1 for disallow);
-# compiling turns these into precedence codes (see _matcher).  One bytes object per
-# run instead of one per rule: a parsed file is kept while its origin is crawled.
-# (A list, not a tuple: the parser registers each run before its rules are known.)
-Run = list[Any]
+
+class Run:
+    """Rules of one user-agent run: its patterns joined by "\n" (no pattern holds
+    one: lines are split on it), and per rule its line mark, line * 2 + (0 for
+    allow, 1 for disallow); compiling turns these into precedence codes (see
+    _matcher).  One bytes object per run instead of one per rule, and a slotted
+    object (48 octets): a parsed file is kept while its origin is crawled.  The
+    parser registers a run before its rules are known and fills it at the end."""
+
+    __slots__ = ("marks", "patterns")
+
+    patterns: bytes
+    marks: array[int]
 
 
 def run_rules(run: Run) -> tuple[list[bytes], array[int]]:
     """(patterns, line marks) of *run*, as compiling and scanning take them."""
-    marks: array[int] = run[1]
-    return (run[0].split(b"\n") if marks else []), marks
+    marks = run.marks
+    return (run.patterns.split(b"\n") if marks else []), marks
 
 
 class ParseResult:
@@ -129,14 +135,15 @@ def parse(content: bytes | bytearray | memoryview | str, max_size: int) -> Parse
     # every run's raw rule values and line marks, in file order; starts[n]: where
     # run n's begin (its placeholder is runs[n], filled in by _fill_runs)
     values: list[bytes] = []
-    marks = array("q")
+    # (4 octets a mark when every line * 2 + 1 fits in them, as it does for any file
+    # under 1 GiB: a 500 KiB file has fewer than 2**19 lines)
+    marks = array("i" if len(data) < 2**30 else "q")
     add_value, add_mark = values.append, marks.append
     starts: list[int] = []
     runs: list[Run] = []
     # tokens of the user-agent run being filled (a dict: constant-time membership,
     # so a run of thousands of user-agent lines stays linear)
     tokens: dict[str, None] = {}
-    run: Run = []
     run_start = 0
     extras: list[ExtensionLine] | None = None  # the run's extension lines, if any
     in_rules = False  # a Content-Usage line has been seen since the last user-agent
@@ -205,7 +212,7 @@ def parse(content: bytes | bytearray | memoryview | str, max_size: int) -> Parse
             if in_rules or not tokens or len(values) != run_start:
                 run_start = len(values)
                 starts.append(run_start)
-                run = [run_start, None]
+                run = Run()
                 runs.append(run)
                 tokens = {}
                 extras = None
@@ -279,15 +286,15 @@ def _fill_runs(
                 log.found.append((marks[i] >> 1, EMPTY_VALUE))
         kept = list(accumulate(map(bool, patterns), initial=0))
         starts = list(map(kept.__getitem__, starts))
-        marks = array("q", compress(marks, patterns))
+        marks = array(marks.typecode, compress(marks, patterns))
         patterns = list(filter(None, patterns))
     res.rule_count = len(patterns)
     if index_rules:
         patterns, marks, starts = _index_rules(patterns, marks, starts, res.originals)
     ends = [*starts[1:], len(patterns)] if starts else []
     for run, a, b in zip(runs, starts, ends, strict=True):
-        run[0] = b"\n".join(patterns[a:b])
-        run[1] = marks[a:b]
+        run.patterns = b"\n".join(patterns[a:b])
+        run.marks = marks[a:b]
 
 
 def _index_rules(
@@ -296,7 +303,7 @@ def _index_rules(
     """Google/Protego: "allow: /dir/index.htm[l]" also allows "/dir/" itself, as the
     extra rule "allow: /dir/$" right after it (and the same line)."""
     fixed: list[bytes] = []
-    fixed_marks = array("q")
+    fixed_marks = array(marks.typecode)
     at = dict.fromkeys(starts, 0)  # old position -> new (runs can start together)
     for i, (value, mark) in enumerate(zip(patterns, marks, strict=True)):
         if i in at:

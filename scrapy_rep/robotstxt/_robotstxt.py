@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass
-from operator import itemgetter
+from operator import attrgetter
 from typing import TypeAlias
 
 from scrapy_rep.robotstxt._extension_queries import ExtensionQueries
@@ -82,7 +82,7 @@ def _agent(user_agent: _Text) -> str | bytes:
 
 # a file (octets) or group (16 octets a rule) from which the collector is paused
 _LARGE = 32_768
-_MARKS = itemgetter(1)  # a run's line marks, one per rule (see _parser.Run)
+_MARKS = attrgetter("marks")  # a run's line marks, one per rule (see _parser.Run)
 
 
 class RobotsTxt(ExtensionQueries):
