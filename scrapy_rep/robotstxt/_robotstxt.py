@@ -288,9 +288,7 @@ class RobotsTxt(ExtensionQueries):
         if is_robots_txt(path):
             return True
         allowed, cost = scan_allows(scan, path)
-        # the window pays from the third scan on: most groups get one or two (the
-        # budget is still whole before the second scan only if this was the first)
-        if scan[4] is None and len(scan[0]) > WINDOW_FROM and found[0] != compile_cost(scan):
+        if scan[4] is None and len(scan[0]) > WINDOW_FROM:
             scan = windowed(scan)
         scans[token] = (found[0] - cost, scan)  # type: ignore[index]
         return allowed
