@@ -39,7 +39,6 @@ __all__ = [
     "maybe_field",
     "prepare",
     "split_line",
-    "split_lines",
     "ua_token",
 ]
 
@@ -166,19 +165,6 @@ def prepare(
         skip = 3 if data[1:3] == b"\xbb\xbf" else 2 if data[1:2] == b"\xbb" else 1
         data = data[skip:]
     return data, truncated
-
-
-def split_lines(data: bytes) -> list[bytes]:
-    """data.splitlines() (LF, CRLF and CR end a line), faster: bytes.split finds one
-    separator with a memchr-like search, where splitlines tests every octet twice."""
-    if 0x0D in data:  # (0x0D is CR: an int membership test is one memchr)
-        data = data.replace(b"\r\n", b"\n")
-        if 0x0D in data:
-            data = data.replace(b"\r", b"\n")
-    lines = data.split(b"\n")
-    if not lines[-1]:  # a final line end ends the last line; it starts none
-        lines.pop()
-    return lines
 
 
 def cut_long_lines(data: bytes, lines: list[bytes], log: IssueLog) -> list[bytes]:

@@ -5,7 +5,7 @@ ASCII, rule values stay raw octets until matching normalises them (non-ASCII and
 invalid octets become %XX, as RFC 9309 §2.2.2 and Google's library do), and only
 sitemap URLs and extension values are decoded (UTF-8, bad sequences replaced).
 
-Lines are split once in C (see _fields.split_lines), so line numbers are just a counter,
+Lines are split once in C (bytes.splitlines), so line numbers are just a counter,
 and a loop with constant work per line assigns the fields to groups: linear time
 whatever the mix of lines.  A rule line costs the loop two appends: its raw value and
 line mark go to file-wide lists, and all values are cut at a comment, stripped,
@@ -42,7 +42,6 @@ from scrapy_rep.robotstxt._fields import (
     maybe_field,
     prepare,
     split_line,
-    split_lines,
     ua_token,
 )
 from scrapy_rep.robotstxt._issues import (
@@ -148,7 +147,9 @@ def parse(content: bytes | bytearray | memoryview | str, max_size: int) -> Parse
     extras: list[ExtensionLine] | None = None  # the run's extension lines, if any
     in_rules = False  # a Content-Usage line has been seen since the last user-agent
 
-    lines = cut_long_lines(data, split_lines(data), log)
+    # (bytes.splitlines ends a line at LF, CRLF or CR, as RFC 9309 §2.2 does, in one
+    # pass; replacing CR first and splitting on LF is fewer instructions but slower)
+    lines = cut_long_lines(data, data.splitlines(), log)
     numbered: Iterable[tuple[int, bytes]] = enumerate(lines, 1)
     if is_markup(data, len(lines)):
         # Mostly page markup (an HTML page served as robots.txt): only lines whose
