@@ -23,6 +23,7 @@ from scrapy_rep.robotstxt._interpreted import (
 from scrapy_rep.robotstxt._issues import Issue, Pending, materialise
 from scrapy_rep.robotstxt._matcher import (
     Group,
+    Rules,
     best_rule,
     compile_group,
     pattern_at,
@@ -83,6 +84,9 @@ def _agent(user_agent: _Text) -> str | bytes:
 # a file (octets) or group (16 octets a rule) from which the collector is paused
 _LARGE = 32_768
 _MARKS = attrgetter("marks")  # a run's line marks, one per rule (see _parser.Run)
+# a group being scanned: what scanning it may still cost before it is compiled, its
+# scan, and its runs' rules split (see _parser.run_rules), for the compile to reuse
+ScanState: TypeAlias = tuple[int, Scan, list[Rules]]
 
 
 class RobotsTxt(ExtensionQueries):
@@ -126,7 +130,7 @@ class RobotsTxt(ExtensionQueries):
         self._originals: dict[int, str] | None = None
         # token -> (what scans may still cost before compiling, the scan) of groups
         # not compiled yet (see _interpreted)
-        self._scans: dict[str, tuple[int, Scan]] | None = None
+        self._scans: dict[str, ScanState] | None = None
         self.sitemaps: list[str] = []
         self.truncated = False
         self.rule_count = 0
@@ -192,8 +196,9 @@ class RobotsTxt(ExtensionQueries):
         found = scans.get(token)
         if found is None:
             originals = {} if self._originals is None else self._originals
-            scan = prepare_scan(list(map(run_rules, runs)), originals)
-            found = scans[token] = (compile_cost(scan), scan)
+            rules = list(map(run_rules, runs))
+            scan = prepare_scan(rules, originals)
+            found = scans[token] = (compile_cost(scan), scan, rules)
             if originals and self._originals is None:
                 self._originals = originals
         return found[1] if found[0] > 0 else None
@@ -202,14 +207,19 @@ class RobotsTxt(ExtensionQueries):
         """Count a scan of *token*'s group against what compiling it would cost."""
         scans = self._scans
         if scans is not None and (found := scans.get(token)) is not None:
-            scans[token] = (found[0] - cost, windowed(found[1]))  # (else compiled meanwhile)
+            # (else compiled meanwhile)
+            scans[token] = (found[0] - cost, windowed(found[1]), found[2])
 
     def _group(self, token: str) -> Group:
         group = self._groups[token]
         if isinstance(group, list):
             # (an originals dict is kept only once it holds something)
             originals = {} if self._originals is None else self._originals
-            rules = list(map(run_rules, group))
+            scans = self._scans
+            scanned = None if scans is None else scans.get(token)
+            # the scan's split rules if it has them: splitting the runs' joined
+            # patterns again would cost the compile as much as the first check paid
+            rules = list(map(run_rules, group)) if scanned is None else scanned[2]
             if sum(map(len, map(_MARKS, group))) < _LARGE // 16:
                 group = self._groups[token] = compile_group(rules, {}, originals)
             else:
@@ -217,7 +227,6 @@ class RobotsTxt(ExtensionQueries):
                     group = self._groups[token] = compile_group(rules, {}, originals)
             if originals and self._originals is None:
                 self._originals = originals
-            scans = self._scans
             if scans is not None:
                 scans.pop(token, None)
                 if not scans:
@@ -290,7 +299,7 @@ class RobotsTxt(ExtensionQueries):
         allowed, cost = scan_allows(scan, path)
         if scan[4] is None and len(scan[0]) > WINDOW_FROM:
             scan = windowed(scan)
-        scans[token] = (found[0] - cost, scan)  # type: ignore[index]
+        scans[token] = (found[0] - cost, scan, found[2])  # type: ignore[index]
         return allowed
 
     def allowed(self, url: _Text, user_agent: _Text) -> bool:
