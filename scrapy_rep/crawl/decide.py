@@ -146,7 +146,8 @@ class Decider:
         return self._keep(origin, body, RobotsTxt.parse(body, max_size=self.config.max_size))
 
     def _keep(self, origin: str, body: bytes, robots: RobotsTxt) -> RobotsTxt:
-        if robots.issue_counts:  # one line per parsed copy: `scrapy robots` lists them
+        # one line per parsed copy (`scrapy robots` lists the issues), built only if shown
+        if robots.issue_counts and logger.isEnabledFor(logging.DEBUG):
             kinds = ", ".join(f"{kind} {n}" for kind, n in robots.issue_counts.items())
             logger.debug(
                 "scrapy-rep: robots.txt of %s: %d line(s) not taken as written (%s)",

@@ -30,28 +30,12 @@ from scrapy_rep.robotstxt._matcher import (
     wild_rule,
 )
 from scrapy_rep.robotstxt._parser import Run, parse, run_rules
-from scrapy_rep.robotstxt._urls import (
-    _SIMPLE,
-    is_robots_txt,
-    normalise_path,
-    plain_path,
-    url_path,
-)
-from scrapy_rep.robotstxt._urls import (
-    as_text as _text,
-)
+from scrapy_rep.robotstxt._urls import _SIMPLE, is_robots_txt, plain_path
+from scrapy_rep.robotstxt._urls import as_text as _text
 from scrapy_rep.robotstxt._usage import UsageIndex
 from scrapy_rep.robotstxt._useragent import token_key
 
-__all__ = [
-    "DEFAULT_MAX_SIZE",
-    "_SIMPLE",
-    "Decision",
-    "RobotsTxt",
-    "normalise_path",
-    "plain_path",
-    "url_path",
-]
+__all__ = ["DEFAULT_MAX_SIZE", "Decision", "RobotsTxt"]
 
 # RFC 9309 §2.5: crawlers must parse at least the first 500 KiB.
 DEFAULT_MAX_SIZE = 512_000

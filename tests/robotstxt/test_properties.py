@@ -9,8 +9,7 @@ from hypothesis import strategies as st
 
 from scrapy_rep import RobotsTxt
 from scrapy_rep.robotstxt._matcher import match_pieces, split_pattern
-from scrapy_rep.robotstxt._urls import SIMPLE_PATH as _SIMPLE
-from scrapy_rep.robotstxt._urls import normalise_path, plain_path
+from scrapy_rep.robotstxt._urls import _SIMPLE, normalise_path, plain_path
 
 UNRESERVED = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"
 
