@@ -64,14 +64,22 @@ COMPILE_WILDCARDS = 4 * MANY_WILDCARDS
 # whole normalised patterns, or None when every guard is its whole pattern)
 # the guards again as a tuple, for one C-level bytes.startswith(tuple) that tells
 # whether any rule can match: most URLs a crawl checks match none; for a group of
-# more than WINDOW_FROM rules, its guards sorted (see _candidates), else None)
+# more than WINDOW_FROM rules, its guards sorted (see _candidates), else None;
+# each rule's last piece, after its last "*" (see scan_allows), or None when every
+# guard is its whole pattern)
 Window: TypeAlias = tuple[list[bytes], list[int], list[int]]
 Scan: TypeAlias = tuple[
-    list[bytes], "array[int]", "list[bytes] | None", tuple[bytes, ...], "Window | None"
+    list[bytes],
+    "array[int]",
+    "list[bytes] | None",
+    tuple[bytes, ...],
+    "Window | None",
+    "list[bytes] | None",
 ]
 WINDOW_FROM = 24
 
 _GUARD = itemgetter(0)
+_REST = itemgetter(2)
 
 
 def prepare_scan(runs: list[Rules], originals: dict[int, str]) -> Scan:
@@ -82,11 +90,16 @@ def prepare_scan(runs: list[Rules], originals: dict[int, str]) -> Scan:
     patterns, marks = merged_rules(runs)
     patterns, joined = normalised_rules(patterns, marks, originals)
     if 0x2A not in joined and 0x24 not in joined:  # no "*" or "$": plain prefixes
-        return patterns, marks, None, tuple(patterns), None
+        return patterns, marks, None, tuple(patterns), None, None
     # after normalisation a "$" can only be a pattern's last octet
-    stems = map(bytes.removesuffix, patterns, repeat(b"$"))
-    guards = list(map(_GUARD, map(bytes.split, stems, repeat(b"*"), repeat(1))))
-    return guards, marks, patterns, tuple(guards), None
+    stems = map(bytes.removesuffix, patterns, repeat(b"$")) if 0x24 in joined else patterns
+    parts = list(map(bytes.partition, stems, repeat(b"*")))
+    guards = list(map(_GUARD, parts))
+    # what follows the first "*" (b"" for a rule without one), cut to its last piece
+    lasts = list(map(_REST, parts))
+    if 0x2A in b"".join(lasts):  # (some rule holds more than one "*")
+        lasts = list(map(_REST, map(bytes.rpartition, lasts, repeat(b"*"))))
+    return guards, marks, patterns, tuple(guards), None, lasts
 
 
 def windowed(scan: Scan) -> Scan:
@@ -99,7 +112,7 @@ def windowed(scan: Scan) -> Scan:
         return scan
     order = sorted(range(len(guards)), key=guards.__getitem__)
     short = list(compress(count(), map(gt, repeat(2), map(len, guards))))
-    return (*scan[:4], (list(map(guards.__getitem__, order)), order, short))
+    return (*scan[:4], (list(map(guards.__getitem__, order)), order, short), scan[5])
 
 
 def _candidates(scan: Scan, path: bytes) -> Iterator[int]:
@@ -108,7 +121,7 @@ def _candidates(scan: Scan, path: bytes) -> Iterator[int]:
     A guard of two octets or more that *path* starts with shares its first two octets
     and sorts between them and *path*: with the guards sorted, two bisects leave a
     window of the few that can (the shorter guards are tried apart)."""
-    guards, _, _, _, window = scan
+    guards, _, _, _, window, _ = scan
     if window is None:
         return compress(count(), map(path.startswith, guards))
     ordered, order, short = window
@@ -124,7 +137,7 @@ def compile_cost(scan: Scan) -> int:
     """What compiling the scanned group costs, in the model's units; 0 (compile at
     once) for a group of many wildcard rules, whose scans would match each in full
     while the compiled group looks for all their probes in one pass (see _probes)."""
-    guards, _, patterns, _, _ = scan
+    guards, _, patterns, _, _, _ = scan
     if len(guards) > SCAN_MAX_RULES:
         return 0
     if patterns is not None:
@@ -140,9 +153,11 @@ def scan_allows(scan: Scan, path: bytes) -> tuple[bool, int]:
 
     A rule can match only if *path* starts with its guard, so one C-level pass over
     the guards leaves the few candidates; among those that match, the highest
-    precedence (2 * length, less 1 for disallow) decides.
+    precedence (2 * length, less 1 for disallow) decides.  A wildcard rule can match
+    only if its last piece occurs after its guard: one C-level find leaves out most
+    of them before they are matched in full.
     """
-    guards, marks, patterns, any_guard, _ = scan
+    guards, marks, patterns, any_guard, _, lasts = scan
     cost = SCAN_FIXED + len(guards)
     if not path.startswith(any_guard):
         return True, cost  # no rule can match: allowed
@@ -159,7 +174,10 @@ def scan_allows(scan: Scan, path: bytes) -> tuple[bool, int]:
             if rank <= best:
                 continue
             # a pattern longer than its guard holds "*" or "$": match it in full
-            if len(pattern) != len(guards[i]):
+            guard = len(guards[i])
+            if len(pattern) != guard:
+                if path.find(lasts[i], guard) < 0:  # type: ignore[index]
+                    continue
                 cost += SCAN_PER_WILDCARD_MATCH
                 if not pattern_matches(pattern, path):
                     continue
@@ -178,7 +196,7 @@ def scan_best(scan: Scan, path: bytes) -> tuple[int, int]:
     the first literal in file order, and the wildcard rule with the longest guard,
     then the first in file order.
     """
-    guards, marks, patterns, any_guard, _ = scan
+    guards, marks, patterns, any_guard, _, lasts = scan
     cost = SCAN_FIXED + len(guards)
     if not path.startswith(any_guard):
         return -1, cost
@@ -188,6 +206,8 @@ def scan_best(scan: Scan, path: bytes) -> tuple[int, int]:
         guard = guards[i]
         pattern = guard if patterns is None else patterns[i]
         if len(pattern) != len(guard):
+            if path.find(lasts[i], len(guard)) < 0:  # type: ignore[index]
+                continue  # (see scan_allows)
             cost += SCAN_PER_WILDCARD_MATCH
             if not pattern_matches(pattern, path):
                 continue
@@ -203,5 +223,5 @@ def scan_best(scan: Scan, path: bytes) -> tuple[int, int]:
 
 def scan_rule(scan: Scan, n: int) -> tuple[int, bytes]:
     """Line mark and normalised pattern of rule *n* of the scan (see scan_best)."""
-    guards, marks, patterns, _, _ = scan
+    guards, marks, patterns, _, _, _ = scan
     return marks[n], (guards if patterns is None else patterns)[n]
