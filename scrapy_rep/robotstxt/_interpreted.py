@@ -8,14 +8,21 @@ compiled: whichever way the crawl goes, that costs at most about twice what the
 better choice in hindsight would have (the ski-rental bound).
 
 Costs are counted in a model, not measured, so that which checks scan does not depend
-on the machine's load.  Its unit is the time to scan one rule (~0.065 µs here); fitted
-by least squares on the groups of the 4,231 real files of the benchmark corpus:
+on the machine's load.  Its unit is about the time to scan one rule (~0.03-0.06 µs).
+A scan is charged what it costs beyond a check of the compiled group, and compiling
+what it costs beyond the scans it ends; both were re-fitted (notes/checks.md) from
+the real flow on the 4,231 files of the benchmark corpus: parse, then checks of the
+file's own URLs one after another, each group scanned, or compiled at once, side by
+side.  That put the break-even at 2-6 checks for every size of group (a scan's fixed
+part and its wildcard rules matched in full cost far more than the old fit said):
 
-    a scan:     20 + n + 9 w   (n rules, w wildcard rules matched in full; the 20
-                                includes the slower path a scanned check takes)
-    compiling: 340 + 8 n
+    a scan:     37 + n + 75 w  (n rules, w wildcard rules matched in full; the 37
+                               includes the slower path a scanned check takes)
+    compiling: 300 + 12 n
 
-so a typical group (n = 12) is scanned 14 times.  A group of more than SCAN_MAX_RULES
+so a plain group of 12 rules is scanned 9 times, a group of 50 rules that matches
+two wildcard rules in full per check 4 times (the old model, 20 + n + 9 w against
+340 + 8 n, scanned them 14 and 9 times).  A group of more than SCAN_MAX_RULES
 rules, or of COMPILE_WILDCARDS wildcard rules (see _probes), is compiled at its first
 check: a scan of it would cost more than twice a compiled check.
 
@@ -47,10 +54,10 @@ __all__ = [
 ]
 
 # The cost model (see the module docstring).
-SCAN_FIXED = 20
-SCAN_PER_WILDCARD_MATCH = 9
-COMPILE_FIXED = 340
-COMPILE_PER_RULE = 8
+SCAN_FIXED = 37
+SCAN_PER_WILDCARD_MATCH = 75
+COMPILE_FIXED = 300
+COMPILE_PER_RULE = 12
 # A group of more rules is compiled at its first check: a scan of it would cost more
 # than twice a compiled check (bench_parser.py, "scanned vs compiled").
 SCAN_MAX_RULES = 2000
@@ -140,7 +147,7 @@ def compile_cost(scan: Scan) -> int:
     guards, _, patterns, _, _, _ = scan
     if len(guards) > SCAN_MAX_RULES:
         return 0
-    if patterns is not None:
+    if patterns is not None and len(patterns) >= COMPILE_WILDCARDS:
         wildcards = sum(map(ne, map(len, guards), map(len, patterns)))
         if wildcards >= COMPILE_WILDCARDS:
             return 0
