@@ -110,10 +110,11 @@ def prepare_scan(runs: list[Rules], originals: dict[int, str]) -> Scan:
 
 
 def windowed(scan: Scan) -> Scan:
-    """*scan* with its window (see _candidates) once it is scanned again: the guards
-    in sorted order, their positions, and the positions of the guards shorter than
-    two octets.  Not built for a first check (most groups get one or two) nor for a
-    group small enough to scan whole."""
+    """*scan* with its window (see _candidates): the guards in sorted order, their
+    positions, and the positions of the guards shorter than two octets.  Not built
+    for a group small enough to scan whole; a larger one gets it before its first
+    scan, which then looks at the window only: the sort costs about what one pass
+    over all the guards (map of startswith, ~0.09 us a guard) would."""
     guards = scan[0]
     if scan[4] is not None or len(guards) <= WINDOW_FROM:
         return scan

@@ -11,7 +11,7 @@ from scrapy_rep.robotstxt._extension_queries import ExtensionQueries
 from scrapy_rep.robotstxt._extensions import ExtensionLine, Extensions
 from scrapy_rep.robotstxt._gc import paused_gc
 from scrapy_rep.robotstxt._interpreted import (
-    WINDOW_FROM,
+    SCAN_MAX_RULES,
     Scan,
     compile_cost,
     prepare_scan,
@@ -179,10 +179,17 @@ class RobotsTxt(ExtensionQueries):
             scans = self._scans = {}
         found = scans.get(token)
         if found is None:
+            if sum(map(len, map(_MARKS, runs))) > SCAN_MAX_RULES:
+                return None  # compiled at its first check: nothing to prepare
             originals = {} if self._originals is None else self._originals
             rules = list(map(run_rules, runs))
             scan = prepare_scan(rules, originals)
-            found = scans[token] = (compile_cost(scan), scan, rules)
+            cost = compile_cost(scan)
+            if cost > 0:
+                # a large group's window now, for its first scan too: sorting its
+                # guards costs less than the pass over them it saves (see windowed)
+                scan = windowed(scan)
+            found = scans[token] = (cost, scan, rules)
             if originals and self._originals is None:
                 self._originals = originals
         return found[1] if found[0] > 0 else None
@@ -192,7 +199,7 @@ class RobotsTxt(ExtensionQueries):
         scans = self._scans
         if scans is not None and (found := scans.get(token)) is not None:
             # (else compiled meanwhile)
-            scans[token] = (found[0] - cost, windowed(found[1]), found[2])
+            scans[token] = (found[0] - cost, found[1], found[2])
 
     def _group(self, token: str) -> Group:
         group = self._groups[token]
@@ -281,8 +288,6 @@ class RobotsTxt(ExtensionQueries):
         if is_robots_txt(path):
             return True
         allowed, cost = scan_allows(scan, path)
-        if scan[4] is None and len(scan[0]) > WINDOW_FROM:
-            scan = windowed(scan)
         scans[token] = (found[0] - cost, scan, found[2])  # type: ignore[index]
         return allowed
 
