@@ -186,8 +186,9 @@ class RobotsTxt(ExtensionQueries):
             scan = prepare_scan(rules, originals)
             cost = compile_cost(scan)
             if cost > 0:
-                # a large group's window now, for its first scan too: sorting its
-                # guards costs less than the pass over them it saves (see windowed)
+                # a large group's window now, for its first scan too: the first
+                # check sorted the guards after a pass over all of them anyway
+                # (see windowed); it now sorts first and scans the window only
                 scan = windowed(scan)
             found = scans[token] = (cost, scan, rules)
             if originals and self._originals is None:
