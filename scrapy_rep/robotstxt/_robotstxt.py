@@ -180,7 +180,7 @@ class RobotsTxt(ExtensionQueries):
         found = scans.get(token)
         if found is None:
             if sum(map(len, map(_MARKS, runs))) > SCAN_MAX_RULES:
-                return None  # compiled at its first check: nothing to prepare
+                return None  # compiled at once (compile_cost): no scan to prepare
             originals = {} if self._originals is None else self._originals
             rules = list(map(run_rules, runs))
             scan = prepare_scan(rules, originals)
