@@ -28,6 +28,7 @@ from operator import add, itemgetter
 
 __all__ = [
     "JOINED_FIX",
+    "PLAIN_OK",
     "joined_needs_fixing",
     "normalise_path_bytes",
     "normalise_pattern",
@@ -128,6 +129,8 @@ def _normalise(raw: bytes, keep: bytes) -> bytes:
 # octets that may need a pattern fixed: "%", "$", and those outside URIs but "\n"
 _MAYBE_FIX = b"%$" + _NOT_URI.replace(b"\n", b"")
 _SURE_OK = bytes(sorted(set(range(256)) - set(_MAYBE_FIX)))
+# octets of patterns (joined by "\n") that are plain prefixes needing no normalising
+PLAIN_OK = _SURE_OK.replace(b"*", b"")
 
 
 def _fixes(joined: bytes) -> list[re.Pattern[bytes]]:

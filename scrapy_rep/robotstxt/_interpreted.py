@@ -40,12 +40,14 @@ from itertools import chain, compress, count, repeat
 from operator import gt, itemgetter, ne
 from typing import TypeAlias
 
+from scrapy_rep.robotstxt._escapes import PLAIN_OK
 from scrapy_rep.robotstxt._matcher import Rules, merged_rules, normalised_rules, pattern_matches
 from scrapy_rep.robotstxt._probes import MANY_WILDCARDS
 
 __all__ = [
     "Scan",
     "compile_cost",
+    "plain_scan",
     "prepare_scan",
     "scan_allows",
     "scan_best",
@@ -107,6 +109,19 @@ def prepare_scan(runs: list[Rules], originals: dict[int, str]) -> Scan:
     if 0x2A in b"".join(lasts):  # (some rule holds more than one "*")
         lasts = list(map(_REST, map(bytes.rpartition, lasts, repeat(b"*"))))
     return guards, marks, patterns, tuple(guards), None, lasts
+
+
+def plain_scan(patterns: bytes, marks: array[int]) -> tuple[Scan, int] | None:
+    """The scan of one run's rules (*patterns* joined by "\n", as parsed) and what
+    compiling them costs, when every rule is a plain prefix that needs no normalising
+    (no "%", "*" or "$", no octet outside URIs: most groups): one C-level check and
+    one split, none of prepare_scan's passes.  None for any other run."""
+    if not marks or patterns.translate(None, PLAIN_OK):
+        return None
+    guards = patterns.split(b"\n")
+    return (guards, marks, None, tuple(guards), None, None), (
+        COMPILE_FIXED + COMPILE_PER_RULE * len(guards)
+    )
 
 
 def windowed(scan: Scan) -> Scan:

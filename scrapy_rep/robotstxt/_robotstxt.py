@@ -14,6 +14,7 @@ from scrapy_rep.robotstxt._interpreted import (
     SCAN_MAX_RULES,
     Scan,
     compile_cost,
+    plain_scan,
     prepare_scan,
     scan_allows,
     scan_best,
@@ -181,18 +182,23 @@ class RobotsTxt(ExtensionQueries):
         if found is None:
             if sum(map(len, map(_MARKS, runs))) > SCAN_MAX_RULES:
                 return None  # compiled at once (compile_cost): no scan to prepare
-            originals = {} if self._originals is None else self._originals
-            rules = list(map(run_rules, runs))
-            scan = prepare_scan(rules, originals)
-            cost = compile_cost(scan)
+            plain = plain_scan(runs[0].patterns, runs[0].marks) if len(runs) == 1 else None
+            if plain is not None:
+                scan, cost = plain
+                rules = [(scan[0], runs[0].marks)]
+            else:
+                originals = {} if self._originals is None else self._originals
+                rules = list(map(run_rules, runs))
+                scan = prepare_scan(rules, originals)
+                cost = compile_cost(scan)
+                if originals and self._originals is None:
+                    self._originals = originals
             if cost > 0:
                 # a large group's window now, for its first scan too: the first
                 # check sorted the guards after a pass over all of them anyway
                 # (see windowed); it now sorts first and scans the window only
                 scan = windowed(scan)
             found = scans[token] = (cost, scan, rules)
-            if originals and self._originals is None:
-                self._originals = originals
         return found[1] if found[0] > 0 else None
 
     def _spend(self, token: str, cost: int) -> None:
@@ -286,7 +292,8 @@ class RobotsTxt(ExtensionQueries):
         scan = found[1]
         m = _SIMPLE.match(url) if url.__class__ is str else None
         path = m[1].encode() if m is not None else plain_path(_text(url))
-        if is_robots_txt(path):
+        # is_robots_txt(path), inlined: /robots.txt is always allowed (RFC 9309 2.2.2)
+        if path[:11] == b"/robots.txt" and (len(path) == 11 or path[11] == 0x3F):
             return True
         allowed, cost = scan_allows(scan, path)
         scans[token] = (found[0] - cost, scan, found[2])  # type: ignore[index]
