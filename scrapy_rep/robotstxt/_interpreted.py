@@ -8,14 +8,21 @@ compiled: whichever way the crawl goes, that costs at most about twice what the
 better choice in hindsight would have (the ski-rental bound).
 
 Costs are counted in a model, not measured, so that which checks scan does not depend
-on the machine's load.  Its unit is the time to scan one rule (~0.065 µs here); fitted
-by least squares on the groups of the 4,231 real files of the benchmark corpus:
+on the machine's load.  Its unit is about the time to scan one rule (~0.03-0.06 µs).
+A scan is charged what it costs beyond a check of the compiled group, and compiling
+what it costs beyond the scans it ends; both were re-fitted (notes/checks.md) from
+the real flow on the 4,231 files of the benchmark corpus: parse, then checks of the
+file's own URLs one after another, each group scanned, or compiled at once, side by
+side.  That put the break-even at 2-6 checks for every size of group (a scan's fixed
+part and its wildcard rules matched in full cost far more than the old fit said):
 
-    a scan:     20 + n + 9 w   (n rules, w wildcard rules matched in full; the 20
-                                includes the slower path a scanned check takes)
-    compiling: 340 + 8 n
+    a scan:     37 + n + 75 w  (n rules, w wildcard rules matched in full; the 37
+                               includes the slower path a scanned check takes)
+    compiling: 300 + 12 n
 
-so a typical group (n = 12) is scanned 14 times.  A group of more than SCAN_MAX_RULES
+so a plain group of 12 rules is scanned 9 times, a group of 50 rules that matches
+two wildcard rules in full per check 4 times (the old model, 20 + n + 9 w against
+340 + 8 n, scanned them 14 and 9 times).  A group of more than SCAN_MAX_RULES
 rules, or of COMPILE_WILDCARDS wildcard rules (see _probes), is compiled at its first
 check: a scan of it would cost more than twice a compiled check.
 
@@ -33,12 +40,14 @@ from itertools import chain, compress, count, repeat
 from operator import gt, itemgetter, ne
 from typing import TypeAlias
 
+from scrapy_rep.robotstxt._escapes import PLAIN_OK
 from scrapy_rep.robotstxt._matcher import Rules, merged_rules, normalised_rules, pattern_matches
 from scrapy_rep.robotstxt._probes import MANY_WILDCARDS
 
 __all__ = [
     "Scan",
     "compile_cost",
+    "plain_scan",
     "prepare_scan",
     "scan_allows",
     "scan_best",
@@ -47,10 +56,10 @@ __all__ = [
 ]
 
 # The cost model (see the module docstring).
-SCAN_FIXED = 20
-SCAN_PER_WILDCARD_MATCH = 9
-COMPILE_FIXED = 340
-COMPILE_PER_RULE = 8
+SCAN_FIXED = 37
+SCAN_PER_WILDCARD_MATCH = 75
+COMPILE_FIXED = 300
+COMPILE_PER_RULE = 12
 # A group of more rules is compiled at its first check: a scan of it would cost more
 # than twice a compiled check (bench_parser.py, "scanned vs compiled").
 SCAN_MAX_RULES = 2000
@@ -64,14 +73,22 @@ COMPILE_WILDCARDS = 4 * MANY_WILDCARDS
 # whole normalised patterns, or None when every guard is its whole pattern)
 # the guards again as a tuple, for one C-level bytes.startswith(tuple) that tells
 # whether any rule can match: most URLs a crawl checks match none; for a group of
-# more than WINDOW_FROM rules, its guards sorted (see _candidates), else None)
+# more than WINDOW_FROM rules, its guards sorted (see _candidates), else None;
+# each rule's last piece, after its last "*" (see scan_allows), or None when every
+# guard is its whole pattern)
 Window: TypeAlias = tuple[list[bytes], list[int], list[int]]
 Scan: TypeAlias = tuple[
-    list[bytes], "array[int]", "list[bytes] | None", tuple[bytes, ...], "Window | None"
+    list[bytes],
+    "array[int]",
+    "list[bytes] | None",
+    tuple[bytes, ...],
+    "Window | None",
+    "list[bytes] | None",
 ]
 WINDOW_FROM = 24
 
 _GUARD = itemgetter(0)
+_REST = itemgetter(2)
 
 
 def prepare_scan(runs: list[Rules], originals: dict[int, str]) -> Scan:
@@ -82,24 +99,44 @@ def prepare_scan(runs: list[Rules], originals: dict[int, str]) -> Scan:
     patterns, marks = merged_rules(runs)
     patterns, joined = normalised_rules(patterns, marks, originals)
     if 0x2A not in joined and 0x24 not in joined:  # no "*" or "$": plain prefixes
-        return patterns, marks, None, tuple(patterns), None
+        return patterns, marks, None, tuple(patterns), None, None
     # after normalisation a "$" can only be a pattern's last octet
-    stems = map(bytes.removesuffix, patterns, repeat(b"$"))
-    guards = list(map(_GUARD, map(bytes.split, stems, repeat(b"*"), repeat(1))))
-    return guards, marks, patterns, tuple(guards), None
+    stems = map(bytes.removesuffix, patterns, repeat(b"$")) if 0x24 in joined else patterns
+    parts = list(map(bytes.partition, stems, repeat(b"*")))
+    guards = list(map(_GUARD, parts))
+    # what follows the first "*" (b"" for a rule without one), cut to its last piece
+    lasts = list(map(_REST, parts))
+    if 0x2A in b"".join(lasts):  # (some rule holds more than one "*")
+        lasts = list(map(_REST, map(bytes.rpartition, lasts, repeat(b"*"))))
+    return guards, marks, patterns, tuple(guards), None, lasts
+
+
+def plain_scan(patterns: bytes, marks: array[int]) -> tuple[Scan, int] | None:
+    """The scan of one run's rules (*patterns* joined by "\n", as parsed) and what
+    compiling them costs, when every rule is a plain prefix that needs no normalising
+    (no "%", "*" or "$", no octet outside URIs: most groups): one C-level check and
+    one split, none of prepare_scan's passes.  None for any other run."""
+    if not marks or patterns.translate(None, PLAIN_OK):
+        return None
+    guards = patterns.split(b"\n")
+    return (guards, marks, None, tuple(guards), None, None), (
+        COMPILE_FIXED + COMPILE_PER_RULE * len(guards)
+    )
 
 
 def windowed(scan: Scan) -> Scan:
-    """*scan* with its window (see _candidates) once it is scanned again: the guards
-    in sorted order, their positions, and the positions of the guards shorter than
-    two octets.  Not built for a first check (most groups get one or two) nor for a
-    group small enough to scan whole."""
+    """*scan* with its window (see _candidates): the guards in sorted order, their
+    positions, and the positions of the guards shorter than two octets.  Not built
+    for a group small enough to scan whole; a larger one gets it before its first
+    scan, which then looks at the window only (the sort costs about one pass over
+    all the guards, a map of startswith at ~0.09 us a guard, up to a few hundred
+    rules; the first check used to pay both)."""
     guards = scan[0]
     if scan[4] is not None or len(guards) <= WINDOW_FROM:
         return scan
     order = sorted(range(len(guards)), key=guards.__getitem__)
     short = list(compress(count(), map(gt, repeat(2), map(len, guards))))
-    return (*scan[:4], (list(map(guards.__getitem__, order)), order, short))
+    return (*scan[:4], (list(map(guards.__getitem__, order)), order, short), scan[5])
 
 
 def _candidates(scan: Scan, path: bytes) -> Iterator[int]:
@@ -108,7 +145,7 @@ def _candidates(scan: Scan, path: bytes) -> Iterator[int]:
     A guard of two octets or more that *path* starts with shares its first two octets
     and sorts between them and *path*: with the guards sorted, two bisects leave a
     window of the few that can (the shorter guards are tried apart)."""
-    guards, _, _, _, window = scan
+    guards, _, _, _, window, _ = scan
     if window is None:
         return compress(count(), map(path.startswith, guards))
     ordered, order, short = window
@@ -124,10 +161,10 @@ def compile_cost(scan: Scan) -> int:
     """What compiling the scanned group costs, in the model's units; 0 (compile at
     once) for a group of many wildcard rules, whose scans would match each in full
     while the compiled group looks for all their probes in one pass (see _probes)."""
-    guards, _, patterns, _, _ = scan
+    guards, _, patterns, _, _, _ = scan
     if len(guards) > SCAN_MAX_RULES:
         return 0
-    if patterns is not None:
+    if patterns is not None and len(patterns) >= COMPILE_WILDCARDS:
         wildcards = sum(map(ne, map(len, guards), map(len, patterns)))
         if wildcards >= COMPILE_WILDCARDS:
             return 0
@@ -140,9 +177,11 @@ def scan_allows(scan: Scan, path: bytes) -> tuple[bool, int]:
 
     A rule can match only if *path* starts with its guard, so one C-level pass over
     the guards leaves the few candidates; among those that match, the highest
-    precedence (2 * length, less 1 for disallow) decides.
+    precedence (2 * length, less 1 for disallow) decides.  A wildcard rule can match
+    only if its last piece occurs after its guard: one C-level find leaves out most
+    of them before they are matched in full.
     """
-    guards, marks, patterns, any_guard, _ = scan
+    guards, marks, patterns, any_guard, _, lasts = scan
     cost = SCAN_FIXED + len(guards)
     if not path.startswith(any_guard):
         return True, cost  # no rule can match: allowed
@@ -159,7 +198,10 @@ def scan_allows(scan: Scan, path: bytes) -> tuple[bool, int]:
             if rank <= best:
                 continue
             # a pattern longer than its guard holds "*" or "$": match it in full
-            if len(pattern) != len(guards[i]):
+            guard = len(guards[i])
+            if len(pattern) != guard:
+                if path.find(lasts[i], guard) < 0:  # type: ignore[index]
+                    continue
                 cost += SCAN_PER_WILDCARD_MATCH
                 if not pattern_matches(pattern, path):
                     continue
@@ -178,7 +220,7 @@ def scan_best(scan: Scan, path: bytes) -> tuple[int, int]:
     the first literal in file order, and the wildcard rule with the longest guard,
     then the first in file order.
     """
-    guards, marks, patterns, any_guard, _ = scan
+    guards, marks, patterns, any_guard, _, lasts = scan
     cost = SCAN_FIXED + len(guards)
     if not path.startswith(any_guard):
         return -1, cost
@@ -188,6 +230,8 @@ def scan_best(scan: Scan, path: bytes) -> tuple[int, int]:
         guard = guards[i]
         pattern = guard if patterns is None else patterns[i]
         if len(pattern) != len(guard):
+            if path.find(lasts[i], len(guard)) < 0:  # type: ignore[index]
+                continue  # (see scan_allows)
             cost += SCAN_PER_WILDCARD_MATCH
             if not pattern_matches(pattern, path):
                 continue
@@ -203,5 +247,5 @@ def scan_best(scan: Scan, path: bytes) -> tuple[int, int]:
 
 def scan_rule(scan: Scan, n: int) -> tuple[int, bytes]:
     """Line mark and normalised pattern of rule *n* of the scan (see scan_best)."""
-    guards, marks, patterns, _, _ = scan
+    guards, marks, patterns, _, _, _ = scan
     return marks[n], (guards if patterns is None else patterns)[n]

@@ -11,9 +11,10 @@ from scrapy_rep.robotstxt._extension_queries import ExtensionQueries
 from scrapy_rep.robotstxt._extensions import ExtensionLine, Extensions
 from scrapy_rep.robotstxt._gc import paused_gc
 from scrapy_rep.robotstxt._interpreted import (
-    WINDOW_FROM,
+    SCAN_MAX_RULES,
     Scan,
     compile_cost,
+    plain_scan,
     prepare_scan,
     scan_allows,
     scan_best,
@@ -179,12 +180,25 @@ class RobotsTxt(ExtensionQueries):
             scans = self._scans = {}
         found = scans.get(token)
         if found is None:
-            originals = {} if self._originals is None else self._originals
-            rules = list(map(run_rules, runs))
-            scan = prepare_scan(rules, originals)
-            found = scans[token] = (compile_cost(scan), scan, rules)
-            if originals and self._originals is None:
-                self._originals = originals
+            if sum(map(len, map(_MARKS, runs))) > SCAN_MAX_RULES:
+                return None  # compiled at once (compile_cost): no scan to prepare
+            plain = plain_scan(runs[0].patterns, runs[0].marks) if len(runs) == 1 else None
+            if plain is not None:
+                scan, cost = plain
+                rules = [(scan[0], runs[0].marks)]
+            else:
+                originals = {} if self._originals is None else self._originals
+                rules = list(map(run_rules, runs))
+                scan = prepare_scan(rules, originals)
+                cost = compile_cost(scan)
+                if originals and self._originals is None:
+                    self._originals = originals
+            if cost > 0:
+                # a large group's window now, for its first scan too: the first
+                # check sorted the guards after a pass over all of them anyway
+                # (see windowed); it now sorts first and scans the window only
+                scan = windowed(scan)
+            found = scans[token] = (cost, scan, rules)
         return found[1] if found[0] > 0 else None
 
     def _spend(self, token: str, cost: int) -> None:
@@ -192,7 +206,7 @@ class RobotsTxt(ExtensionQueries):
         scans = self._scans
         if scans is not None and (found := scans.get(token)) is not None:
             # (else compiled meanwhile)
-            scans[token] = (found[0] - cost, windowed(found[1]), found[2])
+            scans[token] = (found[0] - cost, found[1], found[2])
 
     def _group(self, token: str) -> Group:
         group = self._groups[token]
@@ -278,11 +292,10 @@ class RobotsTxt(ExtensionQueries):
         scan = found[1]
         m = _SIMPLE.match(url) if url.__class__ is str else None
         path = m[1].encode() if m is not None else plain_path(_text(url))
-        if is_robots_txt(path):
+        # is_robots_txt(path), inlined: /robots.txt is always allowed (RFC 9309 2.2.2)
+        if path[:11] == b"/robots.txt" and (len(path) == 11 or path[11] == 0x3F):
             return True
         allowed, cost = scan_allows(scan, path)
-        if scan[4] is None and len(scan[0]) > WINDOW_FROM:
-            scan = windowed(scan)
         scans[token] = (found[0] - cost, scan, found[2])  # type: ignore[index]
         return allowed
 

@@ -115,7 +115,7 @@ def test_windowed_scans_agree_with_the_compiled_group(
     compiled = compiled_robots(body)
     for path in paths:
         url = "/" + path
-        # a fresh object: its first check scans whole, the next ones use the window
+        # a fresh object: every scan of more than WINDOW_FROM rules uses the window
         scanned = RobotsTxt.parse(body)
         assert scanned.allowed("/", "bot") is compiled.allowed("/", "bot")
         assert scanned.allowed(url, "bot") is compiled.allowed(url, "bot"), url
