@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import TypeAlias
 
+from scrapy_rep.robotstxt._compile import compile_group
 from scrapy_rep.robotstxt._extension_queries import ExtensionQueries
 from scrapy_rep.robotstxt._extensions import ExtensionLine, Extensions
 from scrapy_rep.robotstxt._gc import paused_gc
@@ -26,7 +27,6 @@ from scrapy_rep.robotstxt._matcher import (
     Group,
     Rules,
     best_rule,
-    compile_group,
     pattern_at,
     wild_rule,
 )
