@@ -118,8 +118,6 @@ _SPLIT: dict[bytes, tuple[tuple[bytes, ...], bool]] = {}
 _CACHE_LIMIT = 4096
 
 
-
-
 Rules: TypeAlias = tuple[list[bytes], "array[int]"]
 
 
