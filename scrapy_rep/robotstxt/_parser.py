@@ -289,8 +289,11 @@ def parse_steps(
                     res.preamble.append(found_line)
                 elif extras is None:
                     extras = [found_line]
-                    for token in tokens:
+                    # (once a run: a run of thousands of user-agent lines pauses too)
+                    for n, token in enumerate(tokens, 1):
                         res.extensions.setdefault(token, []).append(extras)
+                        if step and not n % step:
+                            yield None
                 else:
                     extras.append(found_line)
     if step:
