@@ -25,9 +25,9 @@ __all__ = ["STEP_BUDGET", "run_steps"]
 
 T = TypeVar("T")
 
-# seconds of steps between two turns of the reactor: a few steps (each well under
-# 10 ms), and few enough turns that a 500 KiB file costs tens of them, not thousands
-STEP_BUDGET = 0.005
+# seconds of steps between two turns of the reactor: a step or two (each a few ms of
+# CPU), and few enough turns that a 500 KiB file costs tens of them, not thousands
+STEP_BUDGET = 0.003
 
 
 async def run_steps(steps: Generator[None, None, T], budget: float = STEP_BUDGET) -> T:

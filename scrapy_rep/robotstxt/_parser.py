@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from itertools import accumulate, compress, count, repeat
 from operator import itemgetter, not_
 
@@ -178,7 +178,12 @@ def parse_steps(
 
     # (bytes.splitlines ends a line at LF, CRLF or CR, as RFC 9309 §2.2 does, in one
     # pass; replacing CR first and splitting on LF is fewer instructions but slower)
-    lines = cut_long_lines(data, data.splitlines(), log)
+    if step:
+        yield None
+    lines = data.splitlines()
+    if step:
+        yield None
+    lines = cut_long_lines(data, lines, log)
     markup = is_markup(data, len(lines))
     if markup:
         # Mostly page markup (an HTML page served as robots.txt): only lines whose
@@ -298,7 +303,9 @@ def parse_steps(
                     extras.append(found_line)
     if step:
         yield None
-    _fill_runs(res, runs, starts, values, marks, log, b"/index.htm" in data)
+    for _ in _fill_runs(res, runs, starts, values, marks, log, b"/index.htm" in data):
+        if step:
+            yield None
     if res.extensions or res.preamble:
         for interpreted in interpret_steps(res.extensions, res.preamble, log, step):
             if interpreted is None:
@@ -326,39 +333,51 @@ def _fill_runs(
     marks: array[int],
     log: IssueLog,
     index_rules: bool,
-) -> None:
+) -> Iterator[None]:
     """Strip every rule value, drop the empty ones (an empty value means "no
     restriction", RFC 9309 §2.2.2), add the index.html rules, and fill each run with
-    its patterns joined: a handful of C calls for the whole file, one join a run."""
+    its patterns joined: a handful of C calls for the whole file, one join a run.
+    Yields between them (a pause for parse_steps)."""
     if 0x23 in b"".join(values):  # some value holds a comment: cut it ("#")
+        yield None
         values = list(map(_BEFORE, map(bytes.partition, values, repeat(b"#"))))
+    yield None
     patterns = list(map(bytes.strip, values))
     if not all(patterns):
         for i in compress(count(), map(not_, patterns)):
             if not marks[i] & 1:  # an empty Allow says nothing at all
                 log.found.append((marks[i] >> 1, EMPTY_VALUE))
+        yield None
         kept = list(accumulate(map(bool, patterns), initial=0))
         starts = list(map(kept.__getitem__, starts))
         marks = array(marks.typecode, compress(marks, patterns))
         patterns = list(filter(None, patterns))
     res.rule_count = len(patterns)
     if index_rules:
-        patterns, marks, starts = _index_rules(patterns, marks, starts, res.originals)
+        yield None
+        patterns, marks, starts = yield from _index_rules(patterns, marks, starts, res.originals)
+    yield None
     ends = [*starts[1:], len(patterns)] if starts else []
     for run, a, b in zip(runs, starts, ends, strict=True):
         run.patterns = b"\n".join(patterns[a:b])
         run.marks = marks[a:b]
 
 
+INDEX_STEP = 4096  # rules between two pauses of _index_rules (a Python loop)
+
+
 def _index_rules(
     patterns: list[bytes], marks: array[int], starts: list[int], originals: dict[int, str]
-) -> tuple[list[bytes], array[int], list[int]]:
+) -> Generator[None, None, tuple[list[bytes], array[int], list[int]]]:
     """Google/Protego: "allow: /dir/index.htm[l]" also allows "/dir/" itself, as the
-    extra rule "allow: /dir/$" right after it (and the same line)."""
+    extra rule "allow: /dir/$" right after it (and the same line).  Yields after
+    every INDEX_STEP rules (a pause for parse_steps)."""
     fixed: list[bytes] = []
     fixed_marks = array(marks.typecode)
     at = dict.fromkeys(starts, 0)  # old position -> new (runs can start together)
     for i, (value, mark) in enumerate(zip(patterns, marks, strict=True)):
+        if not i % INDEX_STEP:
+            yield None
         if i in at:
             at[i] = len(fixed)
         fixed.append(value)
