@@ -60,6 +60,7 @@ from scrapy_rep.robotstxt._issues import (
 )
 
 __all__ = [
+    "DEFAULT_MAX_SIZE",
     "LINES_STEP",
     "MAX_LINE",
     "ParseResult",
@@ -68,6 +69,9 @@ __all__ = [
     "parse_steps",
     "run_rules",
 ]
+
+# RFC 9309 §2.5: crawlers must parse at least the first 500 KiB.
+DEFAULT_MAX_SIZE = 512_000
 
 _ABSOLUTE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^/?#\s]")
 

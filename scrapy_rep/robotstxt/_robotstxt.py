@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Generator
-from contextlib import nullcontext
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import TypeAlias
 
-from scrapy_rep.robotstxt._compile import compile_group, compile_steps
+from scrapy_rep.robotstxt._compile import compile_group
 from scrapy_rep.robotstxt._extension_queries import ExtensionQueries
 from scrapy_rep.robotstxt._extensions import ExtensionLine, Extensions
 from scrapy_rep.robotstxt._gc import paused_gc
@@ -27,12 +25,12 @@ from scrapy_rep.robotstxt._interpreted import (
 from scrapy_rep.robotstxt._issues import Issue, Pending, materialise
 from scrapy_rep.robotstxt._matcher import (
     Group,
-    Rules,
     best_rule,
     pattern_at,
     wild_rule,
 )
-from scrapy_rep.robotstxt._parser import LINES_STEP, ParseResult, Run, parse, parse_steps, run_rules
+from scrapy_rep.robotstxt._parser import DEFAULT_MAX_SIZE, ParseResult, Run, parse, run_rules
+from scrapy_rep.robotstxt._steps import ScanState, SteppedWork
 from scrapy_rep.robotstxt._urls import _SIMPLE, is_robots_txt, plain_path
 from scrapy_rep.robotstxt._urls import as_text as _text
 from scrapy_rep.robotstxt._usage import UsageIndex
@@ -40,8 +38,6 @@ from scrapy_rep.robotstxt._useragent import token_key
 
 __all__ = ["DEFAULT_MAX_SIZE", "Decision", "RobotsTxt"]
 
-# RFC 9309 §2.5: crawlers must parse at least the first 500 KiB.
-DEFAULT_MAX_SIZE = 512_000
 
 _Text: TypeAlias = str | bytes | bytearray | memoryview
 
@@ -71,12 +67,9 @@ def _agent(user_agent: _Text) -> str | bytes:
 # a file (octets) or group (16 octets a rule) from which the collector is paused
 _LARGE = 32_768
 _MARKS = attrgetter("marks")  # a run's line marks, one per rule (see _parser.Run)
-# a group being scanned: what scanning it may still cost before it is compiled, its
-# scan, and its runs' rules split (see _parser.run_rules), for the compile to reuse
-ScanState: TypeAlias = tuple[int, Scan, list[Rules]]
 
 
-class RobotsTxt(ExtensionQueries):
+class RobotsTxt(ExtensionQueries, SteppedWork):
     """A parsed robots.txt.  Build with :meth:`parse`.
 
     Queries change no answer, but they do build indexes as they go (see _interpreted):
@@ -135,34 +128,6 @@ class RobotsTxt(ExtensionQueries):
             with paused_gc():  # (see _gc: tens of thousands of containers)
                 res = parse(content, max_size)
         return cls._parsed(res)
-
-    @classmethod
-    def parse_steps(
-        cls, content: _Text, max_size: int = DEFAULT_MAX_SIZE, step: int = LINES_STEP
-    ) -> Generator[None, None, RobotsTxt]:
-        """:meth:`parse` in bounded steps, for a caller that must not stop for long
-        (an event loop): a generator, each ``next()`` of which parses at most *step*
-        lines or does one of the phases after them (each linear in the file, a few
-        ms for a 500 KiB file), and that returns the parsed file, the same as
-        :meth:`parse` gives::
-
-            steps = RobotsTxt.parse_steps(body)
-            while True:
-                try:
-                    next(steps)  # ... other work between steps ...
-                except StopIteration as done:
-                    robots = done.value
-                    break
-
-        (or ``robots = yield from RobotsTxt.parse_steps(body)`` in a generator).
-        The cyclic garbage collector stays paused from the first step to the last
-        for a large file, as in :meth:`parse`.
-        """
-        with paused_gc() if len(content) >= _LARGE else nullcontext():
-            for res in parse_steps(content, max_size, step):
-                if res is None:
-                    yield
-        return cls._parsed(res)  # type: ignore[arg-type]  # (the last item)
 
     @classmethod
     def _parsed(cls, res: ParseResult) -> RobotsTxt:
@@ -320,33 +285,6 @@ class RobotsTxt(ExtensionQueries):
         token = self._token(user_agent)
         if token is not None and self._scan(token) is None:
             self._group(token)
-
-    def prepare_steps(self, user_agent: _Text) -> Generator[None, None, None]:
-        """:meth:`prepare` in bounded steps, for a caller that must not stop for long
-        (an event loop): a generator, each ``next()`` of which does one pass of the
-        compile (a few C-level calls over the group's rules, a few ms for 30,000
-        rules), or prepares a scan (a group of at most 2,000 rules, see
-        _interpreted); the group is the same as :meth:`prepare` or a first check
-        would have built.  The object may be queried between steps: a query that
-        needs the group meanwhile builds it itself, and the steps then keep that."""
-        token = self._token(user_agent)
-        if token is None or self._scan(token) is not None:
-            return  # no group, compiled already, or a (now prepared) scan answers
-        runs = self._groups[token]
-        if not isinstance(runs, list):
-            return  # (compiled meanwhile)
-        scans = self._scans
-        scanned = None if scans is None else scans.get(token)
-        rules = list(map(run_rules, runs)) if scanned is None else scanned[2]
-        originals = {} if self._originals is None else self._originals
-        large = sum(map(len, map(_MARKS, runs))) >= _LARGE // 16
-        yield
-        with paused_gc() if large else nullcontext():
-            for group in compile_steps(rules, {}, originals):
-                if group is None:
-                    yield
-        if isinstance(self._groups[token], list):  # (else compiled meanwhile)
-            self._compiled(token, group, originals)  # type: ignore[arg-type]  # (last)
 
     def _scanned(self, url: _Text, user_agent: _Text, token: str) -> bool:
         """allowed() while *token*'s group is scanned (see _interpreted)."""
