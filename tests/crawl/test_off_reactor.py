@@ -21,9 +21,12 @@ import pytest_twisted
 from scrapy import Request, signals
 from scrapy.crawler import Crawler
 from scrapy.http import Response
+from scrapy.utils.defer import deferred_from_coro
+from scrapy.utils.test import get_crawler
 from twisted.internet.task import LoopingCall
 
 from scrapy_rep.crawl import decide
+from scrapy_rep.policy.config import Config
 from scrapy_rep.robotstxt._robotstxt import RobotsTxt
 from tests.conftest import ListSpider
 
@@ -151,6 +154,13 @@ async def test_hostile_file_is_parsed_and_compiled_in_steps_on_the_reactor(
     mockserver: Any, run_crawl: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     body = hostile_file()
+    parses: list[int] = []  # the size of each parse in one piece (none of them large)
+    real_parse = RobotsTxt.parse.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type[RobotsTxt], content: Any, *args: Any, **kwargs: Any) -> RobotsTxt:
+        parses.append(len(content))
+        return real_parse(cls, content, *args, **kwargs)  # type: ignore[no-any-return]
+
     largest: dict[str, float] = {"at once": float("inf"), "steps": float("inf")}
     # each mode twice, alternating, keeping each mode's smallest largest gap: the
     # machine is shared, and the first crawl of a session also pays for imports
@@ -158,6 +168,8 @@ async def test_hostile_file_is_parsed_and_compiled_in_steps_on_the_reactor(
         monkeypatch.undo()
         Steps.reset()
         Steps.install(monkeypatch)
+        monkeypatch.setattr(RobotsTxt, "parse", classmethod(counted))
+        parses.clear()
         if mode == "at once":  # the synchronous path: nothing is large enough
             monkeypatch.setattr(decide, "STEPPED_OCTETS", sys.maxsize)
             monkeypatch.setattr(decide, "STEPPED_RULES", sys.maxsize)
@@ -187,6 +199,9 @@ async def test_hostile_file_is_parsed_and_compiled_in_steps_on_the_reactor(
         assert Steps.jobs == 1
         assert Steps.threads == {threading.get_ident()}
         assert GapWatch.ticks_in_steps > 0
+        # nothing parsed the large file in one piece: not the checks, not the usage
+        # preferences (REP_USAGE_MODE "record" reads them for every request)
+        assert all(size < decide.STEPPED_OCTETS for size in parses)
     # The parse and the first check's compile of this file (~30 and ~35 ms of CPU)
     # block the reactor in one piece on the synchronous path; in steps the reactor
     # gets a turn every stepping.STEP_BUDGET (5 ms) plus one step. A timing, so
@@ -324,3 +339,29 @@ async def test_robots_parsed_copy_failing_loses_no_request(
     assert crawler.stat("robotstxt/forbidden") == 1
     assert [a[:2] for a in QueryingSpider.answers] == [(True, False)]
     assert any("robots_parsed" in r.getMessage() for r in crawler.log_records)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_copy_dropped_from_the_cache_is_not_parsed_again_in_one_piece(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Decider.parsed(), which the usage preferences call right after decide(), answers
+    with the copy the last steps made even when the cache has dropped it (evicted, or
+    its origin unloaded while the request was in flight): it never parses a large
+    file in one piece on the reactor."""
+    crawler = get_crawler(settings_dict=REP)
+    decider = decide.Decider(crawler, Config.from_settings(crawler.settings))
+    body = hostile_file().encode()
+    origin = "https://hostile.test"
+    # (run as Scrapy runs a middleware's coroutine: on the asyncio loop)
+    robots = await deferred_from_coro(decider.robots_for(origin, body, "MyBot"))
+    decider._parsed.clear()  # (what eviction does)
+
+    def no_parse(*args: Any, **kwargs: Any) -> RobotsTxt:
+        raise AssertionError("parsed in one piece")
+
+    monkeypatch.setattr(RobotsTxt, "parse", no_parse)
+    assert decider.parsed(origin, body) is robots
+    assert decider.parsed(origin, body).allowed(f"{origin}/private", "MyBot") is False
+    decider.forget(origin)  # an unloaded origin's copy is not kept by the Decider
+    assert decider._stepped is None
