@@ -126,6 +126,8 @@ SHAPES: dict[str, str] = {
     "anchored wildcard allows": _fill(G, lambda n: f"Allow: /*x{n}$\n", SIZE),
     "one slow rule repeated": _fill(G, lambda n: "Disallow: /*a*a*a*a*a*a*a*a*a*a*b\n", SIZE),
     "plain prefixes": _fill(G, lambda n: f"Disallow: /{n}\n", SIZE),
+    "escaped prefixes": _fill(G, lambda n: f"Disallow: /%7e{n}\n", SIZE),
+    "escapes and spaces": _fill(G, lambda n: f"Allow: /a b%c3%a9{n}*$\n", SIZE),
     "full-match wildcards": _fill(G, lambda n: f"Disallow: /{n}*$\n", SIZE),
     "literals written with stars": _fill(G, lambda n: f"Disallow: /{n}**\n", SIZE),
     "index.html allows": _fill(G, lambda n: f"Allow: /{n}/index.html\n", SIZE),
