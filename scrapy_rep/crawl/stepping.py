@@ -25,9 +25,12 @@ __all__ = ["STEP_BUDGET", "run_steps"]
 
 T = TypeVar("T")
 
-# seconds of steps between two turns of the reactor: a step or two (each a few ms of
-# CPU), and few enough turns that a 500 KiB file costs tens of them, not thousands
-STEP_BUDGET = 0.003
+# seconds of steps between two turns of the reactor: one step or a few (each a few ms
+# of CPU at most). On a loaded 2-core machine every ms of CPU between turns is
+# stretched by the OS's scheduling, so the budget is small: in a crawl of a hostile
+# file the largest reactor gap was 15-36 ms with 1 ms, 45-64 ms with 3 ms (load 10,
+# notes/steps.md); a turn costs well under 0.1 ms
+STEP_BUDGET = 0.001
 
 
 async def run_steps(steps: Generator[None, None, T], budget: float = STEP_BUDGET) -> T:

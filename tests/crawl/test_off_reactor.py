@@ -204,7 +204,7 @@ async def test_hostile_file_is_parsed_and_compiled_in_steps_on_the_reactor(
         assert all(size < decide.STEPPED_OCTETS for size in parses)
     # The parse and the first check's compile of this file (~30 and ~35 ms of CPU)
     # block the reactor in one piece on the synchronous path; in steps the reactor
-    # gets a turn every stepping.STEP_BUDGET (5 ms) plus one step. A timing, so
+    # gets a turn every stepping.STEP_BUDGET (1 ms) plus one step. A timing, so
     # printed for the reader of `pytest -s`, not asserted.
     print(f"largest reactor gap: {largest}")
 
