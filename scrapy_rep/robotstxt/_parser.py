@@ -195,7 +195,10 @@ def parse_steps(
         # regex match per line finds them.
         issue((1, MARKUP))
     if not step or len(lines) <= step:
-        slices: Iterable[Iterable[tuple[int, bytes]]] = (_numbered(lines, 0, markup),)
+        whole: Iterable[tuple[int, bytes]] = enumerate(lines, 1)
+        if markup:
+            whole = compress(whole, map(maybe_field, lines))
+        slices: Iterable[Iterable[tuple[int, bytes]]] = (whole,)
     else:
         slices = (_numbered(lines[a : a + step], a, markup) for a in range(0, len(lines), step))
     for numbered in slices:
@@ -307,9 +310,7 @@ def parse_steps(
                     extras.append(found_line)
     if step:
         yield None
-    for _ in _fill_runs(res, runs, starts, values, marks, log, b"/index.htm" in data):
-        if step:
-            yield None
+    yield from _fill_runs(res, runs, starts, values, marks, log, b"/index.htm" in data, step)
     if res.extensions or res.preamble:
         for interpreted in interpret_steps(res.extensions, res.preamble, log, step):
             if interpreted is None:
@@ -337,30 +338,38 @@ def _fill_runs(
     marks: array[int],
     log: IssueLog,
     index_rules: bool,
+    step: int,
 ) -> Iterator[None]:
     """Strip every rule value, drop the empty ones (an empty value means "no
     restriction", RFC 9309 §2.2.2), add the index.html rules, and fill each run with
     its patterns joined: a handful of C calls for the whole file, one join a run.
-    Yields between them (a pause for parse_steps)."""
+    Yields between them when *step* (a pause for parse_steps)."""
     if 0x23 in b"".join(values):  # some value holds a comment: cut it ("#")
-        yield None
+        if step:
+            yield None
         values = list(map(_BEFORE, map(bytes.partition, values, repeat(b"#"))))
-    yield None
+    if step:
+        yield None
     patterns = list(map(bytes.strip, values))
     if not all(patterns):
         for i in compress(count(), map(not_, patterns)):
             if not marks[i] & 1:  # an empty Allow says nothing at all
                 log.found.append((marks[i] >> 1, EMPTY_VALUE))
-        yield None
+        if step:
+            yield None
         kept = list(accumulate(map(bool, patterns), initial=0))
         starts = list(map(kept.__getitem__, starts))
         marks = array(marks.typecode, compress(marks, patterns))
         patterns = list(filter(None, patterns))
     res.rule_count = len(patterns)
     if index_rules:
+        if step:
+            yield None
+        patterns, marks, starts = yield from _index_rules(
+            patterns, marks, starts, res.originals, step
+        )
+    if step:
         yield None
-        patterns, marks, starts = yield from _index_rules(patterns, marks, starts, res.originals)
-    yield None
     ends = [*starts[1:], len(patterns)] if starts else []
     for run, a, b in zip(runs, starts, ends, strict=True):
         run.patterns = b"\n".join(patterns[a:b])
@@ -371,7 +380,11 @@ INDEX_STEP = 4096  # rules between two pauses of _index_rules (a Python loop)
 
 
 def _index_rules(
-    patterns: list[bytes], marks: array[int], starts: list[int], originals: dict[int, str]
+    patterns: list[bytes],
+    marks: array[int],
+    starts: list[int],
+    originals: dict[int, str],
+    step: int,
 ) -> Generator[None, None, tuple[list[bytes], array[int], list[int]]]:
     """Google/Protego: "allow: /dir/index.htm[l]" also allows "/dir/" itself, as the
     extra rule "allow: /dir/$" right after it (and the same line).  Yields after
@@ -380,7 +393,7 @@ def _index_rules(
     fixed_marks = array(marks.typecode)
     at = dict.fromkeys(starts, 0)  # old position -> new (runs can start together)
     for i, (value, mark) in enumerate(zip(patterns, marks, strict=True)):
-        if not i % INDEX_STEP:
+        if step and not i % INDEX_STEP:
             yield None
         if i in at:
             at[i] = len(fixed)

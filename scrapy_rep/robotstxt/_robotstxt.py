@@ -179,7 +179,8 @@ class RobotsTxt(ExtensionQueries, SteppedWork):
             scans = self._scans = {}
         found = scans.get(token)
         if found is None:
-            if sum(map(len, map(_MARKS, runs))) > SCAN_MAX_RULES:
+            count = len(runs[0].marks) if len(runs) == 1 else sum(map(len, map(_MARKS, runs)))
+            if count > SCAN_MAX_RULES:
                 return None  # compiled at once (compile_cost): no scan to prepare
             plain = plain_scan(runs[0].patterns, runs[0].marks) if len(runs) == 1 else None
             if plain is not None:
