@@ -90,11 +90,12 @@ class ClusterDelay:
         crawler.signals.connect(self._on_request_scheduled, signal=signals.request_scheduled)
         crawler.signals.connect(self._on_spider_closed, signal=signals.spider_closed)
 
-    def crawl_delay(self, request: Request, origin: str, evaluation: Evaluation) -> float:
+    async def crawl_delay(self, request: Request, origin: str, evaluation: Evaluation) -> float:
         """The origin's Crawl-delay for this request's product token (0: none)."""
         if not self.config.crawl_delay or not self.config.enforce or evaluation.kind != RULES:
             return 0.0
-        robots = self.decider.parsed(origin, evaluation.body)
+        # the copy decide() used (a large file is never parsed in one piece here)
+        robots = await self.decider.parsed_for(origin, evaluation.body, request)
         delay = robots.crawl_delay(self.decider.token_for(request))
         if not delay or delay <= 0:
             return 0.0
@@ -104,7 +105,7 @@ class ClusterDelay:
         """None: the request may be downloaded now. A request: send it back to the
         scheduler instead (return it from ``process_request``); it then waits in the
         waiting room until its turn."""
-        delay = self.crawl_delay(request, origin, evaluation)
+        delay = await self.crawl_delay(request, origin, evaluation)
         if not delay:
             return None
         turn = request.meta.get(TURN_META_KEY)

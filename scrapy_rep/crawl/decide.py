@@ -9,7 +9,6 @@ User-Agent header and ``USER_AGENT``, reduced to its leading product token (RFC 
 from __future__ import annotations
 
 import logging
-import sys
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
@@ -17,16 +16,16 @@ from scrapy import signals
 from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
-from twisted.internet.threads import deferToThread
 
 from scrapy_rep.crawl.runtime import WAITED_META_KEY
+from scrapy_rep.crawl.stepping import run_steps
 from scrapy_rep.policy.records import ALLOW_ALL, RULES
 from scrapy_rep.policy.robots_policy import DISALLOW_ALL, FALLBACK
 from scrapy_rep.robotstxt._robotstxt import RobotsTxt
 from scrapy_rep.robotstxt._useragent import product_token
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Generator
 
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
@@ -54,17 +53,12 @@ _PARSED_CACHE_SIZE = 4096
 # parses the worst 500 KiB shapes (18,285 user-agent lines with signals, 17,680
 # one-rule groups) in 30-90 ms and compiles the worst groups of tens of thousands of
 # rules in as long, so a file from this size is parsed, and a group of this many
-# rules prepared (scanned or compiled) for its first check, in a worker thread
-# (bench_adversarial.py: the worst shapes cost ~7 ms per 64 KiB, ~3 ms per 2,048
-# rules). Real files stay on the reactor: 49 of the 4,231 corpus files are this
-# large, and their parse costs less than the thread hop's latency matters to a crawl.
-OFF_REACTOR_OCTETS = 65_536
-OFF_REACTOR_RULES = 2_048
-# While a worker thread runs that work, the reactor thread waits up to the interpreter's
-# switch interval (5 ms by default) for the GIL after each system call it makes, and it
-# makes several per tick: shortened while a worker runs, a tick is not stretched to
-# tens of ms (measured in tests/crawl/test_off_reactor.py).
-WORKER_SWITCH_INTERVAL = 0.001
+# rules prepared (scanned or compiled) for its first check, in bounded steps with
+# the reactor running other work between them (crawl/stepping.py; bench_adversarial.py:
+# the worst shapes cost ~7 ms per 64 KiB, ~3 ms per 2,048 rules). Real files are
+# parsed at once: 49 of the 4,231 corpus files are this large.
+STEPPED_OCTETS = 65_536
+STEPPED_RULES = 2_048
 
 
 class Decider:
@@ -76,9 +70,11 @@ class Decider:
         self.stats = crawler.stats
         # origin -> (body, its parsed copy, tokens whose group is ready to answer)
         self._parsed: OrderedDict[str, tuple[bytes, RobotsTxt, set[str]]] = OrderedDict()
-        # origin -> requests waiting for the worker thread preparing its copy
+        # origin -> requests waiting for the steps preparing its copy (run by another)
         self._working: dict[str, list[Deferred[None]]] = {}
-        self._switch_interval = sys.getswitchinterval()  # (restored after them)
+        # (origin, body, copy) the last steps prepared: parsed() answers with it even
+        # if the cache has dropped it meanwhile, rather than parse a large file at once
+        self._stepped: tuple[str, bytes, RobotsTxt] | None = None
         self._warned_browser = False
         # (raw value, its product token, whether it is browser-like): the last one seen
         self._token_of: tuple[object, str, bool] = (None, "", False)
@@ -91,6 +87,8 @@ class Decider:
     def forget(self, origin: str) -> None:
         """Drop the parsed copy of ``origin`` (an idle origin unloaded from RAM)."""
         self._parsed.pop(origin, None)
+        if self._stepped is not None and self._stepped[0] == origin:
+            self._stepped = None
 
     # -- product token -----------------------------------------------------------------
 
@@ -138,11 +136,16 @@ class Decider:
     # -- verdicts ----------------------------------------------------------------------
 
     def parsed(self, origin: str, body: bytes) -> RobotsTxt:
-        """The parsed copy of *body*, parsed here (on the reactor) if not cached."""
+        """The parsed copy of *body*: the cached one, or the one robots_for's steps
+        made last (a large file: this is called right after decide(), which awaited
+        those steps), else parsed here, on the reactor (a small file)."""
         cached = self._parsed.get(origin)
         if cached is not None and cached[0] is body:
             self._parsed.move_to_end(origin)
             return cached[1]
+        stepped = self._stepped
+        if stepped is not None and stepped[1] is body and stepped[0] == origin:
+            return stepped[2]
         return self._keep(origin, body, RobotsTxt.parse(body, max_size=self.config.max_size))
 
     def _keep(self, origin: str, body: bytes, robots: RobotsTxt) -> RobotsTxt:
@@ -167,7 +170,7 @@ class Decider:
         reactor: cached and used by *token* before (the common case), or small."""
         cached = self._parsed.get(origin)
         if cached is None or cached[0] is not body:
-            if len(body) >= OFF_REACTOR_OCTETS:
+            if len(body) >= STEPPED_OCTETS:
                 return None
             self.parsed(origin, body)
             cached = self._parsed[origin]
@@ -175,14 +178,16 @@ class Decider:
             self._parsed.move_to_end(origin)
         robots, ready = cached[1], cached[2]
         if token not in ready:
-            if robots.first_use_rules(token) >= OFF_REACTOR_RULES:
+            if robots.first_use_rules(token) >= STEPPED_RULES:
                 return None
             ready.add(token)
         return robots
 
     async def robots_for(self, origin: str, body: bytes, token: str) -> RobotsTxt:
         """The parsed copy of *body*, ready to answer for *token*; a large file is
-        parsed, and a large group prepared, in a worker thread (SPEC "cost")."""
+        parsed, and a large group prepared, in bounded steps on the reactor, other
+        work running between them (crawl/stepping.py, SPEC "cost"). One preparation
+        per origin at a time: its other requests await it."""
         while (robots := self._ready(origin, body, token)) is None:
             waiters = self._working.get(origin)
             if waiters is not None:  # another request of this origin is doing it
@@ -193,30 +198,25 @@ class Decider:
             self._working[origin] = []
             cached = self._parsed.get(origin)
             known = cached[1] if cached is not None and cached[0] is body else None
-            if len(self._working) == 1:
-                self._switch_interval = sys.getswitchinterval()
-                sys.setswitchinterval(min(self._switch_interval, WORKER_SWITCH_INTERVAL))
             try:
-                robots = await maybe_deferred_to_future(
-                    deferToThread(_prepared, known, body, self.config.max_size, token)
-                )
+                robots = await run_steps(_prepared(known, body, self.config.max_size, token))
+                self._stepped = (origin, body, robots)
+                if known is None:
+                    self._keep(origin, body, robots)
+                if (cached := self._parsed.get(origin)) is not None and cached[1] is robots:
+                    cached[2].add(token)
             finally:
+                # (after the copy is kept: a waiter resumed at once finds it ready)
                 for waiter in self._working.pop(origin):
                     waiter.callback(None)
-                if not self._working:
-                    sys.setswitchinterval(self._switch_interval)
-            if known is None:
-                self._keep(origin, body, robots)
-            if (cached := self._parsed.get(origin)) is not None and cached[1] is robots:
-                cached[2].add(token)
             return robots
         return robots
 
     async def parsed_for(self, origin: str, body: bytes, request: Request) -> RobotsTxt:
         """The parsed copy of *body* ready to answer for *request*'s crawler, the way
-        decide() gets it (a large file or group prepared off the reactor): what
+        decide() gets it (a large file or group prepared in steps): what
         ``robots_parsed`` receivers get, so that their queries neither parse the file
-        again nor prepare the crawler's group on the reactor."""
+        again nor prepare the crawler's group in one piece on the reactor."""
         token = self.token_for(request)
         robots = self._ready(origin, body, token)
         if robots is None:
@@ -255,7 +255,7 @@ class Decider:
         if evaluation.kind == RULES:
             body = evaluation.body
             robots = self._ready(origin, body, token)
-            if robots is None:  # a large file or group: prepared off the reactor
+            if robots is None:  # a large file or group: prepared in steps
                 robots = await self.robots_for(origin, body, token)
             explained = robots.explain(request.url, token)
             decision["allowed"] = explained.allowed
@@ -350,13 +350,15 @@ class Decider:
             _hold_slot_to(slot, delay)
 
 
-def _prepared(robots: RobotsTxt | None, body: bytes, max_size: int, token: str) -> RobotsTxt:
-    """In a worker thread: *body* parsed (unless *robots* is its copy already), with
-    *token*'s group ready for its first check. The reactor may query *robots*
-    meanwhile: RobotsTxt swaps what it builds whole (see its class docstring)."""
+def _prepared(
+    robots: RobotsTxt | None, body: bytes, max_size: int, token: str
+) -> Generator[None, None, RobotsTxt]:
+    """Steps (see crawl/stepping.py): *body* parsed (unless *robots* is its copy
+    already), then *token*'s group ready for its first check. The reactor may query
+    *robots* between steps: RobotsTxt swaps what it builds whole."""
     if robots is None:
-        robots = RobotsTxt.parse(body, max_size=max_size)
-    robots.prepare(token)
+        robots = yield from RobotsTxt.parse_steps(body, max_size=max_size)
+    yield from robots.prepare_steps(token)
     return robots
 
 

@@ -101,6 +101,7 @@ class UsageKeeper:
             return
         usage = None
         if evaluation.ready and evaluation.kind == RULES:
+            # the copy decide() just used: a large file is not parsed again at once
             robots = self.decider.parsed(origin, evaluation.body)
             if robots.declares_usage:
                 decision = request.meta.get(DECISION_META_KEY) or {}

@@ -13,7 +13,7 @@ combines the summaries of its runs (RFC 9309 §2.2.1: same-name groups merge).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from scrapy_rep.robotstxt._issues import INVALID_VALUE, RULE_OUTSIDE_GROUP, IssueLog
@@ -25,6 +25,7 @@ __all__ = [
     "ExtensionLine",
     "Extensions",
     "interpret",
+    "interpret_steps",
     "summarise",
 ]
 
@@ -142,22 +143,47 @@ def summarise(lines: list[ExtensionLine], invalid: list[int]) -> Extensions:
     return found
 
 
+Interpreted = tuple[dict[str, "Extensions"], "Extensions | None"]
+
+
 def interpret(
     per_token: dict[str, list[list[ExtensionLine]]], preamble: list[ExtensionLine], log: IssueLog
-) -> tuple[dict[str, Extensions], Extensions | None]:
+) -> Interpreted:
     """Each token's extension values, reading every run's lines once (linear), and
     those of the *preamble* (lines before any user-agent line); invalid values and
     preamble lines that are not content signals are reported to *log*."""
+    for found in interpret_steps(per_token, preamble, log, 0):  # noqa: B007 (the last)
+        pass
+    return found  # type: ignore[return-value]  # (the last item is the result)
+
+
+def interpret_steps(
+    per_token: dict[str, list[list[ExtensionLine]]],
+    preamble: list[ExtensionLine],
+    log: IssueLog,
+    step: int,
+) -> Iterator[Interpreted | None]:
+    """interpret(), yielding None after about every *step* lines or tokens (0: never,
+    for a caller that runs it at once), and the result last."""
     invalid: list[int] = []
     by_run: dict[int, Extensions] = {}
     summaries: dict[str, Extensions] = {}
+    done = 0  # lines and tokens since the last yield
     for token, runs in per_token.items():
         found = None
         own = False  # found is this token's own object, not a run's shared summary
         for lines in runs:
             summary = by_run.get(id(lines))
             if summary is None:
-                summary = by_run[id(lines)] = summarise(lines, invalid)
+                if step and len(lines) > step:
+                    summary = Extensions()
+                    for low in range(0, len(lines), step):
+                        yield None
+                        summary.merge(summarise(lines[low : low + step], invalid))
+                else:
+                    summary = summarise(lines, invalid)
+                by_run[id(lines)] = summary
+                done += len(lines)
             if found is None:
                 found = summary  # shared, read-only: most tokens have one group
             else:
@@ -166,11 +192,21 @@ def interpret(
                 found.merge(summary)
         if found is not None:
             summaries[token] = found
+        done += 1
+        if step and done >= step:
+            done = 0
+            yield None
     preamble_summary = None
     if preamble:  # before any user-agent line only content signals apply, file-wide
         signals = [e for e in preamble if e.field == "content-signal"]
-        preamble_summary = summarise(signals, invalid)
+        if not step or len(signals) <= step:
+            preamble_summary = summarise(signals, invalid)
+        else:
+            preamble_summary = Extensions()
+            for low in range(0, len(signals), step):
+                yield None
+                preamble_summary.merge(summarise(signals[low : low + step], invalid))
         outside = (e.line for e in preamble if e.field != "content-signal")
         log.found.extend((line, RULE_OUTSIDE_GROUP) for line in outside)
     log.found.extend((line, INVALID_VALUE) for line in invalid)
-    return summaries, preamble_summary
+    yield summaries, preamble_summary

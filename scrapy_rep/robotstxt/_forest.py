@@ -9,10 +9,19 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
+from collections.abc import Iterator
 from itertools import compress, count, repeat
 from operator import ge
+from typing import TypeAlias
 
-__all__ = ["parents", "plain_literals", "ranked_chain"]
+__all__ = [
+    "WALK_STEP",
+    "parents",
+    "parents_steps",
+    "plain_literals",
+    "plain_literals_steps",
+    "ranked_chain",
+]
 
 
 def _after(prefix: bytes) -> bytes | None:
@@ -23,62 +32,104 @@ def _after(prefix: bytes) -> bytes | None:
 
 
 def parents(guards: list[bytes]) -> array[int]:
-    """Each sorted guard's longest proper prefix among them (-1 for none).
+    """Each sorted guard's longest proper prefix among them (-1 for none): see
+    parents_steps, run at once."""
+    found = array("i", [-1]) * len(guards)
+    for _ in parents_steps(guards, found):
+        pass
+    return found
+
+
+# parents_steps yields after walking about this many guards (a few ms at most)
+WALK_STEP = 4096
+
+
+def parents_steps(guards: list[bytes], found: array[int]) -> Iterator[None]:
+    """Fill *found* (-1 for each guard) with each sorted guard's longest proper prefix
+    among them (-1 for none), yielding after every WALK_STEP guards walked.
 
     In sorted order the guards that start with a guard follow it in one run (its
     subtree), and a guard without a parent (a root) starts no run unless the next
     guard starts with it: so only the runs are walked, one bisect each, and most
     guards (roots of no run, in real files) are never visited in Python.  Within a
     run a guard's parent is the guard before it when that is a prefix of it;
-    otherwise it is on the previous guard's chain of prefixes.
+    otherwise it is on the previous guard's chain of prefixes.  (Guards that are
+    prefixes of one another by the thousand, "/1", "/10", "/100", are walked in steps.)
     """
     n = len(guards)
-    found = array("i", [-1]) * n
     child = list(map(bytes.startswith, guards[1:], guards[:-1]))
     end = 0
+    walked = 0  # guards walked since the last yield
     for root in compress(count(), child):
         if root < end:
             continue  # inside the run of an earlier root
         after = _after(guards[root])
         end = n if after is None else bisect_left(guards, after, root + 1)
-        for i in range(root + 1, end):
-            if child[i - 1]:
-                found[i] = i - 1
-                continue
-            up = found[i - 1]
-            guard = guards[i]
-            while not guard.startswith(guards[up]):
-                up = found[up]
-            found[i] = up
-    return found
+        for low in range(root + 1, end, WALK_STEP):
+            if walked >= WALK_STEP:
+                walked = 0
+                yield
+            high = min(low + WALK_STEP, end)
+            walked += high - low
+            for i in range(low, high):
+                if child[i - 1]:
+                    found[i] = i - 1
+                    continue
+                up = found[i - 1]
+                guard = guards[i]
+                while not guard.startswith(guards[up]):
+                    up = found[up]
+                found[i] = up
+
+
+Literals: TypeAlias = tuple[tuple[bytes, ...], "array[int]", "array[int]"]
 
 
 def plain_literals(
     literal: list[int] | None, patterns: list[bytes], codes: list[int], packed: list[int]
-) -> tuple[tuple[bytes, ...], array[int], array[int]]:
+) -> Literals:
     """The literal rules (positions in *patterns*; None: all of them) as a sorted
-    prefix forest, in mostly C-level calls.
+    prefix forest: plain_literals_steps run at once."""
+    for found in plain_literals_steps(literal, patterns, codes, packed):  # noqa: B007
+        pass
+    return found  # type: ignore[return-value]  # (the last item is the forest)
 
-    Returns the distinct guards in sorted order, each one's parent (see parents) and
-    their packed codes (of the deciding rule among equal guards).
-    """
+
+def plain_literals_steps(
+    literal: list[int] | None, patterns: list[bytes], codes: list[int], packed: list[int]
+) -> Iterator[Literals | None]:
+    """The literal rules (positions in *patterns*; None: all of them) as a sorted
+    prefix forest, in mostly C-level calls: yields None between them (for a caller
+    that runs them in steps) and, last, the distinct guards in sorted order, each
+    one's parent (see parents) and their packed codes (of the deciding rule among
+    equal guards)."""
     if literal is None:  # the common case: every rule is a plain prefix
         first = dict(zip(patterns, packed, strict=True))
         if len(first) == len(patterns):
+            yield None
             lits = sorted(first)
             lit_codes = array("q", list(map(first.__getitem__, lits)))
-            return tuple(lits), parents(lits), lit_codes
+            yield None
+            found = array("i", [-1]) * len(lits)
+            yield from parents_steps(lits, found)
+            yield tuple(lits), found, lit_codes
+            return
         literal = list(range(len(patterns)))
     by_guard = dict(zip(map(patterns.__getitem__, literal), literal, strict=True))
     if len(by_guard) < len(literal):
+        yield None
         # equal guards: the deciding rule is the one of highest precedence, then
         # the first in file order, and it must be the last one the dict sees
         literal.sort(key=codes.__getitem__, reverse=True)
         literal.reverse()
         by_guard = dict(zip(map(patterns.__getitem__, literal), literal, strict=True))
+    yield None
     lits = sorted(by_guard)
     lit_codes = array("q", list(map(packed.__getitem__, map(by_guard.__getitem__, lits))))
-    return tuple(lits), parents(lits), lit_codes
+    yield None
+    found = array("i", [-1]) * len(lits)
+    yield from parents_steps(lits, found)
+    yield tuple(lits), found, lit_codes
 
 
 def ranked_chain(parents: array[int], lit_codes: array[int]) -> array[int] | None:

@@ -1,6 +1,6 @@
 """A group's first checks, answered by scanning its rules instead of compiling them.
 
-Compiling a group (see _matcher.compile_group) builds the index that makes every
+Compiling a group (see _compile.compile_group) builds the index that makes every
 later check fast, but it costs as much as several checks that simply scan the group's
 rules, and many crawls ask a site's robots.txt about a handful of URLs only.  So a
 group is scanned until the scans have cost about what compiling it would, and then

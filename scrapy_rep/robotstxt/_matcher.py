@@ -16,28 +16,16 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_right
-from functools import partial
-from itertools import compress, count, pairwise, repeat
-from operator import add, and_, contains, itemgetter, lshift, ne, or_, sub
 from typing import TypeAlias
 
 from scrapy_rep.robotstxt._escapes import normalise_pattern, normalised_rules
-from scrapy_rep.robotstxt._forest import parents as forest_parents
-from scrapy_rep.robotstxt._forest import plain_literals, ranked_chain
-from scrapy_rep.robotstxt._probes import (
-    MANY_WILDCARDS,
-    ProbeIndex,
-    index_pays,
-    present_probes,
-    probe_index,
-)
+from scrapy_rep.robotstxt._probes import ProbeIndex, index_pays, present_probes
 
 __all__ = [
     "EMPTY_GROUP",
     "Group",
     "Rules",
     "best_rule",
-    "compile_group",
     "literal_rule",
     "match_pieces",
     "merged_rules",
@@ -130,11 +118,6 @@ _SPLIT: dict[bytes, tuple[tuple[bytes, ...], bool]] = {}
 _CACHE_LIMIT = 4096
 
 
-_longer = partial(max, key=len)  # (the first on a tie)
-_FIRST = itemgetter(0)
-_LAST = itemgetter(2)
-
-
 Rules: TypeAlias = tuple[list[bytes], "array[int]"]
 
 
@@ -146,146 +129,6 @@ def merged_rules(runs: list[Rules]) -> Rules:
     if len(runs) == 1:
         return runs[0]
     return [p for r in runs for p in r[0]], array("q", [m for r in runs for m in r[1]])
-
-
-def first_copies(patterns: list[bytes], marks: array[int]) -> Rules:
-    """*patterns* and *marks* without the rules that repeat an earlier one (the same
-    pattern and kind), in file order.
-
-    A copy never decides where the first does not (same precedence, later line), but
-    a check that fails on it would try every copy, and every compile would carry it:
-    a file repeating one rule thousands of times would make each step slow.
-    """
-    keys = list(zip(patterns, map(and_, marks, repeat(1)), strict=True))
-    first = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1), strict=True))
-    kept = sorted(first.values())
-    return list(map(patterns.__getitem__, kept)), array("q", map(marks.__getitem__, kept))
-
-
-# from this many rules a group's repeated rules are dropped before compiling (a copy
-# still costs every compiling pass; looking for copies costs a set of all the
-# patterns, more than real groups, which repeat few rules, would save)
-DEDUP_FROM = 2048
-# from this many wildcard rules, repeated ones are dropped from the buckets (a check
-# would try every copy that passes its probe)
-DEDUP_WILD_FROM = 64
-
-
-def compile_group(runs: list[Rules], strings: dict[bytes, str], originals: dict[int, str]) -> Group:
-    """Compile the rules of all the runs (merged same-name groups) one crawler obeys.
-
-    Each run holds raw patterns and line marks as _parser makes them; *strings* dedupes
-    the probes (kept as str) across the groups of one file; *originals* receives
-    {line: pattern as written} for patterns that normalisation changed.  Most rules are plain ASCII
-    prefixes, so per-rule work is left to C-level sort/map calls where possible.
-    """
-    patterns, marks = merged_rules(runs)
-    if not patterns:
-        return EMPTY_GROUP
-    patterns, joined = normalised_rules(patterns, marks, originals)
-    deduped = len(patterns) >= DEDUP_FROM
-    if deduped and len(set(patterns)) < len(patterns):
-        patterns, marks = first_copies(patterns, marks)
-    # mark = line * 2 + (1 for disallow); precedence = 2 * len - that bit (in C)
-    lens = list(map(len, patterns))
-    codes = list(map(sub, map(add, lens, lens), map(and_, marks, repeat(1))))
-    wild: list[int] = []
-    starred = False  # some literal was written with trailing "*"s
-    dollar = 0x24 in joined
-    if 0x2A in joined or dollar:
-        # after normalisation a "$" can only be a pattern's last octet: a pattern
-        # holding one is anchored
-        special = map(contains, patterns, repeat(0x2A))
-        if dollar:
-            special = map(or_, special, map(contains, patterns, repeat(0x24)))
-        wild = list(compress(count(), special))
-        if joined.endswith(b"*") or b"*\n" in joined:
-            # A rule is a wildcard rule if it ends with "$" or keeps a "*" once its
-            # trailing "*"s are gone; only trailing "*"s: a plain prefix that matches
-            # like "/a" but keeps its own length for precedence (as Google's library)
-            stems = list(map(bytes.rstrip, map(patterns.__getitem__, wild), repeat(b"*")))
-            anchored = map(contains, map(patterns.__getitem__, wild), repeat(0x24))
-            is_wild = list(map(or_, anchored, map(contains, stems, repeat(0x2A))))
-            if False in is_wild:
-                if patterns is runs[0][0]:
-                    patterns = list(patterns)  # the run's own list stays as parsed
-                for i, stem, flag in zip(wild, stems, is_wild, strict=True):
-                    if not flag:
-                        patterns[i] = stem
-                starred = True
-                wild = list(compress(wild, is_wild))
-    if not wild:
-        literal = None  # every rule is a literal
-    elif len(wild) == len(patterns):
-        literal = []
-    else:
-        literal = sorted(set(range(len(patterns))).difference(wild))
-    # one integer per rule: precedence in the high bits, the line mark below
-    packed = list(map(or_, map(lshift, codes, repeat(33)), marks))
-    lits, lit_parents, lit_codes = plain_literals(literal, patterns, codes, packed)
-    chain = ranked_chain(lit_parents, lit_codes) if starred else None
-    if not wild:
-        return lits, lit_parents, (), array("i"), (), (), lit_codes, array("i"), chain, None
-    # by guard, then by precedence (both sorts are stable: file order on ties)
-    wild.sort(key=codes.__getitem__, reverse=True)
-    wild_patterns = list(map(patterns.__getitem__, wild))
-    if (
-        not deduped
-        and len(wild) >= DEDUP_WILD_FROM
-        and len(set(wild_patterns)) < len(wild_patterns)
-    ):
-        # (the first copy in precedence order is the first in file order: the sort
-        # is stable)
-        keys = list(zip(wild_patterns, map(codes.__getitem__, wild), strict=True))
-        kept = set(dict(zip(reversed(keys), reversed(wild), strict=True)).values())
-        wild = list(compress(wild, map(kept.__contains__, wild)))
-        wild_patterns = list(map(patterns.__getitem__, wild))
-    # as split_pattern does: one final "$" off, then the guard (the first piece) and
-    # the rest; most patterns hold one "*", and partition is quicker than split
-    unanchored = map(bytes.removesuffix, wild_patterns, repeat(b"$")) if dollar else wild_patterns
-    parts = list(map(bytes.partition, unanchored, repeat(b"*")))
-    heads = list(map(_FIRST, parts))
-    order = sorted(range(len(wild)), key=heads.__getitem__)
-    guards = list(map(heads.__getitem__, order))
-    distinct = list(dict.fromkeys(guards))
-    # where each distinct guard's bucket starts (guards are sorted), in C
-    starts = array("i", [0])
-    if len(distinct) < len(guards):
-        starts.extend(compress(count(1), map(ne, guards[1:], guards[:-1])))
-    else:
-        starts.extend(range(1, len(guards)))
-    starts.append(len(guards))
-    # each rule's probe: the longer of its pieces right after its first and its last
-    # "*" (b"" for "/a$", no "*"); any piece after the first "*" must occur in a path
-    # it matches, and with one or two "*"s, the common case, these are all of them
-    probes = list(map(_LAST, map(parts.__getitem__, order)))
-    if 0x2A in b"".join(probes):
-        firsts = map(_FIRST, map(bytes.partition, probes, repeat(b"*")))
-        lasts = map(_LAST, map(bytes.rpartition, probes, repeat(b"*")))
-        probes = list(map(_longer, firsts, lasts))
-    # kept as str (normalised patterns are ASCII, and hold no "\n": decoded in one
-    # call), one object per probe per file in groups of few
-    texts = b"\n".join(probes).decode("ascii").split("\n")
-    if len(texts) < MANY_WILDCARDS:  # (a large group's probes are mostly distinct)
-        texts = list(map(strings.setdefault, probes, texts))
-    lit_codes.extend(array("q", list(map(packed.__getitem__, map(wild.__getitem__, order)))))
-    if len(distinct) < len(guards):
-        buckets = tuple([tuple(texts[a:b]) for a, b in pairwise(starts)])
-    else:  # one rule per guard: one C pass
-        buckets = tuple(zip(texts))
-    return (
-        lits,
-        lit_parents,
-        tuple(distinct),
-        forest_parents(distinct),
-        buckets,
-        tuple(map(wild_patterns.__getitem__, order)),
-        lit_codes,
-        starts,
-        chain,
-        # many wildcard rules: their probes are looked for in one pass (see _probes)
-        probe_index(texts) if len(texts) >= MANY_WILDCARDS else None,
-    )
 
 
 def literal_rule(group: Group, path: bytes) -> int:

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import re
 from array import array
-from collections.abc import Iterable
+from collections.abc import Generator, Iterable, Iterator
 from itertools import accumulate, compress, count, repeat
 from operator import itemgetter, not_
 
-from scrapy_rep.robotstxt._extensions import ExtensionLine, Extensions, interpret
+from scrapy_rep.robotstxt._extensions import ExtensionLine, Extensions, interpret_steps
 from scrapy_rep.robotstxt._fields import (
     DISALLOW,
     EXT,
@@ -59,7 +59,19 @@ from scrapy_rep.robotstxt._issues import (
     TYPO as TYPO_ISSUE,
 )
 
-__all__ = ["MAX_LINE", "ParseResult", "Run", "parse", "run_rules"]
+__all__ = [
+    "DEFAULT_MAX_SIZE",
+    "LINES_STEP",
+    "MAX_LINE",
+    "ParseResult",
+    "Run",
+    "parse",
+    "parse_steps",
+    "run_rules",
+]
+
+# RFC 9309 §2.5: crawlers must parse at least the first 500 KiB.
+DEFAULT_MAX_SIZE = 512_000
 
 _ABSOLUTE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^/?#\s]")
 
@@ -124,6 +136,27 @@ class ParseResult:
 
 
 def parse(content: bytes | bytearray | memoryview | str, max_size: int) -> ParseResult:
+    """*content* parsed at once: parse_steps run to its end, with no pause."""
+    for res in parse_steps(content, max_size, 0):  # noqa: B007 (the last item)
+        pass
+    return res  # type: ignore[return-value]  # (the last item is the result)
+
+
+# parse_steps' default: lines per step (a few ms for the slowest lines, user-agent
+# lines of a file of tens of thousands of groups) and post-loop items per step
+LINES_STEP = 2048
+
+
+def parse_steps(
+    content: bytes | bytearray | memoryview | str, max_size: int, step: int = LINES_STEP
+) -> Iterator[ParseResult | None]:
+    """Parse *content*, yielding None after every *step* lines and between the phases
+    after the line loop (0: no pause at all), and the ParseResult last.
+
+    The lines are taken a slice at a time by an outer loop, so a parse with pauses
+    costs no more per line than one without (parse runs this with *step* 0: one
+    slice).  Every pause leaves the work done so far in this generator's frame.
+    """
     res = ParseResult()
     log = IssueLog()
     issue = log.found.append
@@ -149,121 +182,152 @@ def parse(content: bytes | bytearray | memoryview | str, max_size: int) -> Parse
 
     # (bytes.splitlines ends a line at LF, CRLF or CR, as RFC 9309 §2.2 does, in one
     # pass; replacing CR first and splitting on LF is fewer instructions but slower)
-    lines = cut_long_lines(data, data.splitlines(), log)
-    numbered: Iterable[tuple[int, bytes]] = enumerate(lines, 1)
-    if is_markup(data, len(lines)):
+    if step:
+        yield None
+    lines = data.splitlines()
+    if step:
+        yield None
+    lines = cut_long_lines(data, lines, log)
+    markup = is_markup(data, len(lines))
+    if markup:
         # Mostly page markup (an HTML page served as robots.txt): only lines whose
         # first non-blank octet can start a field name can matter, and one C-level
         # regex match per line finds them.
-        numbered = compress(numbered, map(maybe_field, lines))
         issue((1, MARKUP))
-    for lineno, line in numbered:
-        key, colon, value = line.partition(b":")
-        if colon:
-            kind = kinds.get(key)
-            if kind is None:
+    if not step or len(lines) <= step:
+        whole: Iterable[tuple[int, bytes]] = enumerate(lines, 1)
+        if markup:
+            whole = compress(whole, map(maybe_field, lines))
+        slices: Iterable[Iterable[tuple[int, bytes]]] = (whole,)
+    else:
+        slices = (_numbered(lines[a : a + step], a, markup) for a in range(0, len(lines), step))
+    for numbered in slices:
+        if step:
+            yield None
+        for lineno, line in numbered:
+            key, colon, value = line.partition(b":")
+            if colon:
+                kind = kinds.get(key)
+                if kind is None:
+                    kind = field_kind(key)
+                if kind <= DISALLOW:
+                    # The hot path: most lines of most files are rules.  The value's
+                    # comment is cut, and it is stripped (and dropped if empty), after
+                    # the loop, in C.
+                    if tokens:
+                        add_value(value)
+                        add_mark(lineno * 2 + kind)
+                    else:
+                        issue((lineno, RULE_OUTSIDE_GROUP))  # RFC 9309 §2.2.2: ignored
+                    continue
+                if kind == OTHER:
+                    issue((lineno, UNKNOWN_FIELD))
+                    continue
+                if 0x23 in value:  # (0x23 is "#": an int membership test is one memchr)
+                    value = value[: value.find(b"#")]
+                value = value.strip()
+            elif not line or line[0] == 0x23:
+                continue  # empty, or a comment ("#")
+            elif line[0] not in FIELD_START:
+                issue((lineno, NOT_A_FIELD))
+                continue  # not a field (page markup, prose)
+            else:
+                kind = HASH  # no colon: maybe Google's "field value" form (two words)
+            if kind == HASH:
+                split = split_line(line)
+                if split is None:
+                    if not is_blank(line):
+                        issue((lineno, NOT_A_FIELD))
+                    continue
+                key, value, has_colon = split
                 kind = field_kind(key)
-            if kind <= DISALLOW:
-                # The hot path: most lines of most files are rules.  The value's
-                # comment is cut, and it is stripped (and dropped if empty), after
-                # the loop, in C.
+                if kind in (HASH, OTHER):
+                    issue((lineno, UNKNOWN_FIELD if has_colon else NOT_A_FIELD))
+                    continue
+                if not has_colon:
+                    issue((lineno, MISSING_COLON))
+            if kind & TYPO:
+                issue((lineno, TYPO_ISSUE))
+                kind ^= TYPO
+
+            if kind <= DISALLOW:  # a rule line off the hot path
                 if tokens:
                     add_value(value)
                     add_mark(lineno * 2 + kind)
                 else:
-                    issue((lineno, RULE_OUTSIDE_GROUP))  # RFC 9309 §2.2.2: ignored
-                continue
-            if kind == OTHER:
-                issue((lineno, UNKNOWN_FIELD))
-                continue
-            if 0x23 in value:  # (0x23 is "#": an int membership test is one memchr)
-                value = value[: value.find(b"#")]
-            value = value.strip()
-        elif not line or line[0] == 0x23:
-            continue  # empty, or a comment ("#")
-        elif line[0] not in FIELD_START:
-            issue((lineno, NOT_A_FIELD))
-            continue  # not a field (page markup, prose)
-        else:
-            kind = HASH  # no colon: maybe Google's "field value" form (two words)
-        if kind == HASH:
-            split = split_line(line)
-            if split is None:
-                if not is_blank(line):
-                    issue((lineno, NOT_A_FIELD))
-                continue
-            key, value, has_colon = split
-            kind = field_kind(key)
-            if kind in (HASH, OTHER):
-                issue((lineno, UNKNOWN_FIELD if has_colon else NOT_A_FIELD))
-                continue
-            if not has_colon:
-                issue((lineno, MISSING_COLON))
-        if kind & TYPO:
-            issue((lineno, TYPO_ISSUE))
-            kind ^= TYPO
-
-        if kind <= DISALLOW:  # a rule line off the hot path
-            if tokens:
-                add_value(value)
-                add_mark(lineno * 2 + kind)
-            else:
-                issue((lineno, RULE_OUTSIDE_GROUP))
-        elif kind == UA:
-            if in_rules or not tokens or len(values) != run_start:
-                run_start = len(values)
-                starts.append(run_start)
-                run = Run()
-                runs.append(run)
-                tokens = {}
-                extras = None
-                in_rules = False
-            if not value:
-                issue((lineno, EMPTY_VALUE))
-            token = ua_tokens.get(value)
-            if token is None:
-                token = ua_token(value)
-            if token not in tokens:
-                tokens[token] = None
-                found = groups.get(token)
-                if found is None:
-                    groups[token] = [run]
+                    issue((lineno, RULE_OUTSIDE_GROUP))
+            elif kind == UA:
+                if in_rules or not tokens or len(values) != run_start:
+                    run_start = len(values)
+                    starts.append(run_start)
+                    run = Run()
+                    runs.append(run)
+                    tokens = {}
+                    extras = None
+                    in_rules = False
+                if not value:
+                    issue((lineno, EMPTY_VALUE))
+                token = ua_tokens.get(value)
+                if token is None:
+                    token = ua_token(value)
+                if token not in tokens:
+                    tokens[token] = None
+                    found = groups.get(token)
+                    if found is None:
+                        groups[token] = [run]
+                    else:
+                        found.append(run)
+                    if extras is not None:
+                        res.extensions.setdefault(token, []).append(extras)
+            elif kind == SITEMAP:
+                if value:
+                    url = value.decode("utf-8", "replace")
+                    res.sitemaps.append(url)
+                    if _ABSOLUTE.match(url) is None:
+                        issue((lineno, INVALID_VALUE))
                 else:
-                    found.append(run)
-                if extras is not None:
-                    res.extensions.setdefault(token, []).append(extras)
-        elif kind == SITEMAP:
-            if value:
-                url = value.decode("utf-8", "replace")
-                res.sitemaps.append(url)
-                if _ABSOLUTE.match(url) is None:
-                    issue((lineno, INVALID_VALUE))
-            else:
+                    issue((lineno, EMPTY_VALUE))
+            elif not value:
                 issue((lineno, EMPTY_VALUE))
-        elif not value:
-            issue((lineno, EMPTY_VALUE))
-        else:  # an extension: it belongs to the whole group (run), in file order
-            found_line = ExtensionLine(
-                EXT_NAMES[kind - EXT], value.decode("utf-8", "replace"), lineno
-            )
-            if found_line.field == "content-usage" and tokens:
-                # draft-ietf-aipref-attach §3 makes Content-Usage a rule ("rule =/"):
-                # a user-agent line after it starts a new group, as after Allow.
-                in_rules = True
-            if not tokens:
-                res.preamble.append(found_line)
-            elif extras is None:
-                extras = [found_line]
-                for token in tokens:
-                    res.extensions.setdefault(token, []).append(extras)
-            else:
-                extras.append(found_line)
-    _fill_runs(res, runs, starts, values, marks, log, b"/index.htm" in data)
+            else:  # an extension: it belongs to the whole group (run), in file order
+                found_line = ExtensionLine(
+                    EXT_NAMES[kind - EXT], value.decode("utf-8", "replace"), lineno
+                )
+                if found_line.field == "content-usage" and tokens:
+                    # draft-ietf-aipref-attach §3 makes Content-Usage a rule ("rule =/"):
+                    # a user-agent line after it starts a new group, as after Allow.
+                    in_rules = True
+                if not tokens:
+                    res.preamble.append(found_line)
+                elif extras is None:
+                    extras = [found_line]
+                    # (once a run: a run of thousands of user-agent lines pauses too)
+                    for n, token in enumerate(tokens, 1):
+                        res.extensions.setdefault(token, []).append(extras)
+                        if step and not n % step:
+                            yield None
+                else:
+                    extras.append(found_line)
+    if step:
+        yield None
+    yield from _fill_runs(res, runs, starts, values, marks, log, b"/index.htm" in data, step)
     if res.extensions or res.preamble:
-        res.summaries, res.preamble_summary = interpret(res.extensions, res.preamble, log)
+        for interpreted in interpret_steps(res.extensions, res.preamble, log, step):
+            if interpreted is None:
+                yield None
+        res.summaries, res.preamble_summary = interpreted  # type: ignore[misc]  # (the last)
     if log.found or log.limit:
+        if step:
+            yield None
         res.issues, res.issue_counts = log.finish(lines)
-    return res
+    yield res
+
+
+def _numbered(lines: list[bytes], before: int, markup: bool) -> Iterable[tuple[int, bytes]]:
+    """(line number, line) of *lines*, which follow *before* lines of the file; of a
+    page of markup only the lines that can hold a field."""
+    numbered = enumerate(lines, before + 1)
+    return compress(numbered, map(maybe_field, lines)) if markup else numbered
 
 
 def _fill_runs(
@@ -274,39 +338,63 @@ def _fill_runs(
     marks: array[int],
     log: IssueLog,
     index_rules: bool,
-) -> None:
+    step: int,
+) -> Iterator[None]:
     """Strip every rule value, drop the empty ones (an empty value means "no
     restriction", RFC 9309 §2.2.2), add the index.html rules, and fill each run with
-    its patterns joined: a handful of C calls for the whole file, one join a run."""
+    its patterns joined: a handful of C calls for the whole file, one join a run.
+    Yields between them when *step* (a pause for parse_steps)."""
     if 0x23 in b"".join(values):  # some value holds a comment: cut it ("#")
+        if step:
+            yield None
         values = list(map(_BEFORE, map(bytes.partition, values, repeat(b"#"))))
+    if step:
+        yield None
     patterns = list(map(bytes.strip, values))
     if not all(patterns):
         for i in compress(count(), map(not_, patterns)):
             if not marks[i] & 1:  # an empty Allow says nothing at all
                 log.found.append((marks[i] >> 1, EMPTY_VALUE))
+        if step:
+            yield None
         kept = list(accumulate(map(bool, patterns), initial=0))
         starts = list(map(kept.__getitem__, starts))
         marks = array(marks.typecode, compress(marks, patterns))
         patterns = list(filter(None, patterns))
     res.rule_count = len(patterns)
     if index_rules:
-        patterns, marks, starts = _index_rules(patterns, marks, starts, res.originals)
+        if step:
+            yield None
+        patterns, marks, starts = yield from _index_rules(
+            patterns, marks, starts, res.originals, step
+        )
+    if step:
+        yield None
     ends = [*starts[1:], len(patterns)] if starts else []
     for run, a, b in zip(runs, starts, ends, strict=True):
         run.patterns = b"\n".join(patterns[a:b])
         run.marks = marks[a:b]
 
 
+INDEX_STEP = 4096  # rules between two pauses of _index_rules (a Python loop)
+
+
 def _index_rules(
-    patterns: list[bytes], marks: array[int], starts: list[int], originals: dict[int, str]
-) -> tuple[list[bytes], array[int], list[int]]:
+    patterns: list[bytes],
+    marks: array[int],
+    starts: list[int],
+    originals: dict[int, str],
+    step: int,
+) -> Generator[None, None, tuple[list[bytes], array[int], list[int]]]:
     """Google/Protego: "allow: /dir/index.htm[l]" also allows "/dir/" itself, as the
-    extra rule "allow: /dir/$" right after it (and the same line)."""
+    extra rule "allow: /dir/$" right after it (and the same line).  Yields after
+    every INDEX_STEP rules (a pause for parse_steps)."""
     fixed: list[bytes] = []
     fixed_marks = array(marks.typecode)
     at = dict.fromkeys(starts, 0)  # old position -> new (runs can start together)
     for i, (value, mark) in enumerate(zip(patterns, marks, strict=True)):
+        if step and not i % INDEX_STEP:
+            yield None
         if i in at:
             at[i] = len(fixed)
         fixed.append(value)

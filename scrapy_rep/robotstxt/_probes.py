@@ -1,7 +1,7 @@
 """Which of a group's many wildcard probes occur in a path: one multi-pattern pass.
 
 A wildcard rule is matched in full only when its probe (its longest literal piece
-after the first "*", see _matcher.compile_group) occurs in the path.  Looking for
+after the first "*", see _compile.compile_group) occurs in the path.  Looking for
 each probe in turn costs one substring search per rule on every check: with tens of
 thousands of wildcard rules (a hostile file) that is 100-400 ms per check, and a
 search for "a…Xa…" in "aaaa…" is itself quadratic in CPython's default search.
@@ -27,11 +27,20 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from collections.abc import Iterator
 from itertools import compress
 from operator import itemgetter
 from typing import TypeAlias
 
-__all__ = ["GRAM", "MANY_WILDCARDS", "ProbeIndex", "index_pays", "present_probes", "probe_index"]
+__all__ = [
+    "GRAM",
+    "MANY_WILDCARDS",
+    "ProbeIndex",
+    "index_pays",
+    "present_probes",
+    "probe_index",
+    "probe_index_steps",
+]
 
 GRAM = 8
 # from this many wildcard rules in a group, checks use the index (below it, one
@@ -75,7 +84,20 @@ def _grams(long: tuple[str, ...]) -> tuple[frozenset[str], ...]:
 
 def probe_index(probes: list[str]) -> ProbeIndex:
     """The index of *probes* (duplicates allowed), built in C-level passes."""
+    for found in probe_index_steps(probes):  # noqa: B007 (the last one)
+        pass
+    return found  # type: ignore[return-value]  # (the last item is the index)
+
+
+# probe_index_steps yields after the grams of this many long probes (~2 ms)
+GRAMS_STEP = 1024
+
+
+def probe_index_steps(probes: list[str]) -> Iterator[ProbeIndex | None]:
+    """probe_index in steps: yields None between its passes (and after the grams of
+    every GRAMS_STEP long probes), and the index last."""
     items = sorted(set(probes), key=len)
+    yield None
     lengths = list(map(len, items))
     short: dict[int, frozenset[str]] = {}
     start = bisect_right(lengths, 0)
@@ -85,7 +107,14 @@ def probe_index(probes: list[str]) -> ProbeIndex:
             short[length] = frozenset(items[start:end])
         start = end
     long = tuple(items[start:])
-    return short, long, _grams(long), len(probes)
+    if len(long) <= GRAMS_STEP:
+        yield short, long, _grams(long), len(probes)
+        return
+    grams: list[frozenset[str]] = []
+    for low in range(0, len(long), GRAMS_STEP):
+        yield None
+        grams.extend(_grams(long[low : low + GRAMS_STEP]))
+    yield short, long, tuple(grams), len(probes)
 
 
 def _substrings(text: str, length: int) -> set[str]:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import TypeAlias
 
+from scrapy_rep.robotstxt._compile import compile_group
 from scrapy_rep.robotstxt._extension_queries import ExtensionQueries
 from scrapy_rep.robotstxt._extensions import ExtensionLine, Extensions
 from scrapy_rep.robotstxt._gc import paused_gc
@@ -24,13 +25,12 @@ from scrapy_rep.robotstxt._interpreted import (
 from scrapy_rep.robotstxt._issues import Issue, Pending, materialise
 from scrapy_rep.robotstxt._matcher import (
     Group,
-    Rules,
     best_rule,
-    compile_group,
     pattern_at,
     wild_rule,
 )
-from scrapy_rep.robotstxt._parser import Run, parse, run_rules
+from scrapy_rep.robotstxt._parser import DEFAULT_MAX_SIZE, ParseResult, Run, parse, run_rules
+from scrapy_rep.robotstxt._steps import ScanState, SteppedWork
 from scrapy_rep.robotstxt._urls import _SIMPLE, is_robots_txt, plain_path
 from scrapy_rep.robotstxt._urls import as_text as _text
 from scrapy_rep.robotstxt._usage import UsageIndex
@@ -38,8 +38,6 @@ from scrapy_rep.robotstxt._useragent import token_key
 
 __all__ = ["DEFAULT_MAX_SIZE", "Decision", "RobotsTxt"]
 
-# RFC 9309 §2.5: crawlers must parse at least the first 500 KiB.
-DEFAULT_MAX_SIZE = 512_000
 
 _Text: TypeAlias = str | bytes | bytearray | memoryview
 
@@ -69,12 +67,9 @@ def _agent(user_agent: _Text) -> str | bytes:
 # a file (octets) or group (16 octets a rule) from which the collector is paused
 _LARGE = 32_768
 _MARKS = attrgetter("marks")  # a run's line marks, one per rule (see _parser.Run)
-# a group being scanned: what scanning it may still cost before it is compiled, its
-# scan, and its runs' rules split (see _parser.run_rules), for the compile to reuse
-ScanState: TypeAlias = tuple[int, Scan, list[Rules]]
 
 
-class RobotsTxt(ExtensionQueries):
+class RobotsTxt(ExtensionQueries, SteppedWork):
     """A parsed robots.txt.  Build with :meth:`parse`.
 
     Queries change no answer, but they do build indexes as they go (see _interpreted):
@@ -132,6 +127,10 @@ class RobotsTxt(ExtensionQueries):
         else:
             with paused_gc():  # (see _gc: tens of thousands of containers)
                 res = parse(content, max_size)
+        return cls._parsed(res)
+
+    @classmethod
+    def _parsed(cls, res: ParseResult) -> RobotsTxt:
         self = cls.__new__(cls)  # every slot is set here: no defaults to throw away
         self._usage = None
         self._memo = _NO_MEMO
@@ -180,7 +179,8 @@ class RobotsTxt(ExtensionQueries):
             scans = self._scans = {}
         found = scans.get(token)
         if found is None:
-            if sum(map(len, map(_MARKS, runs))) > SCAN_MAX_RULES:
+            count = len(runs[0].marks) if len(runs) == 1 else sum(map(len, map(_MARKS, runs)))
+            if count > SCAN_MAX_RULES:
                 return None  # compiled at once (compile_cost): no scan to prepare
             plain = plain_scan(runs[0].patterns, runs[0].marks) if len(runs) == 1 else None
             if plain is not None:
@@ -219,17 +219,23 @@ class RobotsTxt(ExtensionQueries):
             # patterns again would cost the compile as much as the first check paid
             rules = list(map(run_rules, group)) if scanned is None else scanned[2]
             if sum(map(len, map(_MARKS, group))) < _LARGE // 16:
-                group = self._groups[token] = compile_group(rules, {}, originals)
+                group = compile_group(rules, {}, originals)
             else:
                 with paused_gc():
-                    group = self._groups[token] = compile_group(rules, {}, originals)
-            if originals and self._originals is None:
-                self._originals = originals
-            if scans is not None:
-                scans.pop(token, None)
-                if not scans:
-                    self._scans = None  # an emptied dict keeps its table: free it
+                    group = compile_group(rules, {}, originals)
+            self._compiled(token, group, originals)
         return group
+
+    def _compiled(self, token: str, group: Group, originals: dict[int, str]) -> None:
+        """Keep *token*'s compiled group (its scan, if any, is no longer needed)."""
+        self._groups[token] = group
+        if originals and self._originals is None:
+            self._originals = originals
+        scans = self._scans
+        if scans is not None:
+            scans.pop(token, None)
+            if not scans:
+                self._scans = None  # an emptied dict keeps its table: free it
 
     def _token(self, user_agent: _Text) -> str | None:
         """The group key this crawler obeys (RFC 9309 §2.2.1), or None for none."""

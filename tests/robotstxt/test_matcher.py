@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scrapy_rep.robotstxt._compile import DEDUP_FROM
 from scrapy_rep.robotstxt._forest import parents
 from scrapy_rep.robotstxt._matcher import (
-    DEDUP_FROM,
     match_pieces,
     normalise_pattern,
     split_pattern,

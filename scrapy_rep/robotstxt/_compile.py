@@ -1,0 +1,296 @@
+"""Compiling a group (see _matcher for the compiled form), in passes that can stop.
+
+A group of tens of thousands of rules takes about twenty C-level passes over its rules
+to compile, 1-3 ms each in pure Python, 30-45 ms in all: more than a crawl's event
+loop may wait (SPEC "cost": 25 ms).  compile_steps does the same passes as a
+generator that yields between them once the group is large, so that a caller can run
+them a few at a time between other work (see RobotsTxt.prepare_steps);
+compile_group runs them at once, with the same code.
+"""
+
+from __future__ import annotations
+
+from array import array
+from bisect import bisect_right
+from collections.abc import Generator, Iterator
+from functools import partial
+from itertools import accumulate, compress, count, pairwise, repeat
+from operator import add, and_, contains, itemgetter, lshift, ne, or_, sub
+
+from scrapy_rep.robotstxt._escapes import joined_needs_fixing, normalised_rules
+from scrapy_rep.robotstxt._forest import parents as forest_parents
+from scrapy_rep.robotstxt._forest import (
+    parents_steps,
+    plain_literals,
+    plain_literals_steps,
+    ranked_chain,
+)
+from scrapy_rep.robotstxt._matcher import EMPTY_GROUP, Group, Rules, merged_rules
+from scrapy_rep.robotstxt._probes import MANY_WILDCARDS, probe_index_steps
+
+__all__ = [
+    "DEDUP_FROM",
+    "DEDUP_WILD_FROM",
+    "STEPS_FROM",
+    "compile_group",
+    "compile_steps",
+    "first_copies",
+]
+
+# from this many rules a group's repeated rules are dropped before compiling (a copy
+# still costs every compiling pass; looking for copies costs a set of all the
+# patterns, more than real groups, which repeat few rules, would save)
+DEDUP_FROM = 2048
+# from this many wildcard rules, repeated ones are dropped from the buckets (a check
+# would try every copy that passes its probe)
+DEDUP_WILD_FROM = 64
+# from this many rules compile_steps yields between its passes (a smaller group
+# compiles in well under a millisecond: its passes are not worth a pause)
+STEPS_FROM = 1024
+
+_longer = partial(max, key=len)  # (the first on a tie)
+_FIRST = itemgetter(0)
+_LAST = itemgetter(2)
+
+
+def first_copies(patterns: list[bytes], marks: array[int]) -> Rules:
+    """*patterns* and *marks* without the rules that repeat an earlier one (the same
+    pattern and kind), in file order.
+
+    A copy never decides where the first does not (same precedence, later line), but
+    a check that fails on it would try every copy, and every compile would carry it:
+    a file repeating one rule thousands of times would make each step slow.
+    """
+    steps = _first_copies_steps(patterns, marks)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+
+# normalised_rules is one regex search and one normalise_pattern call per rule that
+# needs it (~10 µs): a group of tens of thousands of escaped rules is normalised this
+# many rules, or octets, at a time
+NORMALISE_RULES = 512
+NORMALISE_OCTETS = 32_768
+
+
+def _normalised_steps(
+    patterns: list[bytes], marks: array[int], originals: dict[int, str]
+) -> Generator[None, None, tuple[list[bytes], bytes]]:
+    """normalised_rules, a slice of rules at a time (each pattern is normalised on its
+    own: the slices give exactly what one call gives)."""
+    joined = b"\n".join(patterns)
+    if not joined_needs_fixing(joined):
+        return patterns, joined
+    ends = list(accumulate(map(len, patterns)))
+    fixed: list[bytes] = []
+    low = 0
+    while low < len(patterns):
+        yield None
+        # at most NORMALISE_RULES rules, at most NORMALISE_OCTETS octets, at least one
+        limit = ends[low] - len(patterns[low]) + NORMALISE_OCTETS
+        high = max(low + 1, min(low + NORMALISE_RULES, bisect_right(ends, limit, low)))
+        fixed.extend(normalised_rules(patterns[low:high], marks[low:high], originals)[0])
+        low = high
+    return fixed, b"\n".join(fixed)
+
+
+def _first_copies_steps(patterns: list[bytes], marks: array[int]) -> Generator[None, None, Rules]:
+    """first_copies, yielding between its passes (each one C-level pass)."""
+    keys = list(zip(patterns, map(and_, marks, repeat(1)), strict=True))
+    yield None
+    first = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1), strict=True))
+    yield None
+    kept = sorted(first.values())
+    yield None
+    return list(map(patterns.__getitem__, kept)), array("q", map(marks.__getitem__, kept))
+
+
+def compile_group(runs: list[Rules], strings: dict[bytes, str], originals: dict[int, str]) -> Group:
+    """Compile the rules of all the runs (merged same-name groups) one crawler obeys,
+    at once: compile_steps run to its end."""
+    for found in compile_steps(runs, strings, originals):  # noqa: B007 (the last one)
+        pass
+    return found  # type: ignore[return-value]  # (the last item is the group)
+
+
+def compile_steps(
+    runs: list[Rules], strings: dict[bytes, str], originals: dict[int, str]
+) -> Iterator[Group | None]:
+    """Compile the rules of all the runs (merged same-name groups) one crawler obeys:
+    yields None between passes (only for a group of STEPS_FROM rules or more, each
+    pass a few C-level calls over the rules), and the compiled group last.
+
+    Each run holds raw patterns and line marks as _parser makes them; *strings* dedupes
+    the probes (kept as str) across the groups of one file; *originals* receives
+    {line: pattern as written} for patterns that normalisation changed.  Most rules
+    are plain ASCII prefixes, so per-rule work is left to C-level sort/map calls.
+    """
+    patterns, marks = merged_rules(runs)
+    if not patterns:
+        yield EMPTY_GROUP
+        return
+    steps = len(patterns) >= STEPS_FROM
+    if steps:
+        yield None
+    if steps:
+        patterns, joined = yield from _normalised_steps(patterns, marks, originals)
+    else:
+        patterns, joined = normalised_rules(patterns, marks, originals)
+    deduped = len(patterns) >= DEDUP_FROM
+    if deduped:
+        yield None  # (deduped: steps too)
+        if len(set(patterns)) < len(patterns):
+            yield None
+            patterns, marks = yield from _first_copies_steps(patterns, marks)
+    if steps:
+        yield None
+    # mark = line * 2 + (1 for disallow); precedence = 2 * len - that bit (in C)
+    lens = list(map(len, patterns))
+    codes = list(map(sub, map(add, lens, lens), map(and_, marks, repeat(1))))
+    wild: list[int] = []
+    starred = False  # some literal was written with trailing "*"s
+    dollar = 0x24 in joined
+    if 0x2A in joined or dollar:
+        if steps:
+            yield None
+        # after normalisation a "$" can only be a pattern's last octet: a pattern
+        # holding one is anchored
+        special = map(contains, patterns, repeat(0x2A))
+        if dollar:
+            special = map(or_, special, map(contains, patterns, repeat(0x24)))
+        wild = list(compress(count(), special))
+        if joined.endswith(b"*") or b"*\n" in joined:
+            if steps:
+                yield None
+            # A rule is a wildcard rule if it ends with "$" or keeps a "*" once its
+            # trailing "*"s are gone; only trailing "*"s: a plain prefix that matches
+            # like "/a" but keeps its own length for precedence (as Google's library)
+            stems = list(map(bytes.rstrip, map(patterns.__getitem__, wild), repeat(b"*")))
+            anchored = map(contains, map(patterns.__getitem__, wild), repeat(0x24))
+            is_wild = list(map(or_, anchored, map(contains, stems, repeat(0x2A))))
+            if False in is_wild:
+                if patterns is runs[0][0]:
+                    patterns = list(patterns)  # the run's own list stays as parsed
+                for i, stem, flag in zip(wild, stems, is_wild, strict=True):
+                    if not flag:
+                        patterns[i] = stem
+                starred = True
+                wild = list(compress(wild, is_wild))
+    if steps:
+        yield None
+    if not wild:
+        literal = None  # every rule is a literal
+    elif len(wild) == len(patterns):
+        literal = []
+    else:
+        literal = sorted(set(range(len(patterns))).difference(wild))
+        if steps:
+            yield None
+    # one integer per rule: precedence in the high bits, the line mark below
+    packed = list(map(or_, map(lshift, codes, repeat(33)), marks))
+    if steps:
+        yield None
+        for found in plain_literals_steps(literal, patterns, codes, packed):
+            if found is None:
+                yield None
+        lits, lit_parents, lit_codes = found  # type: ignore[misc]  # (the last item)
+    else:
+        lits, lit_parents, lit_codes = plain_literals(literal, patterns, codes, packed)
+    chain = ranked_chain(lit_parents, lit_codes) if starred else None
+    if not wild:
+        yield lits, lit_parents, (), array("i"), (), (), lit_codes, array("i"), chain, None
+        return
+    if steps:
+        yield None
+    # by guard, then by precedence (both sorts are stable: file order on ties)
+    wild.sort(key=codes.__getitem__, reverse=True)
+    wild_patterns = list(map(patterns.__getitem__, wild))
+    if (
+        not deduped
+        and len(wild) >= DEDUP_WILD_FROM
+        and len(set(wild_patterns)) < len(wild_patterns)
+    ):
+        # (the first copy in precedence order is the first in file order: the sort
+        # is stable)
+        keys = list(zip(wild_patterns, map(codes.__getitem__, wild), strict=True))
+        kept = set(dict(zip(reversed(keys), reversed(wild), strict=True)).values())
+        wild = list(compress(wild, map(kept.__contains__, wild)))
+        wild_patterns = list(map(patterns.__getitem__, wild))
+    if steps:
+        yield None
+    # as split_pattern does: one final "$" off, then the guard (the first piece) and
+    # the rest; most patterns hold one "*", and partition is quicker than split
+    unanchored = map(bytes.removesuffix, wild_patterns, repeat(b"$")) if dollar else wild_patterns
+    parts = list(map(bytes.partition, unanchored, repeat(b"*")))
+    heads = list(map(_FIRST, parts))
+    if steps:
+        yield None
+    order = sorted(range(len(wild)), key=heads.__getitem__)
+    guards = list(map(heads.__getitem__, order))
+    distinct = list(dict.fromkeys(guards))
+    if steps:
+        yield None
+    # where each distinct guard's bucket starts (guards are sorted), in C
+    starts = array("i", [0])
+    if len(distinct) < len(guards):
+        starts.extend(compress(count(1), map(ne, guards[1:], guards[:-1])))
+    else:
+        starts.extend(range(1, len(guards)))
+    starts.append(len(guards))
+    # each rule's probe: the longer of its pieces right after its first and its last
+    # "*" (b"" for "/a$", no "*"); any piece after the first "*" must occur in a path
+    # it matches, and with one or two "*"s, the common case, these are all of them
+    probes = list(map(_LAST, map(parts.__getitem__, order)))
+    if 0x2A in b"".join(probes):
+        if steps:
+            yield None
+        firsts = list(map(_FIRST, map(bytes.partition, probes, repeat(b"*"))))
+        if steps:
+            yield None
+        lasts = list(map(_LAST, map(bytes.rpartition, probes, repeat(b"*"))))
+        if steps:
+            yield None
+        probes = list(map(_longer, firsts, lasts))
+    if steps:
+        yield None
+    # kept as str (normalised patterns are ASCII, and hold no "\n": decoded in one
+    # call), one object per probe per file in groups of few
+    texts = b"\n".join(probes).decode("ascii").split("\n")
+    if len(texts) < MANY_WILDCARDS:  # (a large group's probes are mostly distinct)
+        texts = list(map(strings.setdefault, probes, texts))
+    lit_codes.extend(array("q", list(map(packed.__getitem__, map(wild.__getitem__, order)))))
+    if steps:
+        yield None
+    if len(distinct) < len(guards):
+        buckets = tuple([tuple(texts[a:b]) for a, b in pairwise(starts)])
+    else:  # one rule per guard: one C pass
+        buckets = tuple(zip(texts))
+    if steps:
+        yield None
+        wild_parents = array("i", [-1]) * len(distinct)
+        yield from parents_steps(distinct, wild_parents)
+    else:
+        wild_parents = forest_parents(distinct)
+    # many wildcard rules: their probes are looked for in one pass (see _probes)
+    index = None
+    if len(texts) >= MANY_WILDCARDS:
+        for index in probe_index_steps(texts):
+            if steps and index is None:
+                yield None
+    if steps:
+        yield None
+    yield (
+        lits,
+        lit_parents,
+        tuple(distinct),
+        wild_parents,
+        buckets,
+        tuple(map(wild_patterns.__getitem__, order)),
+        lit_codes,
+        starts,
+        chain,
+        index,
+    )
