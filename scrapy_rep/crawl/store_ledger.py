@@ -53,6 +53,8 @@ BATCH = 1000
 #: Ceiling for one blob: far above a real request; a bigger one is not parked.
 MAX_BLOB = 4 * 1024 * 1024
 STAT = "robotstxt/ledger/"
+#: Private meta key: the request's key in the ledger, from ``record`` to ``forget``.
+LEDGER_KEY_META = "_rep_ledger_key"
 #: Longest the close waits for a write already in flight (seconds).
 CLOSE_WAIT = 5.0
 #: How long a newly held request may wait before it is written to the store (seconds).
@@ -94,8 +96,9 @@ class StoreLedger:
         self._pending_add: dict[str, Parked] = {}
         self._pending_remove: set[str] = set()
         self._stored: set[str] = set()  # written (or being written) under our owner id
-        self._keys: weakref.WeakKeyDictionary[Request, str] = weakref.WeakKeyDictionary()
         self._adopted: list[tuple[str, Request]] = []
+        # Adopted requests just handed out, until each is recorded again or gone.
+        self._adopted_keys: weakref.WeakKeyDictionary[Request, str] = weakref.WeakKeyDictionary()
         self._io_lock = threading.Lock()  # one store call at a time, close() included
         self._busy = False
         self._flush_queued = False
@@ -110,8 +113,7 @@ class StoreLedger:
 
     def record(self, origin: str, requests: Sequence[Request]) -> None:
         for request in requests:
-            key = self._key(request, create=True)
-            assert key is not None
+            key = self._key(request)
             blob = self._serialize(request)
             if blob is None:
                 continue
@@ -121,10 +123,10 @@ class StoreLedger:
 
     def forget(self, origin: str, requests: Sequence[Request]) -> None:
         for request in requests:
-            key = self._key(request, create=False)
-            if key is None:
-                continue
-            self._keys.pop(request, None)
+            # Popped: the request leaves with its meta as the spider made it.
+            key = request.meta.pop(LEDGER_KEY_META, None)
+            if not isinstance(key, str):
+                continue  # never recorded here (or already forgotten)
             if self._pending_add.pop(key, None) is not None and key not in self._stored:
                 continue  # never written: nothing to remove
             if key in self._stored:
@@ -132,7 +134,16 @@ class StoreLedger:
         self._flush_soon()
 
     def adopt(self) -> Iterable[tuple[str, Request]]:
+        """The caller holds each adopted request again (``record`` keeps its entry) or
+        schedules it at once, in the same reactor turn: the entry of one not recorded
+        again is removed by the next flush, or the next run would crawl it again."""
         adopted, self._adopted = self._adopted, []
+        for _, request in adopted:
+            key = request.meta.pop(LEDGER_KEY_META, None)
+            if isinstance(key, str):
+                self._adopted_keys[request] = key
+                self._pending_remove.add(key)
+        self._flush_soon()
         return adopted
 
     def close(self, handed_back: bool) -> None:
@@ -176,18 +187,24 @@ class StoreLedger:
 
     # -- keys and serialisation ----------------------------------------------------------
 
-    def _key(self, request: Request, *, create: bool) -> str | None:
-        key = self._keys.get(request)
+    def _key(self, request: Request) -> str:
+        """The request's key, made once and kept in its meta (see the module docstring):
+        a request re-recorded (held again after an adoption) keeps its entry."""
+        meta = request.meta
+        key = meta.get(LEDGER_KEY_META)
+        if isinstance(key, str):
+            return key
+        key = self._adopted_keys.pop(request, None)
         if key is not None:
+            meta[LEDGER_KEY_META] = key
             return key
         fingerprinter: Any = self.crawler.request_fingerprinter
-        fingerprint: str = fingerprinter.fingerprint(request).hex()
-        if not request.dont_filter:
-            return fingerprint
-        if not create:
-            return None
-        # The scheduler keeps dont_filter requests apart: so does the ledger.
-        key = self._keys[request] = f"{fingerprint}.{uuid.uuid4().hex[:12]}"
+        # (the dupefilter computed it a moment ago for this object: Scrapy caches it)
+        key = fingerprinter.fingerprint(request).hex()
+        if request.dont_filter:
+            # The scheduler keeps dont_filter requests apart: so does the ledger.
+            key = f"{key}.{uuid.uuid4().hex[:12]}"
+        meta[LEDGER_KEY_META] = key
         return key
 
     def _serialize(self, request: Request) -> bytes | None:
@@ -328,7 +345,7 @@ class StoreLedger:
             self._stored.add(key)
             self._pending_remove.add(key)
             return
-        self._keys[request] = key
+        request.meta[LEDGER_KEY_META] = key  # (entries parked before the key was in meta)
         self._stored.add(key)
         self.stats.inc_value(f"{STAT}adopted")
         self._adopted.append((origin, request))
