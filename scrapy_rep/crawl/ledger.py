@@ -13,7 +13,7 @@ adopts them) and ``forget`` is not called for them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -76,3 +76,22 @@ def make_ledger(
 
 def is_durable(ledger: HeldLedger) -> bool:
     return bool(getattr(ledger, "durable", False))
+
+
+def look_when_idle(ledger: HeldLedger, crawler: Crawler, admit: Callable[[], None]) -> bool:
+    """An idle spider asks a durable ledger to look for requests a dead process or an
+    earlier run parked, at once rather than at the next periodic adoption. True: keep
+    the spider open; when the look lands, ``admit`` takes what was adopted and the
+    engine is woken to decide again (it would otherwise wait for its next heartbeat)."""
+    look = getattr(ledger, "look_when_idle", None)
+    if look is None:
+        return False
+
+    def landed() -> None:
+        admit()
+        slot = getattr(crawler.engine, "_slot", None)
+        nextcall = getattr(slot, "nextcall", None)
+        if nextcall is not None:
+            nextcall.schedule()
+
+    return bool(look(landed))

@@ -23,6 +23,7 @@ All store I/O runs in a thread (never on the reactor thread), one call at a time
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import socket
@@ -93,9 +94,12 @@ class StoreLedger:
         self.heartbeat = heartbeat
         assert crawler.stats is not None
         self.stats = crawler.stats
-        self._pending_add: dict[str, Parked] = {}
+        # key -> (entry, when recorded): in recording order, so the ripe ones (older
+        # than PARK_GRACE) are at the front
+        self._pending_add: dict[str, tuple[Parked, float]] = {}
         self._pending_remove: set[str] = set()
         self._stored: set[str] = set()  # written (or being written) under our owner id
+        self._serial = itertools.count()  # dont_filter requests' keys
         self._adopted: list[tuple[str, Request]] = []
         # Adopted requests just handed out, until each is recorded again or gone.
         self._adopted_keys: weakref.WeakKeyDictionary[Request, str] = weakref.WeakKeyDictionary()
@@ -107,6 +111,11 @@ class StoreLedger:
         self._warned_unserializable = False
         self._closed = False
         self._loop: task.LoopingCall | None = None
+        # A look for orphaned entries asked by an idle spider (look_when_idle):
+        # None, or the callback to call when it lands; _looked: one found nothing.
+        self._look: Callable[[], None] | None = None
+        self._look_running = False
+        self._looked = False
         crawler.signals.connect(self._start, signal=signals.spider_opened)
 
     # -- HeldLedger --------------------------------------------------------------------
@@ -118,7 +127,7 @@ class StoreLedger:
             if blob is None:
                 continue
             self._pending_remove.discard(key)
-            self._pending_add[key] = (key, origin, blob)
+            self._pending_add[key] = ((key, origin, blob), time.monotonic())
         self._flush_soon()
 
     def forget(self, origin: str, requests: Sequence[Request]) -> None:
@@ -146,6 +155,22 @@ class StoreLedger:
         self._flush_soon()
         return adopted
 
+    def look_when_idle(self, landed: Callable[[], None]) -> bool:
+        """The spider has nothing else to do: look for requests parked by a dead
+        process or an earlier run now, not at the next tick, and call ``landed`` when
+        the look is done (adopted requests, if any, are then ready in ``adopt()``).
+        True while the spider should stay open for it; False once a look found
+        nothing (one look per idle spell, so an idle spider still closes)."""
+        if self._closed:
+            return False
+        if self._adopted or self._look is not None:
+            return True
+        if self._looked:
+            return False
+        self._look = landed
+        self._flush()  # (when a write is in flight, the look follows it)
+        return True
+
     def close(self, handed_back: bool) -> None:
         """Write what is pending, then stop beating. Requests still parked stay for
         adoption unless they were handed back to a persistent scheduler."""
@@ -154,7 +179,7 @@ class StoreLedger:
         self._closed = True
         if self._loop is not None and self._loop.running:
             self._loop.stop()
-        add, remove = self._take_batch(limit=None)
+        add, remove = self._take_batch(limit=None, ripe_only=False)
         # The reactor waits for this: never longer than one store call's timeout (an
         # in-flight flush first), and not at all when the store was failing anyway.
         locked = self._io_lock.acquire(timeout=CLOSE_WAIT)
@@ -198,12 +223,15 @@ class StoreLedger:
         if key is not None:
             meta[LEDGER_KEY_META] = key
             return key
-        fingerprinter: Any = self.crawler.request_fingerprinter
-        # (the dupefilter computed it a moment ago for this object: Scrapy caches it)
-        key = fingerprinter.fingerprint(request).hex()
         if request.dont_filter:
-            # The scheduler keeps dont_filter requests apart: so does the ledger.
-            key = f"{key}.{uuid.uuid4().hex[:12]}"
+            # The scheduler keeps dont_filter requests apart: so does the ledger, with a
+            # key of their own, unique across processes (an adopter keeps it). No
+            # fingerprint: the dupefilter did not compute one for such a request.
+            key = f"{self.owner}.{next(self._serial)}"
+        else:
+            fingerprinter: Any = self.crawler.request_fingerprinter
+            # (the dupefilter computed it a moment ago for this object: Scrapy caches it)
+            key = fingerprinter.fingerprint(request).hex()
         meta[LEDGER_KEY_META] = key
         return key
 
@@ -256,13 +284,26 @@ class StoreLedger:
 
         self._flush_queued = True
         clock: Any = reactor
-        # Removals and a backlog go at once; new holds after PARK_GRACE.
-        urgent = self._pending_remove or len(self._pending_add) >= BATCH
-        clock.callLater(0 if urgent else PARK_GRACE, self._flush)
+        # Removals go at once; a hold once it is PARK_GRACE old (each hold's own age,
+        # so one released within the grace never reaches the store).
+        delay = 0.0
+        if not self._pending_remove:
+            oldest = next(iter(self._pending_add.values()))[1]
+            delay = max(oldest + PARK_GRACE - time.monotonic(), 0.0) + 0.01
+        clock.callLater(delay, self._flush)
 
-    def _take_batch(self, limit: int | None) -> tuple[list[Parked], list[str]]:
-        keys = list(self._pending_add)[:limit] if limit is not None else list(self._pending_add)
-        add = [self._pending_add.pop(key) for key in keys]
+    def _take_batch(
+        self, limit: int | None, *, ripe_only: bool = True
+    ) -> tuple[list[Parked], list[str]]:
+        """The holds to write (at most ``limit``; with ``ripe_only``, those recorded at
+        least PARK_GRACE ago) and every pending removal."""
+        ripe_before = time.monotonic() - PARK_GRACE if ripe_only else float("inf")
+        keys: list[str] = []
+        for key, (_, recorded) in self._pending_add.items():
+            if (limit is not None and len(keys) >= limit) or recorded > ripe_before:
+                break
+            keys.append(key)
+        add = [self._pending_add.pop(key)[0] for key in keys]
         remove = list(self._pending_remove)
         self._pending_remove.clear()
         self._stored.update(key for key, _, _ in add)
@@ -276,8 +317,13 @@ class StoreLedger:
         if self._busy or self._closed:
             return
         self._busy = True
+        looking = self._look_running = self._look is not None
         add, remove = self._take_batch(BATCH)
-        deferred = threads.deferToThread(self._io, add, remove, adopt)
+        if not add and not remove and not adopt and not looking:
+            self._busy = False  # nothing ripe yet: no store call
+            self._flush_soon()
+            return
+        deferred = threads.deferToThread(self._io, add, remove, adopt or looking)
         deferred.addCallbacks(self._written, self._write_failed, errbackArgs=(add, remove))
 
     def _tick(self) -> None:
@@ -309,15 +355,29 @@ class StoreLedger:
                 "had parked in the shared store",
                 len(adopted),
             )
+        self._look_landed(found=bool(adopted))
         self._flush_soon()
+
+    def _look_landed(self, found: bool) -> None:
+        landed = self._look
+        if landed is None:
+            return
+        if not self._look_running:
+            self._flush()  # asked while another write was in flight: look now
+            return
+        self._look = None
+        self._look_running = False
+        self._looked = not found  # found some: the next idle spell looks again
+        landed()
 
     def _write_failed(self, failure: Any, add: list[Parked], remove: list[str]) -> None:
         self._busy = False
         self.stats.inc_value(f"{STAT}store_errors")
         # Put the batch back under anything newer: a later forget wins over this add.
+        ripe = time.monotonic() - PARK_GRACE
         for entry in add:
             if entry[0] not in self._pending_remove:
-                self._pending_add.setdefault(entry[0], entry)
+                self._pending_add.setdefault(entry[0], (entry, ripe))
         self._pending_remove.update(k for k in remove if k not in self._pending_add)
         if not self._failing:
             self._failing = True
@@ -327,6 +387,7 @@ class StoreLedger:
                 failure.getErrorMessage(),
                 self.heartbeat / 3.0,
             )
+        self._look_landed(found=False)  # a store that fails keeps no idle spider open
 
     def _take_over(self, key: str, origin: str, blob: bytes) -> None:
         try:
