@@ -37,6 +37,9 @@ from scrapy import Request, signals
 from twisted.internet import task, threads
 
 from scrapy_rep.crawl.request_codec import RequestCodec
+
+# (re-exported: opening the shared store is crawl/shared_store.py's)
+from scrapy_rep.crawl.shared_store import open_cluster, scrapy_redis_idle_expired
 from scrapy_rep.storage.cluster import ClusterError
 
 if TYPE_CHECKING:
@@ -44,8 +47,9 @@ if TYPE_CHECKING:
 
     from scrapy.crawler import Crawler
 
-    from scrapy_rep.policy.config import Config
     from scrapy_rep.storage.cluster import ClusterStore, Parked
+
+__all__ = ["LEDGER_KEY_META", "StoreLedger", "open_cluster", "scrapy_redis_idle_expired"]
 
 logger = logging.getLogger("scrapy_rep")
 
@@ -410,71 +414,3 @@ class StoreLedger:
         self._stored.add(key)
         self.stats.inc_value(f"{STAT}adopted")
         self._adopted.append((origin, request))
-
-
-def open_cluster(storage_spec: str, spider: str) -> ClusterStore | None:
-    """The cluster primitives for ``REP_STORAGE``'s store (its own connection), or None
-    when the store is not shared across processes (``memory``, a custom class). Raises
-    ClusterError when the store cannot be opened."""
-    spec = storage_spec.strip()
-    lowered = spec.lower()
-    if lowered.startswith(("redis://", "rediss://", "unix://")):
-        from scrapy_rep.storage.cluster import RedisCluster
-
-        try:
-            return RedisCluster.from_url(spec, spider)
-        except (ImportError, ValueError, TypeError) as exc:
-            # the type only: a bad URL's message may quote its password
-            raise ClusterError(type(exc).__name__) from None
-    if lowered == "sqlite" or lowered.startswith("sqlite:"):
-        from scrapy_rep.storage.cluster_sqlite import SqliteCluster
-        from scrapy_rep.storage.sqlite_store import SqliteStorage
-
-        path = SqliteStorage.path_from_spec(spec)
-        assert path is not None
-        return SqliteCluster.beside(path, spider)
-    return None
-
-
-def make_store_ledger(
-    crawler: Crawler,
-    config: Config,
-    storage: object = None,
-    codec: RequestCodec | None = None,
-) -> StoreLedger | None:
-    """A StoreLedger when ``REP_STORAGE`` is shared across processes (Redis, SQLite),
-    else None. A store that cannot be opened for it is logged, and requests then wait
-    in this process only. ``REP_DURABLE_WAITING = False`` asks for that too."""
-    if not config.durable_waiting:
-        return None
-    try:
-        cluster = open_cluster(config.storage, crawler.spidercls.name)
-    except ClusterError as exc:
-        logger.warning(
-            "scrapy-rep: waiting requests are kept in this process only: the shared store "
-            "cannot hold them (%s)",
-            exc,
-        )
-        return None
-    if cluster is None:
-        return None
-    # The robots.txt store (Redis) says when it is in an outage it already warned of.
-    return StoreLedger(
-        crawler,
-        cluster,
-        heartbeat=config.cluster_heartbeat,
-        store_degraded=lambda: bool(getattr(storage, "degraded", False)),
-        codec=codec,
-    )
-
-
-def scrapy_redis_idle_expired(spider: Any) -> bool:
-    """Whether a scrapy-redis spider (``RedisMixin``) has been idle for its
-    ``MAX_IDLE_TIME_BEFORE_CLOSE`` and so wants to close: its own ``spider_idle``
-    receiver then stops raising ``DontCloseSpider`` (scrapy-redis 0.9 semantics: idle
-    time counts from the last time its start-URL key had data)."""
-    max_idle = getattr(spider, "max_idle_time", None)
-    since = getattr(spider, "spider_idle_start_time", None)
-    if not isinstance(max_idle, int) or max_idle <= 0 or not isinstance(since, int):
-        return False
-    return int(time.time()) - since >= max_idle
