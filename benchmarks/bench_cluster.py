@@ -76,10 +76,10 @@ def cpu_cost(n: int) -> tuple[list[Parked], StoreLedger]:
 
     ledger = StoreLedger(crawler, NoStore(), heartbeat=30.0)  # type: ignore[arg-type]
     start = time.perf_counter()
-    keys = [ledger._key(request, create=True) for request in requests]
+    keys = [ledger._key(request) for request in requests]
     keyed = time.perf_counter() - start
     start = time.perf_counter()
-    keys_again = [ledger._key(request, create=True) for request in requests]
+    keys_again = [ledger._key(request) for request in requests]
     cached = time.perf_counter() - start
     assert keys == keys_again
     start = time.perf_counter()

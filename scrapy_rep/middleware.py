@@ -27,7 +27,7 @@ from scrapy_rep.crawl.closing import WaitingAtClose
 from scrapy_rep.crawl.coordinator import OriginCoordinator, _reactor
 from scrapy_rep.crawl.decide import Decider
 from scrapy_rep.crawl.fetcher import FETCH_META_KEY, RobotsFetcher
-from scrapy_rep.crawl.ledger import NullLedger, make_ledger
+from scrapy_rep.crawl.ledger import NullLedger, look_when_idle, make_ledger
 from scrapy_rep.crawl.request_codec import RequestCodec
 from scrapy_rep.crawl.scheduling import (
     NOT_SCHEDULED,
@@ -323,6 +323,10 @@ class RobotsTxtMiddleware:
 
     def _on_spider_idle(self, spider: Spider) -> None:
         if not self.coordinator.busy():
+            # Before closing, a durable ledger looks for requests parked by a dead
+            # process or an earlier run (else only polled every ADOPT_INTERVAL).
+            if look_when_idle(self.ledger, self.crawler, self._adopt):
+                raise DontCloseSpider
             return
         idle_for = self.idle.idle_for(self.stats.get_value("scheduler/dequeued", 0))
         if (

@@ -13,7 +13,8 @@ adopts them) and ``forget`` is not called for them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import logging
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -21,7 +22,10 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
     from scrapy_rep.crawl.request_codec import RequestCodec
+    from scrapy_rep.crawl.store_ledger import StoreLedger
     from scrapy_rep.policy.config import Config
+
+logger = logging.getLogger("scrapy_rep")
 
 
 @runtime_checkable
@@ -69,10 +73,63 @@ def make_ledger(
     """The ledger for this crawl: held requests recorded in a shared store (Redis, or
     SQLite for processes on one machine) so a ``kill -9`` loses none; else none.
     ``codec``: the waiting room's, so a request is serialised once for both."""
-    from scrapy_rep.crawl.store_ledger import make_store_ledger
-
     return make_store_ledger(crawler, config, storage, codec) or NullLedger()
+
+
+def make_store_ledger(
+    crawler: Crawler,
+    config: Config,
+    storage: object = None,
+    codec: RequestCodec | None = None,
+) -> StoreLedger | None:
+    """A StoreLedger when ``REP_STORAGE`` is shared across processes (Redis, SQLite),
+    else None. A store that cannot be opened for it is logged, and requests then wait
+    in this process only. ``REP_DURABLE_WAITING = False`` asks for that too."""
+    from scrapy_rep.crawl.shared_store import open_cluster
+    from scrapy_rep.crawl.store_ledger import StoreLedger
+    from scrapy_rep.storage.cluster import ClusterError
+
+    if not config.durable_waiting:
+        return None
+    try:
+        cluster = open_cluster(config.storage, crawler.spidercls.name)
+    except ClusterError as exc:
+        logger.warning(
+            "scrapy-rep: waiting requests are kept in this process only: the shared store "
+            "cannot hold them (%s)",
+            exc,
+        )
+        return None
+    if cluster is None:
+        return None
+    # The robots.txt store (Redis) says when it is in an outage it already warned of.
+    return StoreLedger(
+        crawler,
+        cluster,
+        heartbeat=config.cluster_heartbeat,
+        store_degraded=lambda: bool(getattr(storage, "degraded", False)),
+        codec=codec,
+    )
 
 
 def is_durable(ledger: HeldLedger) -> bool:
     return bool(getattr(ledger, "durable", False))
+
+
+def look_when_idle(ledger: HeldLedger, crawler: Crawler, admit: Callable[[], None]) -> bool:
+    """An idle spider asks a durable ledger to look for requests a dead process or an
+    earlier run parked, at once rather than at the next periodic adoption. True: keep
+    the spider open; when the look lands, ``admit`` takes what was adopted and the
+    engine is woken to decide again (it would otherwise wait for its next heartbeat)."""
+    look = getattr(ledger, "look_when_idle", None)
+    if look is None:
+        return False
+
+    def landed() -> None:
+        admit()
+        slot = getattr(crawler.engine, "_slot", None)
+        nextcall = getattr(slot, "nextcall", None)
+        if nextcall is not None:
+            nextcall.schedule()
+
+    return bool(look(landed))

@@ -44,9 +44,11 @@ def _method_name(spider: Any, func: Any) -> Any:
 class RequestCodec:
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
-        # The request being held right now and its bytes, so that a ledger recording the
-        # same request in the same call does not serialise it a second time.
-        self._pinned: tuple[Request, bytes] | None = None
+        # The request being held right now and, once serialised, its bytes: the waiting
+        # room and a ledger recording the same request in the same call share one
+        # serialisation (``share``).
+        self._shared: Request | None = None
+        self._shared_blob: bytes | None = None
 
     def to_dict(self, request: Request) -> dict[str, Any]:
         """``request.to_dict(spider=...)``, the same dict, found faster."""
@@ -67,18 +69,23 @@ class RequestCodec:
     def encode(self, request: Request) -> bytes:
         """Raises what ``to_dict`` or pickle raise for a request that cannot be stored
         (a callback that is not a spider method, an object in meta pickle refuses)."""
-        pinned = self._pinned
-        if pinned is not None and pinned[0] is request:
-            return pinned[1]
-        return pickle.dumps(self.to_dict(request), protocol=4)
+        if request is not self._shared:
+            return pickle.dumps(self.to_dict(request), protocol=4)
+        if self._shared_blob is None:
+            self._shared_blob = pickle.dumps(self.to_dict(request), protocol=4)
+        return self._shared_blob
 
     def decode(self, blob: bytes) -> Request:
         from scrapy.utils.request import request_from_dict
 
         return request_from_dict(pickle.loads(blob), spider=self.crawler.spider)
 
-    def pin(self, request: Request, blob: bytes) -> None:
-        self._pinned = (request, blob)
+    def share(self, request: Request) -> None:
+        """Until ``unshare``, ``request`` is serialised once, whoever asks first (its
+        meta must not change meanwhile: no other code runs in between)."""
+        self._shared = request
+        self._shared_blob = None
 
-    def unpin(self) -> None:
-        self._pinned = None
+    def unshare(self) -> None:
+        self._shared = None
+        self._shared_blob = None

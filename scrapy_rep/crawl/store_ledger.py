@@ -23,6 +23,7 @@ All store I/O runs in a thread (never on the reactor thread), one call at a time
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import socket
@@ -36,6 +37,9 @@ from scrapy import Request, signals
 from twisted.internet import task, threads
 
 from scrapy_rep.crawl.request_codec import RequestCodec
+
+# (re-exported: opening the shared store is crawl/shared_store.py's)
+from scrapy_rep.crawl.shared_store import open_cluster, scrapy_redis_idle_expired
 from scrapy_rep.storage.cluster import ClusterError
 
 if TYPE_CHECKING:
@@ -43,8 +47,9 @@ if TYPE_CHECKING:
 
     from scrapy.crawler import Crawler
 
-    from scrapy_rep.policy.config import Config
     from scrapy_rep.storage.cluster import ClusterStore, Parked
+
+__all__ = ["LEDGER_KEY_META", "StoreLedger", "open_cluster", "scrapy_redis_idle_expired"]
 
 logger = logging.getLogger("scrapy_rep")
 
@@ -53,6 +58,8 @@ BATCH = 1000
 #: Ceiling for one blob: far above a real request; a bigger one is not parked.
 MAX_BLOB = 4 * 1024 * 1024
 STAT = "robotstxt/ledger/"
+#: Private meta key: the request's key in the ledger, from ``record`` to ``forget``.
+LEDGER_KEY_META = "_rep_ledger_key"
 #: Longest the close waits for a write already in flight (seconds).
 CLOSE_WAIT = 5.0
 #: How long a newly held request may wait before it is written to the store (seconds).
@@ -91,11 +98,15 @@ class StoreLedger:
         self.heartbeat = heartbeat
         assert crawler.stats is not None
         self.stats = crawler.stats
-        self._pending_add: dict[str, Parked] = {}
+        # key -> (entry, when recorded): in recording order, so the ripe ones (older
+        # than PARK_GRACE) are at the front
+        self._pending_add: dict[str, tuple[Parked, float]] = {}
         self._pending_remove: set[str] = set()
         self._stored: set[str] = set()  # written (or being written) under our owner id
-        self._keys: weakref.WeakKeyDictionary[Request, str] = weakref.WeakKeyDictionary()
+        self._serial = itertools.count()  # dont_filter requests' keys
         self._adopted: list[tuple[str, Request]] = []
+        # Adopted requests just handed out, until each is recorded again or gone.
+        self._adopted_keys: weakref.WeakKeyDictionary[Request, str] = weakref.WeakKeyDictionary()
         self._io_lock = threading.Lock()  # one store call at a time, close() included
         self._busy = False
         self._flush_queued = False
@@ -104,27 +115,31 @@ class StoreLedger:
         self._warned_unserializable = False
         self._closed = False
         self._loop: task.LoopingCall | None = None
+        # A look for orphaned entries asked by an idle spider (look_when_idle):
+        # None, or the callback to call when it lands; _looked: one found nothing.
+        self._look: Callable[[], None] | None = None
+        self._look_running = False
+        self._looked = False
         crawler.signals.connect(self._start, signal=signals.spider_opened)
 
     # -- HeldLedger --------------------------------------------------------------------
 
     def record(self, origin: str, requests: Sequence[Request]) -> None:
         for request in requests:
-            key = self._key(request, create=True)
-            assert key is not None
+            key = self._key(request)
             blob = self._serialize(request)
             if blob is None:
                 continue
             self._pending_remove.discard(key)
-            self._pending_add[key] = (key, origin, blob)
+            self._pending_add[key] = ((key, origin, blob), time.monotonic())
         self._flush_soon()
 
     def forget(self, origin: str, requests: Sequence[Request]) -> None:
         for request in requests:
-            key = self._key(request, create=False)
-            if key is None:
-                continue
-            self._keys.pop(request, None)
+            # Popped: the request leaves with its meta as the spider made it.
+            key = request.meta.pop(LEDGER_KEY_META, None)
+            if not isinstance(key, str):
+                continue  # never recorded here (or already forgotten)
             if self._pending_add.pop(key, None) is not None and key not in self._stored:
                 continue  # never written: nothing to remove
             if key in self._stored:
@@ -132,8 +147,33 @@ class StoreLedger:
         self._flush_soon()
 
     def adopt(self) -> Iterable[tuple[str, Request]]:
+        """The caller holds each adopted request again (``record`` keeps its entry) or
+        schedules it at once, in the same reactor turn: the entry of one not recorded
+        again is removed by the next flush, or the next run would crawl it again."""
         adopted, self._adopted = self._adopted, []
+        for _, request in adopted:
+            key = request.meta.pop(LEDGER_KEY_META, None)
+            if isinstance(key, str):
+                self._adopted_keys[request] = key
+                self._pending_remove.add(key)
+        self._flush_soon()
         return adopted
+
+    def look_when_idle(self, landed: Callable[[], None]) -> bool:
+        """The spider has nothing else to do: look for requests parked by a dead
+        process or an earlier run now, not at the next tick, and call ``landed`` when
+        the look is done (adopted requests, if any, are then ready in ``adopt()``).
+        True while the spider should stay open for it; False once a look found
+        nothing (one look per idle spell, so an idle spider still closes)."""
+        if self._closed:
+            return False
+        if self._adopted or self._look is not None:
+            return True
+        if self._looked:
+            return False
+        self._look = landed
+        self._flush()  # (when a write is in flight, the look follows it)
+        return True
 
     def close(self, handed_back: bool) -> None:
         """Write what is pending, then stop beating. Requests still parked stay for
@@ -143,7 +183,7 @@ class StoreLedger:
         self._closed = True
         if self._loop is not None and self._loop.running:
             self._loop.stop()
-        add, remove = self._take_batch(limit=None)
+        add, remove = self._take_batch(limit=None, ripe_only=False)
         # The reactor waits for this: never longer than one store call's timeout (an
         # in-flight flush first), and not at all when the store was failing anyway.
         locked = self._io_lock.acquire(timeout=CLOSE_WAIT)
@@ -176,18 +216,27 @@ class StoreLedger:
 
     # -- keys and serialisation ----------------------------------------------------------
 
-    def _key(self, request: Request, *, create: bool) -> str | None:
-        key = self._keys.get(request)
-        if key is not None:
+    def _key(self, request: Request) -> str:
+        """The request's key, made once and kept in its meta (see the module docstring):
+        a request re-recorded (held again after an adoption) keeps its entry."""
+        meta = request.meta
+        key = meta.get(LEDGER_KEY_META)
+        if isinstance(key, str):
             return key
-        fingerprinter: Any = self.crawler.request_fingerprinter
-        fingerprint: str = fingerprinter.fingerprint(request).hex()
-        if not request.dont_filter:
-            return fingerprint
-        if not create:
-            return None
-        # The scheduler keeps dont_filter requests apart: so does the ledger.
-        key = self._keys[request] = f"{fingerprint}.{uuid.uuid4().hex[:12]}"
+        key = self._adopted_keys.pop(request, None)
+        if key is not None:
+            meta[LEDGER_KEY_META] = key
+            return key
+        if request.dont_filter:
+            # The scheduler keeps dont_filter requests apart: so does the ledger, with a
+            # key of their own, unique across processes (an adopter keeps it). No
+            # fingerprint: the dupefilter did not compute one for such a request.
+            key = f"{self.owner}.{next(self._serial)}"
+        else:
+            fingerprinter: Any = self.crawler.request_fingerprinter
+            # (the dupefilter computed it a moment ago for this object: Scrapy caches it)
+            key = fingerprinter.fingerprint(request).hex()
+        meta[LEDGER_KEY_META] = key
         return key
 
     def _serialize(self, request: Request) -> bytes | None:
@@ -239,13 +288,26 @@ class StoreLedger:
 
         self._flush_queued = True
         clock: Any = reactor
-        # Removals and a backlog go at once; new holds after PARK_GRACE.
-        urgent = self._pending_remove or len(self._pending_add) >= BATCH
-        clock.callLater(0 if urgent else PARK_GRACE, self._flush)
+        # Removals go at once; a hold once it is PARK_GRACE old (each hold's own age,
+        # so one released within the grace never reaches the store).
+        delay = 0.0
+        if not self._pending_remove:
+            oldest = next(iter(self._pending_add.values()))[1]
+            delay = max(oldest + PARK_GRACE - time.monotonic(), 0.0) + 0.01
+        clock.callLater(delay, self._flush)
 
-    def _take_batch(self, limit: int | None) -> tuple[list[Parked], list[str]]:
-        keys = list(self._pending_add)[:limit] if limit is not None else list(self._pending_add)
-        add = [self._pending_add.pop(key) for key in keys]
+    def _take_batch(
+        self, limit: int | None, *, ripe_only: bool = True
+    ) -> tuple[list[Parked], list[str]]:
+        """The holds to write (at most ``limit``; with ``ripe_only``, those recorded at
+        least PARK_GRACE ago) and every pending removal."""
+        ripe_before = time.monotonic() - PARK_GRACE if ripe_only else float("inf")
+        keys: list[str] = []
+        for key, (_, recorded) in self._pending_add.items():
+            if (limit is not None and len(keys) >= limit) or recorded > ripe_before:
+                break
+            keys.append(key)
+        add = [self._pending_add.pop(key)[0] for key in keys]
         remove = list(self._pending_remove)
         self._pending_remove.clear()
         self._stored.update(key for key, _, _ in add)
@@ -259,8 +321,13 @@ class StoreLedger:
         if self._busy or self._closed:
             return
         self._busy = True
+        looking = self._look_running = self._look is not None
         add, remove = self._take_batch(BATCH)
-        deferred = threads.deferToThread(self._io, add, remove, adopt)
+        if not add and not remove and not adopt and not looking:
+            self._busy = False  # nothing ripe yet: no store call
+            self._flush_soon()
+            return
+        deferred = threads.deferToThread(self._io, add, remove, adopt or looking)
         deferred.addCallbacks(self._written, self._write_failed, errbackArgs=(add, remove))
 
     def _tick(self) -> None:
@@ -292,15 +359,29 @@ class StoreLedger:
                 "had parked in the shared store",
                 len(adopted),
             )
+        self._look_landed(found=bool(adopted))
         self._flush_soon()
+
+    def _look_landed(self, found: bool) -> None:
+        landed = self._look
+        if landed is None:
+            return
+        if not self._look_running:
+            self._flush()  # asked while another write was in flight: look now
+            return
+        self._look = None
+        self._look_running = False
+        self._looked = not found  # found some: the next idle spell looks again
+        landed()
 
     def _write_failed(self, failure: Any, add: list[Parked], remove: list[str]) -> None:
         self._busy = False
         self.stats.inc_value(f"{STAT}store_errors")
         # Put the batch back under anything newer: a later forget wins over this add.
+        ripe = time.monotonic() - PARK_GRACE
         for entry in add:
             if entry[0] not in self._pending_remove:
-                self._pending_add.setdefault(entry[0], entry)
+                self._pending_add.setdefault(entry[0], (entry, ripe))
         self._pending_remove.update(k for k in remove if k not in self._pending_add)
         if not self._failing:
             self._failing = True
@@ -310,6 +391,7 @@ class StoreLedger:
                 failure.getErrorMessage(),
                 self.heartbeat / 3.0,
             )
+        self._look_landed(found=False)  # a store that fails keeps no idle spider open
 
     def _take_over(self, key: str, origin: str, blob: bytes) -> None:
         try:
@@ -328,75 +410,7 @@ class StoreLedger:
             self._stored.add(key)
             self._pending_remove.add(key)
             return
-        self._keys[request] = key
+        request.meta[LEDGER_KEY_META] = key  # (entries parked before the key was in meta)
         self._stored.add(key)
         self.stats.inc_value(f"{STAT}adopted")
         self._adopted.append((origin, request))
-
-
-def open_cluster(storage_spec: str, spider: str) -> ClusterStore | None:
-    """The cluster primitives for ``REP_STORAGE``'s store (its own connection), or None
-    when the store is not shared across processes (``memory``, a custom class). Raises
-    ClusterError when the store cannot be opened."""
-    spec = storage_spec.strip()
-    lowered = spec.lower()
-    if lowered.startswith(("redis://", "rediss://", "unix://")):
-        from scrapy_rep.storage.cluster import RedisCluster
-
-        try:
-            return RedisCluster.from_url(spec, spider)
-        except (ImportError, ValueError, TypeError) as exc:
-            # the type only: a bad URL's message may quote its password
-            raise ClusterError(type(exc).__name__) from None
-    if lowered == "sqlite" or lowered.startswith("sqlite:"):
-        from scrapy_rep.storage.cluster_sqlite import SqliteCluster
-        from scrapy_rep.storage.sqlite_store import SqliteStorage
-
-        path = SqliteStorage.path_from_spec(spec)
-        assert path is not None
-        return SqliteCluster.beside(path, spider)
-    return None
-
-
-def make_store_ledger(
-    crawler: Crawler,
-    config: Config,
-    storage: object = None,
-    codec: RequestCodec | None = None,
-) -> StoreLedger | None:
-    """A StoreLedger when ``REP_STORAGE`` is shared across processes (Redis, SQLite),
-    else None. A store that cannot be opened for it is logged, and requests then wait
-    in this process only. ``REP_DURABLE_WAITING = False`` asks for that too."""
-    if not config.durable_waiting:
-        return None
-    try:
-        cluster = open_cluster(config.storage, crawler.spidercls.name)
-    except ClusterError as exc:
-        logger.warning(
-            "scrapy-rep: waiting requests are kept in this process only: the shared store "
-            "cannot hold them (%s)",
-            exc,
-        )
-        return None
-    if cluster is None:
-        return None
-    # The robots.txt store (Redis) says when it is in an outage it already warned of.
-    return StoreLedger(
-        crawler,
-        cluster,
-        heartbeat=config.cluster_heartbeat,
-        store_degraded=lambda: bool(getattr(storage, "degraded", False)),
-        codec=codec,
-    )
-
-
-def scrapy_redis_idle_expired(spider: Any) -> bool:
-    """Whether a scrapy-redis spider (``RedisMixin``) has been idle for its
-    ``MAX_IDLE_TIME_BEFORE_CLOSE`` and so wants to close: its own ``spider_idle``
-    receiver then stops raising ``DontCloseSpider`` (scrapy-redis 0.9 semantics: idle
-    time counts from the last time its start-URL key had data)."""
-    max_idle = getattr(spider, "max_idle_time", None)
-    since = getattr(spider, "spider_idle_start_time", None)
-    if not isinstance(max_idle, int) or max_idle <= 0 or not isinstance(since, int):
-        return False
-    return int(time.time()) - since >= max_idle

@@ -15,9 +15,9 @@ kept as they change, so ``len(room)`` and the per-origin counts cost O(1).
 
 Held requests are kept as bytes (``RequestCodec``: Scrapy's own serialisation), which
 the cyclic garbage collector does not walk; a request that cannot be serialised stays
-an object. One exception: with a durable ledger a ``dont_filter`` request stays an
-object, never spilled, since the ledger knows it by identity (its fingerprint is not
-its key); such requests may exceed the memory bound.
+an object. The ledger records a request before it is serialised, so whatever it keeps
+in the request (a durable ledger's key, in a private meta key) travels in the bytes,
+to disk too, and is found again in the request they restore.
 """
 
 from __future__ import annotations
@@ -60,8 +60,6 @@ class WaitingRoom:
         codec: RequestCodec | None = None,
     ) -> None:
         self.ledger = ledger
-        # a durable ledger knows a dont_filter request by identity (see the docstring)
-        self._keep_dont_filter = bool(getattr(ledger, "durable", False))
         self._ledger_forgets = not isinstance(ledger, NullLedger)
         self.codec = codec
         self.clock = clock
@@ -111,30 +109,30 @@ class WaitingRoom:
 
     def hold(self, origin: str, request: Request, since: float | None = None) -> None:
         when = self.clock() if since is None else since
-        blob = self._encode(request)
         codec = self.codec
-        if blob is not None and codec is not None:
-            codec.pin(request, blob)  # a ledger recording it reuses the bytes
-        try:
+        if codec is None:
             self.ledger.record(origin, (request,))
-        finally:
-            if codec is not None:
-                codec.unpin()
-        # A durable ledger knows a dont_filter request by identity: it stays this object
-        # (never bytes, never spilled), or its parked entry could not be forgotten and
-        # another process or the next run would crawl it again.
-        by_identity = self._keep_dont_filter and request.dont_filter
-        if self.memory_bound and self._held_count >= self.memory_bound and not by_identity:
+            blob = None
+        else:
+            # Recorded first: the ledger may mark the request (its key, in meta), and the
+            # bytes must carry that. The room and a ledger that stores bytes share one
+            # serialisation.
+            codec.share(request)
+            try:
+                self.ledger.record(origin, (request,))
+                blob = self._encode(request)
+            finally:
+                codec.unshare()
+        if self.memory_bound and self._held_count >= self.memory_bound:
             if blob is not None and self._spilled(origin, blob, when):
                 return
             if blob is None and self._on_unserialisable is not None:
                 # As Scrapy's scheduler does with a request its disk queue cannot take.
                 self._on_unserialisable(request)
-        keep = blob is None or by_identity
         queue = self._held.get(origin)
         if queue is None:
             queue = self._held[origin] = deque()
-        queue.append((request if keep else blob, when))  # type: ignore[arg-type]
+        queue.append((request if blob is None else blob, when))
         self._held_count += 1
 
     def _encode(self, request: Request) -> bytes | None:

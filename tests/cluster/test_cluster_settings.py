@@ -9,7 +9,8 @@ import pytest
 import scrapy
 from scrapy.utils.test import get_crawler
 
-from scrapy_rep.crawl.store_ledger import StoreLedger, make_store_ledger
+from scrapy_rep.crawl.ledger import make_store_ledger
+from scrapy_rep.crawl.store_ledger import StoreLedger
 from scrapy_rep.policy.config import Config, SettingError
 
 

@@ -87,16 +87,18 @@ def test_a_callback_that_is_not_a_spider_method_cannot_be_encoded(
     assert callable(request.callback)  # restored after the failed attempt
 
 
-def test_a_pinned_request_is_not_serialised_twice(
+def test_a_shared_request_is_not_serialised_twice(
     codec_and_spider: tuple[RequestCodec, CodecSpider],
 ) -> None:
     codec, spider = codec_and_spider
     request = Request("http://a.test/1", callback=spider.parse_item)
-    codec.pin(request, b"pinned")
-    assert codec.encode(request) == b"pinned"
-    assert codec.encode(Request("http://a.test/2")) != b"pinned"
-    codec.unpin()
-    assert codec.encode(request) != b"pinned"
+    codec.share(request)
+    first = codec.encode(request)
+    assert codec.encode(request) is first  # the same bytes, not a second serialisation
+    assert codec.encode(Request("http://a.test/2")) != first
+    codec.unshare()
+    assert codec.encode(request) is not first
+    assert codec.encode(request) == first
 
 
 def test_a_method_with_two_names_comes_back_as_that_method() -> None:

@@ -62,10 +62,10 @@ async def test_held_requests_beyond_the_bound_spill_and_come_back(
 async def test_dont_filter_requests_beyond_the_bound_leave_nothing_parked(
     mockserver: Any, run_crawl: Any, host: str, tmp_path: Any
 ) -> None:
-    """With durable waiting (a shared store) the ledger knows a dont_filter request by
-    identity, so one that came back from disk as a new object could not be forgotten:
-    its parked entry stayed in the store and another process or the next run would
-    crawl it again. Such requests stay in memory; nothing is left parked."""
+    """With durable waiting (a shared store) a dont_filter request's ledger key is not
+    its fingerprint: it travels in the request's bytes (a private meta key), so one
+    that comes back from disk as a new object is still forgotten. Copies of one URL
+    spill like any request, each is crawled, and nothing is left parked."""
     from scrapy_rep.crawl.store_ledger import open_cluster
 
     mockserver.configure(host, {"robots": [{"status": 503}, {"body": DISALLOW_PRIVATE}]})
@@ -81,10 +81,53 @@ async def test_dont_filter_requests_beyond_the_bound_leave_nothing_parked(
     crawler = await run_crawl([], settings=settings, spider_cls=Start)
     assert len(pages_of(mockserver, host)) == 12  # dont_filter: every copy is crawled
     assert crawler.stat("robotstxt/released") == 12
+    assert crawler.stat("robotstxt/spilled") == 10  # 2 in memory, the rest on disk
     cluster = open_cluster(store, Start.name)
     assert cluster is not None
     try:
         assert cluster.parked() == []
     finally:
         cluster.close()
+    assert not crawler.messages(logging.ERROR)
+
+
+@pytest_twisted.ensureDeferred
+async def test_spilled_dont_filter_requests_are_each_crawled_once_and_not_again(
+    mockserver: Any, run_crawl: Any, host: str, tmp_path: Any
+) -> None:
+    """Distinct dont_filter requests beyond REP_MEMORY_MAX_HELD, with durable waiting:
+    each is crawled exactly once, the ledger keys leave with them (not in the
+    responses' meta), nothing stays parked, and the next run of the spider on the same
+    store finds nothing to adopt."""
+    from scrapy_rep.crawl.store_ledger import LEDGER_KEY_META, open_cluster
+
+    mockserver.configure(host, {"robots": [{"status": 503}, {"body": DISALLOW_PRIVATE}]})
+    store = f"sqlite:{tmp_path / 'store.db'}"
+    settings: dict[str, Any] = {**REP, "REP_STORAGE": store, "REP_MEMORY_MAX_HELD": 3}
+    paths = [f"/d{i}" for i in range(30)]
+
+    class Start(CallbackSpider):
+        async def start(self) -> Any:
+            for path in paths:
+                yield Request(
+                    mockserver.url(host, path),
+                    dont_filter=True,
+                    callback=self.parse,
+                    errback=self.on_error,
+                )
+
+    crawler = await run_crawl([], settings=settings, spider_cls=Start)
+    assert sorted(pages_of(mockserver, host)) == sorted(paths)  # each once, none twice
+    assert crawler.stat("robotstxt/spilled") == 27
+    assert crawler.stat("robotstxt/released") == 30
+    assert not any(LEDGER_KEY_META in r.meta for r in crawler.spider.responses)
+    cluster = open_cluster(store, Start.name)
+    assert cluster is not None
+    try:
+        assert cluster.parked() == []
+    finally:
+        cluster.close()
+    again = await run_crawl([], settings=settings, spider_cls=CallbackSpider)
+    assert sorted(pages_of(mockserver, host)) == sorted(paths)
+    assert not again.stat("robotstxt/ledger/adopted")
     assert not crawler.messages(logging.ERROR)
