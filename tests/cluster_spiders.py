@@ -26,6 +26,8 @@ import scrapy
 from scrapy.http import Response, TextResponse
 from scrapy_redis.spiders import RedisSpider
 
+from tests.spiders_for_subprocess import SUBPROCESS_SPIDER_SETTINGS
+
 CONFIG: dict[str, Any] = json.loads(os.environ.get("REP_CLUSTER_CONFIG", "{}"))
 
 
@@ -36,18 +38,10 @@ def parse_elsewhere(response: Response) -> None:
 class ClusterSpider(RedisSpider):
     name = "cluster"
     custom_settings: ClassVar[dict[str, Any]] = {
-        "ADDONS": {"scrapy_rep.Addon": 0},
-        "ROBOTSTXT_OBEY": True,
+        **SUBPROCESS_SPIDER_SETTINGS,
         "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
         "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
         "SCHEDULER_PERSIST": True,
-        "RETRY_ENABLED": False,
-        "TELNETCONSOLE_ENABLED": False,
-        "REMOTE_CONTROL_ENABLED": False,
-        "COOKIES_ENABLED": False,
-        "HTTPCACHE_ENABLED": False,
-        "DOWNLOAD_TIMEOUT": 10,
-        "LOG_LEVEL": "DEBUG",
         "LOGSTATS_INTERVAL": 5,
         # epoch seconds with milliseconds: the workers' logs interleave by time
         "LOG_FORMAT": "%(created).3f [%(name)s] %(levelname)s: %(message)s",

@@ -1,9 +1,12 @@
 """Start and stop a throw-away ``redis-server`` for the storage tests.
 
-``redis-server --port 0`` does not pick a free port (it disables TCP), so a free port
-is found by binding a socket first. The server runs without persistence in a temporary
-directory. ``stop()`` and ``start()`` can be called again to simulate an outage: the
-server comes back on the same port.
+``redis-server --port 0`` does not pick a free port (it disables TCP), so a port is
+chosen here: a random free one *below* the kernel's ephemeral range, which ``bind(0)``
+and outgoing connections never take, so a server stopped to simulate an outage gets its
+port back even while other tests (pytest-xdist workers) open connections meanwhile; a
+port another worker's server took first is retried with another. The server runs
+without persistence in a temporary directory. ``stop()`` and ``start()`` can be called
+again to simulate an outage: the server comes back on the same port.
 
 Locally a missing ``redis-server`` skips the Redis tests; in CI (``CI=true``) it fails
 them, because CI installs it and a silent skip would hide a broken job.
@@ -12,6 +15,7 @@ them, because CI installs it and a silent skip would hide a broken job.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -36,11 +40,26 @@ def require_redis_server() -> str:
     pytest.skip(message)
 
 
+#: Where servers' ports are drawn from: below Linux's default ephemeral range
+#: (32768-60999, ``net.ipv4.ip_local_port_range``).
+PORT_RANGE = (20_000, 32_000)
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
+    """A random port in ``PORT_RANGE`` that nothing listens on right now."""
+    for _ in range(100):
+        port = random.randint(*PORT_RANGE)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
         return port
+    raise RuntimeError(f"no free port in {PORT_RANGE}")
+
+
+class PortTaken(RuntimeError):
+    """redis-server exited while starting; most likely its port was taken meanwhile."""
 
 
 class RedisServer:
@@ -52,6 +71,7 @@ class RedisServer:
         self.port = free_port()
         self._dir = Path(tempfile.mkdtemp(prefix="scrapy-rep-redis-"))
         self._proc: subprocess.Popen[bytes] | None = None
+        self._started = False  # once up, a restart keeps the port (the URL tests hold)
 
     @property
     def url(self) -> str:
@@ -59,6 +79,18 @@ class RedisServer:
         return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     def start(self, timeout: float = 10.0) -> None:
+        for attempt in range(5):
+            try:
+                self._start_once(timeout)
+            except PortTaken:
+                if self._started or attempt == 4:
+                    raise
+                self.port = free_port()
+            else:
+                self._started = True
+                return
+
+    def _start_once(self, timeout: float) -> None:
         args = [
             self.executable,
             "--port", str(self.port),
@@ -73,23 +105,38 @@ class RedisServer:
             args, cwd=self._dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
         deadline = time.monotonic() + timeout
-        while not self._answers_ping():
+        while not self._answers_as_ours():
             if self._proc.poll() is not None:
-                raise RuntimeError(f"redis-server exited with {self._proc.returncode}")
+                # Between free_port() and this start another process (another xdist
+                # worker's server) may have bound the port: redis-server exits at once.
+                raise PortTaken(f"redis-server exited with {self._proc.returncode}")
             if time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError(f"redis-server did not answer on port {self.port}")
             time.sleep(0.02)
 
-    def _answers_ping(self) -> bool:
+    def _answers_as_ours(self) -> bool:
+        """Whether the server on the port is up and is the process started here: another
+        worker's server on the same port must not pass for this one."""
+        import redis
+
+        client = redis.Redis(
+            host="127.0.0.1",
+            port=self.port,
+            password=self.password,
+            socket_timeout=0.5,
+            socket_connect_timeout=0.5,
+        )
         try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
-                sock.sendall(b"PING\r\n")
-                reply = sock.recv(64)
-        except OSError:
+            pid = client.info("server")["process_id"]
+        except (redis.RedisError, OSError):
             return False
-        # +PONG, or -NOAUTH when a password is set: either way the server is up.
-        return reply.startswith((b"+PONG", b"-NOAUTH"))
+        finally:
+            client.close()
+        if self._proc is not None and pid != self._proc.pid:
+            self.stop()
+            raise PortTaken(f"port {self.port} answers as redis-server pid {pid}, not ours")
+        return True
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None

@@ -31,20 +31,25 @@ from twisted.python.failure import Failure
 CONFIG: dict[str, Any] = json.loads(os.environ.get("REP_TEST_CONFIG", "{}"))
 GATE_POLL = 0.02
 
+#: What every crawler subprocess of the suite runs with (here and in
+#: ``tests/cluster_spiders.py``): scrapy-rep through its add-on, no retries (a test
+#: counts the requests a server received), nothing that listens or caches.
+SUBPROCESS_SPIDER_SETTINGS: dict[str, Any] = {
+    "ADDONS": {"scrapy_rep.Addon": 0},
+    "ROBOTSTXT_OBEY": True,
+    "RETRY_ENABLED": False,
+    "TELNETCONSOLE_ENABLED": False,
+    "REMOTE_CONTROL_ENABLED": False,
+    "COOKIES_ENABLED": False,
+    "HTTPCACHE_ENABLED": False,
+    "DOWNLOAD_TIMEOUT": 10,
+    "LOG_LEVEL": "DEBUG",
+}
+
 
 class SharedStoreSpider(scrapy.Spider):
     name = "shared_store"
-    custom_settings: ClassVar[dict[str, Any]] = {
-        "ADDONS": {"scrapy_rep.Addon": 0},
-        "ROBOTSTXT_OBEY": True,
-        "RETRY_ENABLED": False,
-        "TELNETCONSOLE_ENABLED": False,
-        "REMOTE_CONTROL_ENABLED": False,
-        "COOKIES_ENABLED": False,
-        "HTTPCACHE_ENABLED": False,
-        "DOWNLOAD_TIMEOUT": 10,
-        "LOG_LEVEL": "DEBUG",
-    }
+    custom_settings: ClassVar[dict[str, Any]] = SUBPROCESS_SPIDER_SETTINGS
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.command_helpers import ROBOTS, as_json, robots, workdir
 from tests.conftest import MockServer
 
@@ -205,8 +207,10 @@ def test_truncated_at_size_limit(
     assert [u["verdict"] for u in doc["urls"]] == ["disallowed", "allowed"]
 
 
-def test_usage_errors_exit_2(subprocess_env: dict[str, str], workdir: Path) -> None:
-    for args, message in (
+# Each case is a test of its own: a scrapy subprocess apiece, spread over xdist workers.
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
         ([], "give at least one URL"),
         (["ftp://example.test/x"], "robots.txt applies to http and https URLs, not ftp"),
         (["http://127.0.0.1:99999/x"], "the port '99999' is not a number from 0 to 65535"),
@@ -224,11 +228,15 @@ def test_usage_errors_exit_2(subprocess_env: dict[str, str], workdir: Path) -> N
         (["http://a.test/", "-s", "REP_STORAGE=/proc/x.sqlite"], "cannot create a file"),
         (["http://a.test/", "--refresh"], "--refresh needs a store"),
         (["http://a.test/", "--forget", "-s", "REP_STORAGE=memory"], "a memory store keeps"),
-    ):
-        result = robots(args, subprocess_env, workdir, online=False)
-        assert result.returncode == 2, (args, result.stderr)
-        assert message in result.stderr
-        assert result.stdout == ""
+    ],
+)
+def test_usage_errors_exit_2(
+    args: list[str], message: str, subprocess_env: dict[str, str], workdir: Path
+) -> None:
+    result = robots(args, subprocess_env, workdir, online=False)
+    assert result.returncode == 2, (args, result.stderr)
+    assert message in result.stderr
+    assert result.stdout == ""
 
 
 def test_local_file(subprocess_env: dict[str, str], workdir: Path) -> None:
