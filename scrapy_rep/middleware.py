@@ -142,9 +142,7 @@ class RobotsTxtMiddleware:
             clock=self.clock,
         )
         connect = crawler.signals.connect
-        # Held strongly (weak=False): pydispatch then calls it without dereferencing a
-        # weak reference per request; the crawler keeps this middleware alive anyway.
-        connect(self._on_request_scheduled, signal=signals.request_scheduled, weak=False)
+        connect(self._on_request_scheduled, signal=signals.request_scheduled)
         connect(self._on_spider_idle, signal=signals.spider_idle)
         connect(self._on_spider_opened, signal=signals.spider_opened)
         connect(self._on_spider_closed, signal=signals.spider_closed)
