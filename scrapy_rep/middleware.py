@@ -37,6 +37,7 @@ from scrapy_rep.crawl.scheduling import (
 )
 from scrapy_rep.crawl.sitemap import SitemapRobotsCopy
 from scrapy_rep.crawl.spill import Spill
+from scrapy_rep.crawl.stat_counter import stat_counter
 from scrapy_rep.crawl.store_ledger import scrapy_redis_idle_expired
 from scrapy_rep.crawl.usage import UsageKeeper
 from scrapy_rep.crawl.visibility import IdleWatch, duration
@@ -84,12 +85,9 @@ class RobotsTxtMiddleware:
         self.crawler = crawler
         assert crawler.stats is not None
         self.stats = crawler.stats
-        # The stats class's own inc_value, without Scrapy 2.19's per-access wrapper
-        # (a deprecation check for a spider argument never passed here): counted once
-        # per held request, so it matters.
-        self._inc_value: Any = getattr(type(self.stats), "inc_value", None) or (
-            lambda stats, key: stats.inc_value(key)
-        )
+        # Without Scrapy 2.19's per-access wrapper (crawl/stat_counter.py): counted
+        # once per held request, so it matters.
+        self._inc = stat_counter(self.stats)
         self.policy = RobotsPolicy(config)
         self.fetcher = RobotsFetcher(crawler, config, self.clock)
         codec = RequestCodec(crawler)  # held requests as bytes (crawl/request_codec.py)
@@ -122,7 +120,7 @@ class RobotsTxtMiddleware:
         self.fetcher.parsed = self.decider.parsed_for  # for robots_parsed receivers
         # RAM per origin bounded in bytes: the registry counts the Decider's parsed
         # copies and has it forget those of origins it unloads (REP_MEMORY_MAX_BYTES).
-        registry = self.coordinator.registry
+        self.registry = registry = self.coordinator.registry
         self.decider.on_kept = registry.note_parsed
         registry.on_unload = self.decider.forget
         self.closing = WaitingAtClose(
@@ -161,9 +159,6 @@ class RobotsTxtMiddleware:
     def from_crawler(cls, crawler: Crawler) -> Self:
         return cls(crawler)
 
-    def _inc(self, key: str) -> None:
-        self._inc_value(self.stats, key)
-
     # -- which requests we look at -------------------------------------------------------
 
     @staticmethod
@@ -176,13 +171,15 @@ class RobotsTxtMiddleware:
     # -- scheduling-time gate ----------------------------------------------------------
 
     def _on_request_scheduled(
-        self, request: Request, spider: Spider | None = None
+        self, request: Request, spider: Spider | None = None, **_: Any
     ) -> Failure | None:
+        # (**_: the signal's other arguments are passed as they are, not filtered out
+        # by pydispatch for each request)
         origin = self._origin_to_check(request)
         if origin is None:
             return None
-        cached = self.coordinator.cached(origin)
-        if cached is not None and self._may_proceed(cached):
+        fresh = self.registry.fresh(origin, self.clock())
+        if fresh is not None and self._may_proceed(fresh[1]):
             request.meta[SCHEDULED_META_KEY] = True
             return None
         # Offsite drops it anyway (its receiver already raised): neither hold it nor
@@ -244,6 +241,14 @@ class RobotsTxtMiddleware:
         origin = self._origin_to_check(request)
         if origin is None:
             return None
+        # The per-request path: the origin's fresh copy applies (one lookup, no fetch
+        # can start) and its rules are ready, so nothing is awaited.
+        fresh = self.registry.fresh(origin, self.clock())
+        if fresh is not None and self.cluster_delay is None:
+            rt, evaluation = fresh
+            if evaluation.ready and self.decider.decide_now(request, origin, evaluation, rt):
+                self.usage.on_request(request, origin, evaluation)
+                return self.sitemap_copy.response_for(request, evaluation, rt.record)
         self.fetcher.trigger = (origin, request)  # for robots_parsed, if a fetch starts
         evaluation = self.coordinator.evaluate(origin)
         if not self._may_proceed(evaluation) and self.coordinator.registry.reloading(origin):
@@ -278,9 +283,11 @@ class RobotsTxtMiddleware:
         # SitemapSpider's own robots.txt request: answered from our copy (crawl/sitemap.py).
         return self.sitemap_copy.response_for(request, evaluation, record)
 
-    def process_response(
+    async def process_response(
         self, request: Request, response: Response, spider: Spider | None = None
     ) -> Response:
+        # (async: Scrapy awaits a coroutine as it is; a plain return value it first
+        # tests against collections.abc.Awaitable and wraps in one)
         return self.usage.on_response(request, response)  # usage preferences (SPEC §5)
 
     # -- one-shot commands -------------------------------------------------------------

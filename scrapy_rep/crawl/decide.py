@@ -18,10 +18,11 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
 from scrapy_rep.crawl.runtime import WAITED_META_KEY
+from scrapy_rep.crawl.stat_counter import stat_counter
 from scrapy_rep.crawl.stepping import run_steps
 from scrapy_rep.policy.records import ALLOW_ALL, RULES
 from scrapy_rep.policy.robots_policy import DISALLOW_ALL, FALLBACK
-from scrapy_rep.robotstxt._robotstxt import RobotsTxt
+from scrapy_rep.robotstxt._robotstxt import Decision, RobotsTxt
 from scrapy_rep.robotstxt._useragent import product_token
 
 if TYPE_CHECKING:
@@ -68,6 +69,7 @@ class Decider:
         self.spider: Spider | None = None
         assert crawler.stats is not None
         self.stats = crawler.stats
+        self._count = stat_counter(crawler.stats)  # (per request: crawl/stat_counter.py)
         # origin -> (body, its parsed copy, tokens whose group is ready to answer)
         self._parsed: OrderedDict[str, tuple[bytes, RobotsTxt, set[str]]] = OrderedDict()
         # origin -> requests waiting for the steps preparing its copy (run by another)
@@ -80,6 +82,10 @@ class Decider:
         self._token_of: tuple[object, str, bool] = (None, "", False)
         # slot key -> crawl-delay we must keep on it (see on_reached_downloader)
         self._slot_delays: dict[str, float] = {}
+        # origin -> (robots.txt body, token, the Crawl-delay its rules give the token):
+        # asked once per copy and token, not per request. (The body, not the parsed
+        # copy: a record in the registry holds the body anyway; forget() drops it.)
+        self._delays: dict[str, tuple[bytes, str, float | None]] = {}
         # Told of each parsed copy kept, so RAM per origin is bounded in bytes
         # (crawl/registry.py); the registry calls forget() when it drops an origin's.
         self.on_kept: Callable[[str, bytes], object] | None = None
@@ -89,6 +95,7 @@ class Decider:
         self._parsed.pop(origin, None)
         if self._stepped is not None and self._stepped[0] == origin:
             self._stepped = None
+        self._delays.pop(origin, None)
 
     # -- product token -----------------------------------------------------------------
 
@@ -231,41 +238,33 @@ class Decider:
         Awaits only when the origin's robots.txt needs costly work first (see
         robots_for); otherwise it runs to the end without yielding to the reactor.
         """
+        if self.decide_now(request, origin, evaluation, rt):
+            return
+        # a large file or group: prepared in steps, then decided as above
         token = self.token_for(request)
-        waited = request.meta.get(WAITED_META_KEY, 0.0)
+        robots = await self.robots_for(origin, evaluation.body, token)
+        self._decide_rules(request, origin, evaluation, rt, robots, token)
+
+    def decide_now(
+        self, request: Request, origin: str, evaluation: Evaluation, rt: OriginRuntime
+    ) -> bool:
+        """``decide`` without awaiting: False (and nothing done) when the origin's
+        rules need work in steps first (robots_for). The per-request path."""
+        token = self.token_for(request)
+        if evaluation.kind == RULES and evaluation.ready:
+            robots = self._ready(origin, evaluation.body, token)
+            if robots is None:
+                return False
+            self._decide_rules(request, origin, evaluation, rt, robots, token)
+            return True
         # Every decision has the same keys (docs: "Meta and stats"); line, rule and
         # groups are filled only when a rule set decided.
-        decision: dict[str, Any] = {
-            "allowed": True,
-            "reason": REASON_UNREACHABLE,
-            "source": evaluation.source or SOURCE_UNREACHABLE,
-            "line": None,
-            "rule": None,
-            "groups": [],
-            "origin": origin,
-            "product_token": token,
-            "robots": rt.record.last_outcome if rt.record is not None else "",
-            # Microseconds, so that a request held even briefly shows a wait above 0.
-            "waited": round(waited, 6) if waited else 0.0,
-        }
+        decision = self._decision(request, origin, evaluation, rt, token)
         if not evaluation.ready:  # audit mode only: an enforcing crawl would wait
-            self.stats.inc_value("robotstxt/audit/would_delay")
+            self._count("robotstxt/audit/would_delay")
             request.meta[DECISION_META_KEY] = decision
-            return
-        if evaluation.kind == RULES:
-            body = evaluation.body
-            robots = self._ready(origin, body, token)
-            if robots is None:  # a large file or group: prepared in steps
-                robots = await self.robots_for(origin, body, token)
-            explained = robots.explain(request.url, token)
-            decision["allowed"] = explained.allowed
-            decision["reason"] = explained.reason
-            decision["line"] = explained.line
-            decision["rule"] = explained.rule
-            decision["groups"] = list(explained.groups)
-            if self.config.crawl_delay:
-                self._apply_crawl_delay(request, robots, token)
-        elif evaluation.kind == ALLOW_ALL:
+            return True
+        if evaluation.kind == ALLOW_ALL:
             decision["reason"] = (
                 REASON_FALLBACK_ALLOW if evaluation.source == FALLBACK else REASON_ALLOW_ALL
             )
@@ -273,20 +272,79 @@ class Decider:
             assert evaluation.kind == DISALLOW_ALL
             decision["allowed"] = False
             decision["reason"] = REASON_FALLBACK_DISALLOW
+        self._record(request, evaluation, rt, decision)
+        return True
+
+    def _decision(
+        self,
+        request: Request,
+        origin: str,
+        evaluation: Evaluation,
+        rt: OriginRuntime,
+        token: str,
+        explained: Decision | None = None,
+    ) -> dict[str, Any]:
+        """The decision meta; the rule set's verdict when ``explained`` is given."""
+        waited = request.meta.get(WAITED_META_KEY, 0.0)
+        record = rt.record
+        if explained is None:
+            allowed, reason, line, rule, groups = True, REASON_UNREACHABLE, None, None, []
+        else:
+            allowed, reason = explained.allowed, explained.reason
+            line, rule, groups = explained.line, explained.rule, list(explained.groups)
+        return {
+            "allowed": allowed,
+            "reason": reason,
+            "source": evaluation.source or SOURCE_UNREACHABLE,
+            "line": line,
+            "rule": rule,
+            "groups": groups,
+            "origin": origin,
+            "product_token": token,
+            "robots": record.last_outcome if record is not None else "",
+            # Microseconds, so that a request held even briefly shows a wait above 0.
+            "waited": round(waited, 6) if waited else 0.0,
+        }
+
+    def _decide_rules(
+        self,
+        request: Request,
+        origin: str,
+        evaluation: Evaluation,
+        rt: OriginRuntime,
+        robots: RobotsTxt,
+        token: str,
+    ) -> None:
+        explained = robots.explain(request.url, token)
+        decision = self._decision(request, origin, evaluation, rt, token, explained)
+        if self.config.crawl_delay:
+            delay = self._delays.get(origin)
+            if delay is None or delay[0] is not evaluation.body or delay[1] != token:
+                if len(self._delays) >= _PARSED_CACHE_SIZE:
+                    self._delays.clear()  # (a memo: asked again)
+                delay = (evaluation.body, token, robots.crawl_delay(token))
+                self._delays[origin] = delay
+            if delay[2]:
+                self._apply_crawl_delay(request, delay[2])
+        self._record(request, evaluation, rt, decision)
+
+    def _record(
+        self, request: Request, evaluation: Evaluation, rt: OriginRuntime, decision: dict[str, Any]
+    ) -> None:
         request.meta[DECISION_META_KEY] = decision
         if decision["allowed"]:
-            self.stats.inc_value("robotstxt/allowed")
+            self._count("robotstxt/allowed")
             return
         if not self.config.enforce:
-            self.stats.inc_value("robotstxt/audit/would_forbid")
+            self._count("robotstxt/audit/would_forbid")
             logger.debug(
                 "Would be forbidden by robots.txt (audit mode): %s %s", request, _describe(decision)
             )
             return
         rt.dropped += 1
-        self.stats.inc_value("robotstxt/forbidden")
+        self._count("robotstxt/forbidden")
         if evaluation.source == FALLBACK:
-            self.stats.inc_value("robotstxt/forbidden/unreachable_fallback")
+            self._count("robotstxt/forbidden/unreachable_fallback")
         logger.debug(
             "Forbidden by robots.txt: %s %s",
             request,
@@ -297,9 +355,8 @@ class Decider:
 
     # -- crawl-delay -------------------------------------------------------------------
 
-    def _apply_crawl_delay(self, request: Request, robots: RobotsTxt, token: str) -> None:
-        delay = robots.crawl_delay(token)
-        if not delay or delay <= 0:
+    def _apply_crawl_delay(self, request: Request, delay: float) -> None:
+        if delay <= 0:
             return
         delay = min(delay, self.config.max_crawl_delay)
         engine = self.crawler.engine

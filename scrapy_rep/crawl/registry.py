@@ -13,6 +13,8 @@ from scrapy_rep.crawl.runtime import OriginRuntime
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
+    from scrapy_rep.policy.robots_policy import Evaluation
+
 # Estimated RAM of one origin's robots.txt copy, in bytes. A record in a runtime: its
 # body plus the record and evaluation objects around it. A parsed copy (RobotsTxt with
 # the group in use compiled), measured with tracemalloc: 600 files of the development
@@ -81,6 +83,26 @@ class RuntimeRegistry:
 
     def lookup(self, origin: str) -> OriginRuntime | None:
         return self._lru.get(origin) or self._pinned.get(origin)
+
+    def fresh(self, origin: str, now: float) -> tuple[OriginRuntime, Evaluation] | None:
+        """The runtime of ``origin`` and the evaluation its fresh copy gave, while that
+        still applies at ``now`` (``rt.fresh``, see ``OriginCoordinator.evaluate``),
+        touched as ``get`` touches it; else None. The per-request path: one lookup, no
+        store read, no timer, no new runtime."""
+        lru = self._lru
+        rt = lru.get(origin)
+        if rt is None:
+            rt = self._pinned.get(origin)
+            if rt is None:
+                return None
+        else:
+            lru.move_to_end(origin)
+        fresh = rt.fresh
+        if fresh is None or rt.record is not fresh[1] or now >= fresh[0]:
+            return None
+        if rt.copy_bytes:
+            self._resident.move_to_end(origin)
+        return rt, fresh[2]
 
     def get(self, origin: str) -> OriginRuntime:
         rt = self._lru.get(origin)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 from scrapy.exceptions import IgnoreRequest
+from scrapy.http.headers import Headers
 
 from scrapy_rep.crawl.decide import DECISION_META_KEY
 from scrapy_rep.crawl.fetcher import FETCH_META_KEY
@@ -121,12 +122,13 @@ class UsageKeeper:
     def on_response(self, request: Request, response: Response) -> Response:
         """Add the ``Content-Usage`` header's preferences; raise IgnoreRequest when
         enforcing and the header refuses a declared purpose."""
-        if self.mode == "off" or FETCH_META_KEY in request.meta:
+        meta = request.meta
+        if self.mode == "off" or FETCH_META_KEY in meta:
             return response
-        doc = request.meta.get(META_KEY)
+        doc = meta.get(META_KEY)
         if not isinstance(doc, dict) or doc.get("url") != request.url:
             doc = None  # (a redirect copies the meta of the hop before: not this URL's)
-        header = header_statement(response.headers.getlist(b"Content-Usage"))
+        header = header_statement(_content_usage(response.headers))
         if header is None and doc is not None:
             # The common case, on every page: no header, so robots.txt's preferences
             # (already in the meta, with what they refuse) are final; count them only.
@@ -156,9 +158,12 @@ class UsageKeeper:
 
     def _count_doc(self, doc: dict[str, Any]) -> None:
         """``_count_values`` of the Usage ``doc`` is the JSON of (Usage.to_json)."""
-        given = doc["preferences"]
+        given, sources = doc["preferences"], doc["sources"]
+        if not sources and given == _UNKNOWN_PREFERENCES:  # most files and pages
+            self._count(_NOTHING_STATED)
+            return
         values = tuple(given.get(label, UNKNOWN) for label in LABELS)
-        self._count((values, (doc["use"] or UNKNOWN) if "use" in doc["sources"] else None))
+        self._count((values, (doc["use"] or UNKNOWN) if "use" in sources else None))
 
     def _count(self, combination: tuple[tuple[str, ...], str | None]) -> None:
         pending = self._pending
@@ -201,6 +206,18 @@ class UsageKeeper:
 
 
 _UNKNOWN_PREFERENCES = {label: UNKNOWN for label in LABELS}
+# what _count_doc counts for a doc that states nothing: every label unknown, no use=
+_NOTHING_STATED: tuple[tuple[str, ...], str | None] = (tuple(UNKNOWN for _ in LABELS), None)
+_CONTENT_USAGE = b"Content-Usage"  # (as Headers.normkey spells it: title case)
+
+
+def _content_usage(headers: Headers) -> list[bytes]:
+    """``headers.getlist(b"Content-Usage")``, without its KeyError when the header is
+    absent (nearly every response): Scrapy's Headers is a dict keyed by the
+    title-cased name."""
+    if type(headers) is Headers:
+        return dict.get(headers, _CONTENT_USAGE) or []
+    return headers.getlist(_CONTENT_USAGE)  # (a subclass: its own lookup)
 
 
 def unknown_doc(purposes: tuple[str, ...], url: str) -> dict[str, Any]:
