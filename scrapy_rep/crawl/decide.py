@@ -12,12 +12,12 @@ import logging
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
-from scrapy import signals
 from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
 from scrapy_rep.crawl.runtime import WAITED_META_KEY
+from scrapy_rep.crawl.slot_delay import SlotDelays
 from scrapy_rep.crawl.stat_counter import stat_counter
 from scrapy_rep.crawl.stepping import run_steps
 from scrapy_rep.policy.records import ALLOW_ALL, RULES
@@ -80,8 +80,8 @@ class Decider:
         self._warned_browser = False
         # (raw value, its product token, whether it is browser-like): the last one seen
         self._token_of: tuple[object, str, bool] = (None, "", False)
-        # slot key -> crawl-delay we must keep on it (see on_reached_downloader)
-        self._slot_delays: dict[str, float] = {}
+        # Crawl-delay kept on Scrapy's download slots (crawl/slot_delay.py)
+        self.slot_delays = SlotDelays(crawler, config.max_crawl_delay)
         # origin -> (robots.txt body, token, the Crawl-delay its rules give the token):
         # asked once per copy and token, not per request. (The body, not the parsed
         # copy: a record in the registry holds the body anyway; forget() drops it.)
@@ -325,7 +325,7 @@ class Decider:
                 delay = (evaluation.body, token, robots.crawl_delay(token))
                 self._delays[origin] = delay
             if delay[2]:
-                self._apply_crawl_delay(request, delay[2])
+                self.slot_delays.apply(request, delay[2])
         self._record(request, evaluation, rt, decision)
 
     def _record(
@@ -353,59 +353,6 @@ class Decider:
         )
         raise IgnoreRequest("Forbidden by robots.txt")
 
-    # -- crawl-delay -------------------------------------------------------------------
-
-    def _apply_crawl_delay(self, request: Request, delay: float) -> None:
-        if delay <= 0:
-            return
-        delay = min(delay, self.config.max_crawl_delay)
-        engine = self.crawler.engine
-        downloader = getattr(engine, "downloader", None)
-        if downloader is None:
-            return
-        key = downloader.get_slot_key(request)
-        if self._slot_delays.get(key, 0.0) >= delay:
-            return
-        if not self._slot_delays:
-            # Listen from the first Crawl-delay on: until then there is nothing to
-            # re-assert, and a receiver costs every request a signal dispatch.
-            self.crawler.signals.connect(
-                self.on_reached_downloader, signal=signals.request_reached_downloader
-            )
-        self._slot_delays[key] = delay
-        # per_slot_settings is what a new slot reads, so the delay survives the slot
-        # being garbage-collected after 60 s idle (SCRAPY_NOTES: Slots).
-        slot_settings = downloader.per_slot_settings.setdefault(key, {})
-        slot_delay = max(float(slot_settings.get("delay", _downloader_delay(downloader))), delay)
-        slot_settings["delay"] = slot_delay
-        if hasattr(downloader, "_jitter"):  # Scrapy 2.19+: a jitter fraction
-            jitter = float(slot_settings.get("jitter", downloader._jitter))
-            slot_settings["jitter"] = _bounded_jitter(slot_delay, jitter, delay)
-        else:  # earlier: RANDOMIZE_DOWNLOAD_DELAY, on (+/-50 %) or off
-            randomize = bool(slot_settings.get("randomize_delay", downloader.randomize_delay))
-            slot_settings["randomize_delay"] = randomize and _halved_gap_fits(slot_delay, delay)
-        slot = downloader.slots.get(key)
-        if slot is not None:
-            _hold_slot_to(slot, delay)
-        self.stats.set_value(f"robotstxt/crawl_delay/{key}", delay)
-
-    def on_reached_downloader(self, request: Request, spider: Any = None) -> None:
-        """Re-assert Crawl-delay before each download: AutoThrottle rewrites slot.delay
-        on every response and floors it only at DOWNLOAD_DELAY."""
-        if not self._slot_delays:
-            return
-        engine = self.crawler.engine
-        downloader = getattr(engine, "downloader", None)
-        if downloader is None:
-            return
-        key = request.meta.get("download_slot")
-        delay = self._slot_delays.get(key) if key is not None else None
-        if delay is None:
-            return
-        slot = downloader.slots.get(key)
-        if slot is not None:
-            _hold_slot_to(slot, delay)
-
 
 def _prepared(
     robots: RobotsTxt | None, body: bytes, max_size: int, token: str
@@ -417,49 +364,6 @@ def _prepared(
         robots = yield from RobotsTxt.parse_steps(body, max_size=max_size)
     yield from robots.prepare_steps(token)
     return robots
-
-
-def _downloader_delay(downloader: Any) -> float:
-    """DOWNLOAD_DELAY as the downloader applies it to new slots."""
-    if hasattr(downloader, "_delay"):  # Scrapy 2.19+
-        return float(downloader._delay or 0.0)
-    # Earlier versions read it for each new slot: the spider's download_delay
-    # attribute, else the setting.
-    spider = getattr(downloader.crawler, "spider", None)
-    delay = getattr(spider, "download_delay", None)
-    if delay is None:
-        delay = downloader.settings.getfloat("DOWNLOAD_DELAY")
-    return float(delay or 0.0)
-
-
-def _bounded_jitter(slot_delay: float, jitter: float, crawl_delay: float) -> float:
-    """The largest jitter <= ``jitter`` whose shortest gap is still ``crawl_delay``.
-
-    Scrapy varies each slot delay by +/- ``jitter`` (RANDOMIZE_DOWNLOAD_DELAY is on by
-    default: +/-50 %), so a slot delay of exactly the Crawl-delay would space requests
-    as little as half of it apart. Crawl-delay is a minimum spacing: narrow the jitter
-    (never the delay) so that ``slot_delay * (1 - jitter) >= crawl_delay``.
-    """
-    if jitter <= 0 or slot_delay <= 0:
-        return max(jitter, 0.0)
-    return max(0.0, min(jitter, 1.0 - crawl_delay / slot_delay))
-
-
-def _halved_gap_fits(slot_delay: float, crawl_delay: float) -> bool:
-    """Before Scrapy 2.19 a slot's delay is varied by +/-50 % or not at all: whether
-    the shortest such gap is still the Crawl-delay (else randomising is turned off)."""
-    return _bounded_jitter(slot_delay, 0.5, crawl_delay) >= 0.5
-
-
-def _hold_slot_to(slot: Any, crawl_delay: float) -> None:
-    """Raise the slot delay to the Crawl-delay and bound its jitter (see above)."""
-    if slot.delay < crawl_delay:
-        slot.delay = crawl_delay
-    if hasattr(slot, "jitter"):  # Scrapy 2.19+ (randomize_delay is then deprecated)
-        if slot.jitter:
-            slot.jitter = _bounded_jitter(slot.delay, float(slot.jitter), crawl_delay)
-    elif getattr(slot, "randomize_delay", False) and not _halved_gap_fits(slot.delay, crawl_delay):
-        slot.randomize_delay = False
 
 
 def _describe(decision: dict[str, Any]) -> str:
