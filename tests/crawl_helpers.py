@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 #: scrapy-rep enabled, a process-local store, and budgets small enough for fast tests.
@@ -23,3 +24,22 @@ def pages_of(mockserver: Any, host: str) -> list[str]:
 def times_of(mockserver: Any, host: str, path: str) -> list[float]:
     """Server-side arrival times of ``path`` on ``host``."""
     return [e["t"] for e in mockserver.log(host) if e["path"] == path]
+
+
+#: How much later than Scrapy sent it a request may reach the mock server on a loaded
+#: machine (CI runs 4 xdist workers on 2 cores): the client's reactor or the server
+#: process can be descheduled between the send and the server's read. One request
+#: delayed so and the next not shortens the gap *at the server* by up to this much.
+TRANSIT_TOLERANCE = 0.3
+
+
+def assert_spaced(times: list[float], delay: float, tolerance: float = TRANSIT_TOLERANCE) -> None:
+    """Server arrival ``times`` show requests sent at least ``delay`` apart, allowing each
+    arrival up to ``tolerance`` s of transit on a loaded machine. Two checks: every gap
+    (a burst, i.e. no spacing, shows gaps of a few ms), and the whole span, where
+    transit cannot accumulate: only the first arrival's lateness shortens it, so it
+    must be at least ``(n - 1) * delay - tolerance``."""
+    assert len(times) >= 2, times
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+    assert min(gaps) >= delay - tolerance, gaps
+    assert times[-1] - times[0] >= (len(times) - 1) * delay - tolerance, gaps
