@@ -13,7 +13,9 @@ import pytest_twisted
 import scrapy
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Request
+from scrapy.utils.defer import deferred_from_coro
 
+from tests.conftest import ListSpider
 from tests.crawl_helpers import DISALLOW_PRIVATE, REP, assert_spaced, pages_of, times_of
 from tests.scrapy_compat import NO_DELAY_JITTER
 
@@ -287,6 +289,32 @@ async def test_jobdir_stop_hands_back_and_resume_downloads(
     assert sorted(r.url for r in second.spider.responses) == urls[:2]
 
 
+class StopWhenSettledSpider(ListSpider):
+    """Stops the crawl (a graceful stop, as a timeout or Ctrl-C does) as soon as
+    ``settled`` of its requests have an outcome: a response or a failure (a forbidden
+    request reaches the errback as IgnoreRequest)."""
+
+    name = "stop-when-settled"
+
+    def __init__(self, settled: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.settled = settled
+        self.stopped_early = False
+
+    def parse(self, response: Any, **kwargs: Any) -> Any:
+        yield from super().parse(response, **kwargs)
+        self._stop_when_settled()
+
+    def on_error(self, failure: Any) -> None:
+        super().on_error(failure)
+        self._stop_when_settled()
+
+    def _stop_when_settled(self) -> None:
+        if not self.stopped_early and len(self.responses) + len(self.failures) >= self.settled:
+            self.stopped_early = True
+            deferred_from_coro(self.crawler.stop_async())
+
+
 @pytest_twisted.ensureDeferred
 async def test_every_request_accounted_for(mockserver: Any, run_crawl: Any) -> None:
     """downloaded + forbidden + dropped_at_close == requested, in a crawl mixing rules,
@@ -294,12 +322,18 @@ async def test_every_request_accounted_for(mockserver: Any, run_crawl: Any) -> N
     rules, allow, fallback, down = (
         mockserver.unique_host(n) for n in ["rules", "allow", "fb", "down"]
     )
+    # The robots.txt of `down` answers only after `down_delay`; the crawl is stopped as
+    # soon as the other origins are settled (a condition, not a clock: on a loaded
+    # machine the fallback's 0.8 s wait and the downloads take longer than on an idle
+    # one). They settle in about 1 s idle; `down_delay` leaves a wide margin for load.
+    # The stop waits for the in-flight robots.txt, so the test lasts about `down_delay`.
+    down_delay = 5.0
     mockserver.configure_many(
         {
             rules: {"robots": {"body": DISALLOW_PRIVATE}},
             allow: {"robots": {"status": 404}},
             fallback: {"robots": [{"status": 500}, {"status": 500}, {"status": 500}]},
-            down: {"robots": {"body": DISALLOW_PRIVATE, "delay": 2.5}},
+            down: {"robots": {"body": DISALLOW_PRIVATE, "delay": down_delay}},
         }
     )
     paths = ("/a", "/b", "/private", "/private/c")
@@ -311,9 +345,17 @@ async def test_every_request_accounted_for(mockserver: Any, run_crawl: Any) -> N
         **REP,
         "REP_UNREACHABLE_WAIT": 0.8,
         "REP_RETRY_BACKOFF": 5,
-        "REP_FETCH_TIMEOUT": 10,
+        "REP_FETCH_TIMEOUT": down_delay + 10,
     }
-    crawler = await run_crawl(urls, settings=settings, timeout=1.5, allow_timeout=True)
+    settled = 12  # rules: 2 downloaded + 2 forbidden; allow, fallback: 4 downloaded each
+    crawler = await run_crawl(
+        urls,
+        settings=settings,
+        spider_cls=StopWhenSettledSpider,
+        spider_kwargs={"settled": settled},
+        timeout=down_delay + 30,
+    )
+    assert crawler.spider.stopped_early
     downloaded = sum(len(pages_of(mockserver, h)) for h in hosts)
     forbidden = crawler.stat("robotstxt/forbidden", 0)
     dropped = crawler.stat("robotstxt/dropped_at_close", 0)
