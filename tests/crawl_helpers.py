@@ -5,6 +5,10 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from scrapy.utils.defer import deferred_from_coro
+
+from tests.conftest import ListSpider
+
 #: scrapy-rep enabled, a process-local store, and budgets small enough for fast tests.
 REP: dict[str, Any] = {
     "ADDONS": {"scrapy_rep.Addon": 0},
@@ -43,3 +47,29 @@ def assert_spaced(times: list[float], delay: float, tolerance: float = TRANSIT_T
     gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
     assert min(gaps) >= delay - tolerance, gaps
     assert times[-1] - times[0] >= (len(times) - 1) * delay - tolerance, gaps
+
+
+class StopWhenSettledSpider(ListSpider):
+    """Stops the crawl (a graceful stop, as a timeout or Ctrl-C does) as soon as
+    ``settled`` of its requests have an outcome: a response or a failure (a forbidden
+    request reaches the errback as IgnoreRequest)."""
+
+    name = "stop-when-settled"
+
+    def __init__(self, settled: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.settled = settled
+        self.stopped_early = False
+
+    def parse(self, response: Any, **kwargs: Any) -> Any:
+        yield from super().parse(response, **kwargs)
+        self._stop_when_settled()
+
+    def on_error(self, failure: Any) -> None:
+        super().on_error(failure)
+        self._stop_when_settled()
+
+    def _stop_when_settled(self) -> None:
+        if not self.stopped_early and len(self.responses) + len(self.failures) >= self.settled:
+            self.stopped_early = True
+            deferred_from_coro(self.crawler.stop_async())

@@ -13,10 +13,15 @@ import pytest_twisted
 import scrapy
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Request
-from scrapy.utils.defer import deferred_from_coro
 
-from tests.conftest import ListSpider
-from tests.crawl_helpers import DISALLOW_PRIVATE, REP, assert_spaced, pages_of, times_of
+from tests.crawl_helpers import (
+    DISALLOW_PRIVATE,
+    REP,
+    StopWhenSettledSpider,
+    assert_spaced,
+    pages_of,
+    times_of,
+)
 from tests.scrapy_compat import NO_DELAY_JITTER
 
 
@@ -287,32 +292,6 @@ async def test_jobdir_stop_hands_back_and_resume_downloads(
     assert sorted(pages_of(mockserver, host)) == ["/page-0", "/page-1"]
     assert second.stat("robotstxt/forbidden") == 1
     assert sorted(r.url for r in second.spider.responses) == urls[:2]
-
-
-class StopWhenSettledSpider(ListSpider):
-    """Stops the crawl (a graceful stop, as a timeout or Ctrl-C does) as soon as
-    ``settled`` of its requests have an outcome: a response or a failure (a forbidden
-    request reaches the errback as IgnoreRequest)."""
-
-    name = "stop-when-settled"
-
-    def __init__(self, settled: int, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.settled = settled
-        self.stopped_early = False
-
-    def parse(self, response: Any, **kwargs: Any) -> Any:
-        yield from super().parse(response, **kwargs)
-        self._stop_when_settled()
-
-    def on_error(self, failure: Any) -> None:
-        super().on_error(failure)
-        self._stop_when_settled()
-
-    def _stop_when_settled(self) -> None:
-        if not self.stopped_early and len(self.responses) + len(self.failures) >= self.settled:
-            self.stopped_early = True
-            deferred_from_coro(self.crawler.stop_async())
 
 
 @pytest_twisted.ensureDeferred
