@@ -11,11 +11,12 @@ import json
 import os
 import subprocess
 import sys
-from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.crawl_helpers import assert_spaced
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RUN_DEMO = REPO_ROOT / "example_project" / "run_demo.py"
@@ -145,10 +146,14 @@ def test_crawl_delay_and_slow_robots_txt(demo: DemoRun) -> None:
     assert len(times) == 3
     slow = demo.entries("tour", "slow")
     assert all(e["held"] and e["waited"] >= 1.5 for e in slow)
-    # The other origins did not wait for the slow one.
-    assert all(e["waited"] < 1.5 for e in demo.entries("tour", "missing"))
-    shortest = min(b - a for a, b in pairwise(times))
-    assert shortest >= 0.9
+    # The other origins did not wait for the slow one: each waited less than any of its
+    # requests did (compared with each other, not with a clock, which load stretches).
+    assert max(e["waited"] for e in demo.entries("tour", "missing")) < min(
+        e["waited"] for e in slow
+    )
+    # "at" is when each response reached the crawler: transit stretches it under load,
+    # so the spacing is checked as the server-side tests do (crawl_helpers.assert_spaced).
+    assert_spaced(times, 1.0)
 
 
 def test_product_token_overrides_change_verdicts(demo: DemoRun) -> None:
