@@ -11,23 +11,22 @@ import json
 import os
 import subprocess
 import sys
-import time
-from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.crawl_helpers import assert_spaced
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RUN_DEMO = REPO_ROOT / "example_project" / "run_demo.py"
 
 
 class DemoRun:
-    def __init__(self, returncode: int, output: str, record: dict[str, Any], seconds: float):
+    def __init__(self, returncode: int, output: str, record: dict[str, Any]):
         self.returncode = returncode
         self.output = output
         self.record = record
-        self.seconds = seconds
         self.origins: dict[str, str] = record["origins"]
 
     def entries(self, spider: str, role: str | None = None) -> list[dict[str, Any]]:
@@ -56,7 +55,6 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
     record_file = tmp_path_factory.mktemp("demo") / "record.json"
     # Offline by construction; a proxy from the environment must not matter either.
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
-    started = time.monotonic()
     result = subprocess.run(
         [sys.executable, str(RUN_DEMO), "--json", str(record_file)],
         cwd=REPO_ROOT,
@@ -65,14 +63,13 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
         text=True,
         timeout=120,
     )
-    seconds = time.monotonic() - started
     assert result.returncode == 0, result.stdout + result.stderr
     record = json.loads(record_file.read_text("utf-8"))
-    return DemoRun(result.returncode, result.stdout, record, seconds)
+    return DemoRun(result.returncode, result.stdout, record)
 
 
-def test_runs_quickly_and_prints_the_report(demo: DemoRun) -> None:
-    assert demo.seconds < 45
+def test_prints_the_report(demo: DemoRun) -> None:
+    # No timed assertion (the project forbids them): the demo's speed is not a test's claim.
     out = demo.output
     # scrapy-rep's own summary line, one per crawl, next to the demo's tables.
     assert out.count("scrapy-rep summary:") == 3
@@ -149,10 +146,14 @@ def test_crawl_delay_and_slow_robots_txt(demo: DemoRun) -> None:
     assert len(times) == 3
     slow = demo.entries("tour", "slow")
     assert all(e["held"] and e["waited"] >= 1.5 for e in slow)
-    # The other origins did not wait for the slow one.
-    assert all(e["waited"] < 1.5 for e in demo.entries("tour", "missing"))
-    shortest = min(b - a for a, b in pairwise(times))
-    assert shortest >= 0.9
+    # The other origins did not wait for the slow one: each waited less than any of its
+    # requests did (compared with each other, not with a clock, which load stretches).
+    assert max(e["waited"] for e in demo.entries("tour", "missing")) < min(
+        e["waited"] for e in slow
+    )
+    # "at" is when each response reached the crawler: transit stretches it under load,
+    # so the spacing is checked as the server-side tests do (crawl_helpers.assert_spaced).
+    assert_spaced(times, 1.0)
 
 
 def test_product_token_overrides_change_verdicts(demo: DemoRun) -> None:

@@ -4,15 +4,18 @@ three scrapy-redis workers sharing the Redis store, one origin whose robots.txt 
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 from tests.cluster_helpers import Cluster, pages_received, receive_times, wait_for
+from tests.crawl_helpers import assert_spaced
 from tests.mockserver_client import MockServer
 
-#: Clock granularity: the server stamps arrivals with time.monotonic() as it reads the
-#: request head, a few milliseconds after the client sent it.
-GRANULARITY = 0.02
+#: The server stamps arrivals with time.monotonic() as it reads the request head; on a
+#: loaded machine one request can arrive well after its worker sent it and the next
+#: not (CI: a 1 s gap arrived as 0.88 s), so the spacing is checked with
+#: ``assert_spaced`` (transit slack documented there). Without the cluster's turns the
+#: three workers' pages would arrive about 1/3 s apart on average (each worker spaces
+#: only its own) and span ~5 s, not >= 13.5 s: the check still tells the two apart.
 
 
 def test_three_workers_together_keep_a_crawl_delay(
@@ -41,9 +44,8 @@ def test_three_workers_together_keep_a_crawl_delay(
     assert sorted(received) == sorted(f"/p{i}?w={tag}" for tag in tags for i in range(5))
     # the workers' requests interleave: the spacing was kept across processes
     assert len({path.rsplit("=", 1)[1] for path in received[:6]}) >= 2, received
-    times = receive_times(mockserver, host)
-    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
-    assert min(gaps) >= 1.0 - GRANULARITY, gaps
+    # every gap, and the whole span (where transit slack cannot accumulate)
+    assert_spaced(receive_times(mockserver, host), 1.0)
     results: list[Any] = [w.result() for w in cluster.workers.values()]
     stats = [r["stats"] for r in results]
     assert [s.get("robotstxt/cluster_delay/turns", 0) for s in stats] == [5, 5, 5]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import logging
 import socket
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,13 +24,15 @@ from tests.scrapy_compat import DNS_FAILURE
 PADDED_RULES = DISALLOW_PRIVATE + "# " + "x" * 3000 + "\n"
 
 
-def free_port() -> int:
-    """A local port nothing listens on (bound, read, closed)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    port: int = sock.getsockname()[1]
-    sock.close()
-    return port
+@pytest.fixture
+def refused_port() -> Iterator[int]:
+    """A local port that refuses connections for the whole test: bound but never
+    listening (Linux answers a SYN to it with RST). Kept bound, so no other process,
+    e.g. another pytest-xdist worker's server, can take it meanwhile."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        yield port
 
 
 # ---------------------------------------------------------------------------
@@ -285,7 +288,7 @@ def _unreachable_target(mockserver: Any, kind: str) -> str:
 @pytest.mark.parametrize("kind", ["dns", "refused"])
 @pytest_twisted.ensureDeferred
 async def test_unreachable_host_waits_then_fallback_allow(
-    mockserver: Any, run_crawl: Any, kind: str
+    mockserver: Any, run_crawl: Any, kind: str, refused_port: int
 ) -> None:
     """DNS failure / refused connection: requests wait REP_UNREACHABLE_WAIT while
     robots.txt is retried, then (no good copy) the default fallback allows them.
@@ -295,7 +298,7 @@ async def test_unreachable_host_waits_then_fallback_allow(
     (1.1 s) after the first failure, so the wait is 1.5 s to leave room for it."""
     wait = 1.5
     name = _unreachable_target(mockserver, kind)
-    port = free_port() if kind == "refused" else mockserver.port
+    port = refused_port if kind == "refused" else mockserver.port
     urls = [f"http://{name}:{port}/page-{i}" for i in range(3)]
     settings = {**REP, "REP_UNREACHABLE_WAIT": wait}
     crawler = await run_crawl(urls, settings=settings)
@@ -319,14 +322,14 @@ async def test_unreachable_host_waits_then_fallback_allow(
 @pytest.mark.parametrize("kind", ["dns", "refused", "503"])
 @pytest_twisted.ensureDeferred
 async def test_unreachable_fallback_disallow_drops(
-    mockserver: Any, run_crawl: Any, host: str, kind: str
+    mockserver: Any, run_crawl: Any, host: str, kind: str, refused_port: int
 ) -> None:
     if kind == "503":
         mockserver.configure(host, {"robots": {"status": 503}})
         base = mockserver.origin(host)
     else:
         name = _unreachable_target(mockserver, kind)
-        port = free_port() if kind == "refused" else mockserver.port
+        port = refused_port if kind == "refused" else mockserver.port
         base = f"http://{name}:{port}"
     urls = [f"{base}/page-{i}" for i in range(4)]
     settings = {**REP, "REP_UNREACHABLE_WAIT": 1, "REP_UNREACHABLE_FALLBACK": "disallow"}

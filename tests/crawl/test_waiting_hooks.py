@@ -17,7 +17,7 @@ import scrapy_rep.middleware
 from scrapy_rep.crawl.ledger import HeldLedger, NullLedger
 from scrapy_rep.middleware import RobotsTxtMiddleware
 from tests.conftest import ListSpider
-from tests.crawl_helpers import DISALLOW_PRIVATE, REP, pages_of
+from tests.crawl_helpers import DISALLOW_PRIVATE, REP, StopWhenSettledSpider, pages_of
 
 
 def test_null_ledger_is_a_held_ledger() -> None:
@@ -93,7 +93,17 @@ async def test_the_ledger_sees_every_request_enter_and_leave(
     mockserver.configure(down, {"robots": {"status": 503}})
     ok = [mockserver.url(recovers, f"/r{i}") for i in range(3)]
     stuck = [mockserver.url(down, f"/d{i}") for i in range(4)]
-    crawler = await run_crawl(ok + stuck, settings=REP, timeout=3, allow_timeout=True)
+    # Stopped once the recovering origin's three pages are in (a condition: under load
+    # its 503, the 0.2 s backoff and the retry take longer than on an idle machine);
+    # the other origin still answers 503, so its four requests are still waiting.
+    crawler = await run_crawl(
+        ok + stuck,
+        settings=REP,
+        spider_cls=StopWhenSettledSpider,
+        spider_kwargs={"settled": len(ok)},
+        timeout=30,
+    )
+    assert crawler.spider.stopped_early
     assert sorted(ledger.recorded) == sorted(ok + stuck)
     assert sorted(pages_of(mockserver, recovers)) == ["/r0", "/r1", "/r2"]
     assert ledger.closed == [False]
