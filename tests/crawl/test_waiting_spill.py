@@ -25,6 +25,18 @@ class CallbackSpider(ListSpider):
         self.tags = [*getattr(self, "tags", []), tag]
 
 
+def assert_nothing_parked(store: str, spider_name: str) -> None:
+    """No request of *spider_name* is left parked in the shared *store*."""
+    from scrapy_rep.crawl.store_ledger import open_cluster
+
+    cluster = open_cluster(store, spider_name)
+    assert cluster is not None
+    try:
+        assert cluster.parked() == []
+    finally:
+        cluster.close()
+
+
 @pytest.mark.parametrize("jobdir", [False, True], ids=["tempdir", "jobdir"])
 @pytest_twisted.ensureDeferred
 async def test_held_requests_beyond_the_bound_spill_and_come_back(
@@ -66,8 +78,6 @@ async def test_dont_filter_requests_beyond_the_bound_leave_nothing_parked(
     its fingerprint: it travels in the request's bytes (a private meta key), so one
     that comes back from disk as a new object is still forgotten. Copies of one URL
     spill like any request, each is crawled, and nothing is left parked."""
-    from scrapy_rep.crawl.store_ledger import open_cluster
-
     mockserver.configure(host, {"robots": [{"status": 503}, {"body": DISALLOW_PRIVATE}]})
     store = f"sqlite:{tmp_path / 'store.db'}"
     settings: dict[str, Any] = {**REP, "REP_STORAGE": store, "REP_MEMORY_MAX_HELD": 2}
@@ -82,12 +92,7 @@ async def test_dont_filter_requests_beyond_the_bound_leave_nothing_parked(
     assert len(pages_of(mockserver, host)) == 12  # dont_filter: every copy is crawled
     assert crawler.stat("robotstxt/released") == 12
     assert crawler.stat("robotstxt/spilled") == 10  # 2 in memory, the rest on disk
-    cluster = open_cluster(store, Start.name)
-    assert cluster is not None
-    try:
-        assert cluster.parked() == []
-    finally:
-        cluster.close()
+    assert_nothing_parked(store, Start.name)
     assert not crawler.messages(logging.ERROR)
 
 
@@ -99,7 +104,7 @@ async def test_spilled_dont_filter_requests_are_each_crawled_once_and_not_again(
     each is crawled exactly once, the ledger keys leave with them (not in the
     responses' meta), nothing stays parked, and the next run of the spider on the same
     store finds nothing to adopt."""
-    from scrapy_rep.crawl.store_ledger import LEDGER_KEY_META, open_cluster
+    from scrapy_rep.crawl.store_ledger import LEDGER_KEY_META
 
     mockserver.configure(host, {"robots": [{"status": 503}, {"body": DISALLOW_PRIVATE}]})
     store = f"sqlite:{tmp_path / 'store.db'}"
@@ -121,12 +126,7 @@ async def test_spilled_dont_filter_requests_are_each_crawled_once_and_not_again(
     assert crawler.stat("robotstxt/spilled") == 27
     assert crawler.stat("robotstxt/released") == 30
     assert not any(LEDGER_KEY_META in r.meta for r in crawler.spider.responses)
-    cluster = open_cluster(store, Start.name)
-    assert cluster is not None
-    try:
-        assert cluster.parked() == []
-    finally:
-        cluster.close()
+    assert_nothing_parked(store, Start.name)
     again = await run_crawl([], settings=settings, spider_cls=CallbackSpider)
     assert sorted(pages_of(mockserver, host)) == sorted(paths)
     assert not again.stat("robotstxt/ledger/adopted")
