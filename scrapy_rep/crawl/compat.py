@@ -50,7 +50,7 @@ async def send_robots_parsed(
     ``body`` is what scrapy-rep applies: the (size-capped) file for a 2xx, empty for an
     answer that allows all (4xx), so the parser agrees with the crawl's verdicts.
     When someone listens, the parser carries the copy *parsed* gives (the one the
-    crawl's own checks use, a large file parsed off the reactor), not a second parse
+    crawl's own checks use, a large file parsed in bounded steps), not a second parse
     on the reactor at the receiver's first query.
     """
     signal = getattr(signals, "robots_parsed", None)

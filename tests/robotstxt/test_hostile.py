@@ -125,7 +125,7 @@ def test_windowed_scans_agree_with_the_compiled_group(
 
 
 def test_prepare_does_the_first_checks_work_and_answers_stay_the_same() -> None:
-    # what the crawl layer does in a worker thread for a large group (crawl/decide.py)
+    # what a first check does, which the crawl runs in steps for a large group (crawl/decide.py)
     body = "User-agent: *\nDisallow: /private\n" + "".join(
         f"Allow: /*x{n}$\n" for n in range(3_000)
     )
