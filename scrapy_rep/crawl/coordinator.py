@@ -109,18 +109,6 @@ class OriginCoordinator(FetchSteps):
     def fetching_now(self) -> int:
         return self._fetches_pending
 
-    def cached(self, origin: str) -> Evaluation | None:
-        """The evaluation a fresh copy gives, without touching the store or timers
-        (the per-request fast path), else None."""
-        rt = self.registry.lookup(origin)
-        if rt is None:
-            return None
-        fresh = rt.fresh
-        if fresh is not None and rt.record is fresh[1] and self.clock() < fresh[0]:
-            self.registry.get(origin)  # LRU touch
-            return fresh[2]
-        return None
-
     def evaluate(self, origin: str, *, reread: bool = False) -> Evaluation:
         """The origin's state now; starts a fetch or a timer when one is due.
 
@@ -131,9 +119,9 @@ class OriginCoordinator(FetchSteps):
         rt = self.runtime(origin)
         now = self.clock()
         if not reread:
-            fresh = rt.fresh
-            if fresh is not None and rt.record is fresh[1] and now < fresh[0]:
-                return fresh[2]  # the per-request fast path: same record, not expired
+            fresh = rt.fresh_evaluation(now)
+            if fresh is not None:
+                return fresh  # the per-request fast path: same record, not expired
             undecided = rt.undecided
             if undecided is not None and rt.record is undecided[1] and now < undecided[0]:
                 return undecided[2]  # held origin: nothing changes before its next wake

@@ -97,12 +97,12 @@ class RuntimeRegistry:
                 return None
         else:
             lru.move_to_end(origin)
-        fresh = rt.fresh
-        if fresh is None or rt.record is not fresh[1] or now >= fresh[0]:
+        fresh = rt.fresh_evaluation(now)
+        if fresh is None:
             return None
         if rt.copy_bytes:
             self._resident.move_to_end(origin)
-        return rt, fresh[2]
+        return rt, fresh
 
     def get(self, origin: str) -> OriginRuntime:
         rt = self._lru.get(origin)

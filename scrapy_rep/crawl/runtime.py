@@ -50,3 +50,11 @@ class OriginRuntime:
     longest_wait: float = 0.0
     unreachable_spells: int = 0
     stale_used: bool = False
+
+    def fresh_evaluation(self, now: float) -> Evaluation | None:
+        """The evaluation of the fresh copy while it still applies at ``now`` (the
+        same record, not expired), else None."""
+        fresh = self.fresh
+        if fresh is not None and self.record is fresh[1] and now < fresh[0]:
+            return fresh[2]
+        return None
