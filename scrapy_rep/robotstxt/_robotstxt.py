@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import TypeAlias
 
-from scrapy_rep.robotstxt._compile import compile_group
 from scrapy_rep.robotstxt._extension_queries import ExtensionQueries
 from scrapy_rep.robotstxt._extensions import ExtensionLine, Extensions
 from scrapy_rep.robotstxt._gc import paused_gc
@@ -211,20 +210,10 @@ class RobotsTxt(ExtensionQueries, SteppedWork):
     def _group(self, token: str) -> Group:
         group = self._groups[token]
         if isinstance(group, list):
-            # (an originals dict is kept only once it holds something)
-            originals = {} if self._originals is None else self._originals
-            scans = self._scans
-            scanned = None if scans is None else scans.get(token)
-            # the scan's split rules if it has them: splitting the runs' joined
-            # patterns again would cost the compile as much as the first check paid
-            rules = list(map(run_rules, group)) if scanned is None else scanned[2]
-            if sum(map(len, map(_MARKS, group))) < _LARGE // 16:
-                group = compile_group(rules, {}, originals)
-            else:
-                with paused_gc():
-                    group = compile_group(rules, {}, originals)
-            self._compiled(token, group, originals)
-        return group
+            for _ in self._compile_steps(token):  # (see _steps: run to its end at once)
+                pass
+            group = self._groups[token]
+        return group  # type: ignore[return-value]  # (compiled now)
 
     def _compiled(self, token: str, group: Group, originals: dict[int, str]) -> None:
         """Keep *token*'s compiled group (its scan, if any, is no longer needed)."""

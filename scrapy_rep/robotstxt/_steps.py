@@ -104,15 +104,26 @@ class SteppedWork:
         token = self._token(user_agent)
         if token is None or self._scan(token) is not None:
             return  # no group, compiled already, or a (now prepared) scan answers
+        if not isinstance(self._groups[token], list):
+            return  # (compiled meanwhile)
+        yield
+        yield from self._compile_steps(token)
+
+    def _compile_steps(self, token: str) -> Generator[None, None, None]:
+        """Compile *token*'s group (not compiled yet) and keep it, yielding between the
+        compile's passes: the one compile both a first check (run to its end) and
+        :meth:`prepare_steps` do."""
         runs = self._groups[token]
         if not isinstance(runs, list):
-            return  # (compiled meanwhile)
+            return  # (compiled meanwhile, by a query between steps)
         scans = self._scans
         scanned = None if scans is None else scans.get(token)
+        # the scan's split rules if it has them: splitting the runs' joined patterns
+        # again would cost the compile as much as the first check paid
         rules = list(map(run_rules, runs)) if scanned is None else scanned[2]
+        # (an originals dict is kept only once it holds something)
         originals = {} if self._originals is None else self._originals
         large = sum(map(len, map(_MARKS, runs))) >= _LARGE // 16
-        yield
         with paused_gc() if large else nullcontext():
             for group in compile_steps(rules, {}, originals):
                 if group is None:
