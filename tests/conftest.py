@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import sys
 from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator
 from pathlib import Path
@@ -314,3 +315,14 @@ def subprocess_env() -> dict[str, str]:
         p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p
     )
     return env
+
+
+@pytest.fixture
+def refused_port() -> Iterator[int]:
+    """A local port that refuses connections for the whole test: bound but never
+    listening (Linux answers a SYN to it with RST). Kept bound, so no other process,
+    e.g. another pytest-xdist worker's server, can take it meanwhile."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        yield port

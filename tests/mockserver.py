@@ -14,6 +14,8 @@ reachable on any host, configures the origins and reads back what was received:
   server's ``time.monotonic()`` when the request head had been read).
 * ``GET /__mock/time``: ``{"t": time.monotonic()}`` of the server.
 * ``POST /__mock/reset``: forget all specs, counters and logs.
+* ``POST /__mock/open`` with ``{"gate": "<name>"}``: open the named gate, releasing every
+  response held on it (and any later one); answers ``{"t": time.monotonic()}``.
 
 HostSpec: ``{"robots": ResponseSpec | [ResponseSpec, ...], "pages": {"/path":
 ResponseSpec | [...]}, "default": ResponseSpec}``. With a list, the n-th request of
@@ -22,8 +24,10 @@ query string (``/a?b=1``); an exact match wins over a match on the path alone.
 
 ResponseSpec keys (all optional): ``status``, ``body``, ``body_b64``, ``headers``,
 ``gzip``, ``size``, ``tail``, ``delay``, ``stall_after``, ``stall``, ``reset_after``,
-``truncate_after``, ``bad_chunking``, ``redirect``, ``links``. See ``build_response``
-and ``send_response`` for their exact meaning.
+``truncate_after``, ``bad_chunking``, ``redirect``, ``links``, ``hold`` (a gate name:
+the response waits until the test opens that gate, so a test waits on a condition
+instead of a clock) with ``hold_max`` (at most this many seconds, default 60). See
+``build_response`` and ``send_response`` for their exact meaning.
 """
 
 from __future__ import annotations
@@ -54,6 +58,11 @@ class State:
         self.hosts: dict[str, dict[str, Any]] = {}
         self.counters: dict[tuple[str, str], int] = {}
         self.log: list[dict[str, Any]] = []
+        self.gates: dict[str, threading.Event] = {}
+
+    def gate(self, name: str) -> threading.Event:
+        with self.lock:
+            return self.gates.setdefault(name, threading.Event())
 
     def configure(self, hosts: dict[str, dict[str, Any]]) -> None:
         with self.lock:
@@ -247,6 +256,9 @@ class Handler(BaseHTTPRequestHandler):
                 result = STATE.entries(host)
             elif action == "time":
                 result = {"t": time.monotonic()}
+            elif action == "open" and self.command == "POST":
+                STATE.gate(str(json.loads(request_body or b"{}")["gate"])).set()
+                result = {"t": time.monotonic()}
             else:
                 self.send_plain(404, json.dumps({"error": f"unknown control {action!r}"}))
                 return
@@ -271,6 +283,8 @@ class Handler(BaseHTTPRequestHandler):
     ) -> None:
         if spec.get("delay"):
             time.sleep(float(spec["delay"]))
+        if spec.get("hold"):
+            STATE.gate(str(spec["hold"])).wait(float(spec.get("hold_max", 60)))
         if int(spec.get("reset_after", 0)) < 0:
             self.reset_connection()  # RST before the status line: no response at all
             return
@@ -345,6 +359,8 @@ ALLOWED_KEYS = {
     "bad_chunking",
     "redirect",
     "links",
+    "hold",
+    "hold_max",
 }
 
 

@@ -95,6 +95,11 @@ class MockServer:
     def configure_many(self, hosts: dict[str, dict[str, Any]]) -> None:
         self._call("POST", "config", {"hosts": hosts})
 
+    def open_gate(self, name: str) -> float:
+        """Release the responses held on gate ``name`` (spec key ``hold``); returns
+        the server's ``time.monotonic()`` when it opened."""
+        return float(self._call("POST", "open", {"gate": name})["t"])
+
     def reset(self) -> None:
         """Forget every host spec and log entry (affects other tests' hosts too)."""
         self._call("POST", "reset", {})

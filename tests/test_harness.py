@@ -173,22 +173,29 @@ def test_redirect_headers_and_raw_bytes(mockserver: Any, host: str) -> None:
     assert gzip.decompress(body) == b"zipped"
 
 
-def test_stalled_connections_do_not_block_others(mockserver: Any, host: str) -> None:
-    mockserver.configure(host, {"pages": {"/slow": {"delay": 2}}})
+def test_held_connections_do_not_block_others(mockserver: Any, host: str) -> None:
+    """Twenty responses held on a gate (spec key ``hold``) until the test opens it:
+    other requests are answered meanwhile, and opening the gate releases all twenty."""
+    gate = mockserver.unique_host("gate")
+    mockserver.configure(host, {"pages": {"/slow": {"hold": gate, "hold_max": 30}}})
     slow = [
         threading.Thread(target=fetch, args=(mockserver, host, "/slow"), daemon=True)
         for _ in range(20)
     ]
     for thread in slow:
         thread.start()
-    time.sleep(0.2)
-    started = time.monotonic()
+    for _ in range(1000):  # until all twenty have arrived (bounded: 20 s)
+        if mockserver.count(host, "/slow") == 20:
+            break
+        time.sleep(0.02)
+    assert mockserver.count(host, "/slow") == 20
     for _ in range(10):
         assert fetch(mockserver, host, "/fast")[0] == 200
-    assert time.monotonic() - started < 1.0
+    assert all(thread.is_alive() for thread in slow)  # still held: answered /fast first
+    mockserver.open_gate(gate)
     for thread in slow:
-        thread.join(timeout=5)
-    assert mockserver.count(host, "/slow") == 20
+        thread.join(timeout=20)
+    assert not any(thread.is_alive() for thread in slow)
 
 
 # ---------------------------------------------------------------------------

@@ -188,9 +188,8 @@ def test_spiders_sharing_a_store_do_not_adopt_each_other(tmp_path: Path) -> None
     assert len(SqliteCluster(path, "one").adopt("C", 60, 10)) == 2
 
 
-def test_an_unreachable_redis_raises_cluster_error() -> None:
-    port = redis_helper.free_port()  # nothing listens there
-    store = open_cluster(f"redis://127.0.0.1:{port}/0", "s")
+def test_an_unreachable_redis_raises_cluster_error(refused_port: int) -> None:
+    store = open_cluster(f"redis://127.0.0.1:{refused_port}/0", "s")
     assert store is not None
     with pytest.raises(ClusterError):
         store.park("A", 1, entries(1), [])

@@ -182,11 +182,13 @@ def test_listed_in_help_and_project_default_store(
 
 
 def test_unreachable_redis_store_is_reported(
-    mockserver: MockServer, host: str, subprocess_env: dict[str, str], workdir: Path
+    mockserver: MockServer,
+    host: str,
+    subprocess_env: dict[str, str],
+    workdir: Path,
+    refused_port: int,
 ) -> None:
-    from tests.redis_server import free_port
-
-    url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    url = f"redis://127.0.0.1:{refused_port}/0"  # bound, nothing listens there
     result = robots(
         [mockserver.url(host, "/a"), "-s", f"REP_STORAGE={url}", "--json"], subprocess_env, workdir
     )

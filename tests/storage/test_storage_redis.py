@@ -18,7 +18,7 @@ from scrapy_rep.storage.codec import pack_record, unpack_record
 from scrapy_rep.storage.factory import create_storage
 from scrapy_rep.storage.redis_store import RedisStorage, mask_url
 from tests import redis_server as redis_helper
-from tests.redis_server import RedisServer, free_port
+from tests.redis_server import RedisServer
 from tests.storage.test_storage import RECORD, ours
 
 # The fixtures live in the helper module (tests/conftest.py belongs to the harness).
@@ -122,8 +122,10 @@ def test_redis_outage_falls_back_and_recovers(
     store.close()
 
 
-def test_redis_unreachable_at_start_does_not_raise(caplog: pytest.LogCaptureFixture) -> None:
-    url = f"redis://user:topsecret@127.0.0.1:{free_port()}/0"
+def test_redis_unreachable_at_start_does_not_raise(
+    caplog: pytest.LogCaptureFixture, refused_port: int
+) -> None:
+    url = f"redis://user:topsecret@127.0.0.1:{refused_port}/0"
     with caplog.at_level(logging.WARNING, logger=REDIS_LOGGER):
         store = RedisStorage.from_url(url, Config(), reconnect_interval=3600)
         store.put("https://a.test", RECORD)
