@@ -321,11 +321,11 @@ async def test_crawl_sees_connection_faults(mockserver: Any, run_crawl: Any, hos
         "/short-stall": {"body": body, "stall_after": 100, "stall": 0.2},
     }
     mockserver.configure(host, {"pages": faults})
-    started = time.monotonic()
+    # No clock on the crawl (a loaded machine may stretch it): the failure types below
+    # show that DOWNLOAD_TIMEOUT, not the server's 2 s, ended the slow responses.
     crawler = await run_crawl(
         [mockserver.url(host, p) for p in faults], settings={**NO_ROBOTS, "DOWNLOAD_TIMEOUT": 1}
     )
-    assert time.monotonic() - started < 3
     expected = {
         "/reset": DATA_LOSS_FAILURE,
         "/reset-at-once": NO_RESPONSE_FAILURE,
