@@ -328,7 +328,15 @@ class RobotsTxt(ExtensionQueries, SteppedWork):
                 if group[8] is not None:
                     best = group[8][best]
         if group[2] and path.startswith(group[2]):
-            best = wild_rule(group, path, best, text)
+            quick = group[10]
+            if quick is None:
+                best = wild_rule(group, path, best, text)
+            else:
+                if text is None:
+                    text = path.decode("ascii")  # normalised paths are ASCII
+                # no probe in the path: no wildcard rule can match (see _matcher.Group)
+                if any(map(text.__contains__, quick)):
+                    best = wild_rule(group, path, best, text)
         if best < 0 or not group[6][best] & 1:  # the low bit is set for disallow rules
             return True
         # is_robots_txt(path), inlined: /robots.txt is always allowed (RFC 9309 2.2.2)
