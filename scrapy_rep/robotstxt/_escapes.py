@@ -22,9 +22,8 @@ from __future__ import annotations
 
 import re
 from array import array
-from bisect import bisect_right
-from itertools import accumulate, chain, repeat
-from operator import add, itemgetter
+from itertools import chain, compress, repeat
+from operator import itemgetter, ne, rshift
 
 __all__ = [
     "JOINED_FIX",
@@ -182,19 +181,35 @@ def normalise_path_bytes(raw: bytes) -> bytes:
 # -- a group's rules at once ------------------------------------------------------------
 
 
-def _rules_at(ends: list[int], joined: bytes) -> list[int]:
-    """Indexes of the patterns (joined by one octet; *ends* = cumulative ends) that
-    JOINED_FIX hits, in order: for each of its parts that can hit (see _fixes), one
-    search per such pattern, which then skips to the next one (a rule of 16,000 "$"
-    is one hit, not 16,000)."""
-    found: set[int] = set()
-    for fix in _fixes(joined):
-        m = fix.search(joined)
-        while m is not None:
-            i = bisect_right(ends, m.start())
-            found.add(i)
-            m = fix.search(joined, ends[i]) if i < len(ends) else None
-    return sorted(found)
+# what the joined patterns keep as they are: a pattern's octets, the joiner, and "$"
+# (a "$" that is not a pattern's last octet is escaped apart: see _normalised_joined)
+_JOINED_OK = _PATTERN_OK + b"\n$"
+
+
+def _normalised_joined(joined: bytes) -> bytes:
+    """Patterns joined by "\n", each in canonical form (normalise_pattern of each),
+    in C-level passes over them all: no call per pattern or per escape.
+
+    Nothing normalisation does crosses a joiner: an escape needs two hex digits after
+    its "%" ("\n" is none, as the end of a pattern is none), octets are escaped one
+    by one ("\n" is not among them: no pattern holds one), and a "$" followed by
+    "\n" or the end is a pattern's last octet, the only one that anchors."""
+    if 0x25 in joined:
+        joined = _escapes(joined)
+    rest = joined.translate(None, _JOINED_OK)
+    while rest:  # (see _normalise)
+        octet = rest[:1]
+        joined = joined.replace(octet, _OCTET_ESCAPES[rest[0]])
+        rest = rest.translate(None, octet)
+    if 0x24 in joined:
+        # every "$" escaped but the last octet of each pattern: those are held as
+        # "\x00" meanwhile (no octet below 0x21 is left unescaped by now); replaces,
+        # not a regex substitution: a rule of 16,000 "$" is not 16,000 matches
+        joined = joined.replace(b"$\n", b"\x00\n")
+        if joined[-1:] == b"$":
+            joined = joined[:-1] + b"\x00"
+        joined = joined.replace(b"$", b"%24").replace(b"\x00", b"$")
+    return joined
 
 
 def normalised_rules(
@@ -202,19 +217,30 @@ def normalised_rules(
 ) -> tuple[list[bytes], bytes]:
     """*patterns* in canonical form (a new list if any changed) and joined by "\n".
 
-    Rules needing attention are found by scanning all patterns joined, in C, and
-    mapping hits back to rules through the cumulative lengths; *originals* receives
-    {line: pattern as written} for the patterns that change.
+    All the patterns are normalised at once, joined (see _normalised_joined), and the
+    ones that changed found by one C-level comparison; *originals* receives
+    {line: pattern as written} for those.
     """
-    joined = b"\n".join(patterns)
-    if joined_needs_fixing(joined):
-        ends = list(accumulate(map(add, map(len, patterns), repeat(1))))
-        fixed = list(patterns)
-        for i in _rules_at(ends, joined):
-            raw = patterns[i]
-            new = normalise_pattern(raw)
-            if new != raw:
-                originals.setdefault(marks[i] >> 1, raw.decode("utf-8", "replace"))
-                fixed[i] = new
-        return fixed, b"\n".join(fixed)
-    return patterns, joined
+    raw = b"\n".join(patterns)
+    if not joined_needs_fixing(raw):
+        return patterns, raw
+    joined = _normalised_joined(raw)
+    fixed = joined.split(b"\n")
+    changed = list(map(ne, fixed, patterns))
+    # {line: pattern as written} of those that changed, in C-level passes (decoded in
+    # one call: an invalid sequence cut by a "\n" is replaced as at a pattern's end)
+    texts = compress(raw.decode("utf-8", "replace").split("\n"), changed)
+    lines = map(rshift, compress(marks, changed), repeat(1))
+    written = dict(zip(lines, texts, strict=True))
+    if len(written) < changed.count(True):
+        # rules sharing a line (the parser's "/a/$" derived from "/a/index.html"):
+        # the first in file order is the one named
+        texts = compress(raw.decode("utf-8", "replace").split("\n"), changed)
+        lines = map(rshift, compress(marks, changed), repeat(1))
+        written = dict(reversed(list(zip(lines, texts, strict=True))))
+    # as setdefault() for each: a line known already keeps its text
+    if originals:
+        for line in written.keys() & originals.keys():
+            del written[line]
+    originals.update(written)
+    return fixed, joined

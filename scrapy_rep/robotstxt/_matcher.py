@@ -97,7 +97,11 @@ def match_pieces(pieces: tuple[bytes, ...], anchored: bool, path: bytes) -> bool
 #  the probes of each bucket's rules (as str), the patterns of the wildcard rules bucket by
 #  bucket; codes: the
 #  literals' then the wildcards'; where each guard's bucket starts (and the end);
-#  each literal's deciding rule on its chain or None when that is always itself)
+#  each literal's deciding rule on its chain or None when that is always itself;
+#  the probe index of a group of many wildcard rules (see _probes); the distinct
+#  probes of all the wildcard rules when they are few and none is empty, else None:
+#  a path holding none of them is matched by no wildcard rule, one C call, see
+#  RobotsTxt.allowed)
 Group: TypeAlias = tuple[
     tuple[bytes, ...],
     "array[int]",
@@ -109,9 +113,22 @@ Group: TypeAlias = tuple[
     "array[int]",
     "array[int] | None",
     "ProbeIndex | None",
+    "tuple[str, ...] | None",
 ]
 
-EMPTY_GROUP: Group = ((), array("i"), (), array("i"), (), (), array("q"), array("i"), None, None)
+EMPTY_GROUP: Group = (
+    (),
+    array("i"),
+    (),
+    array("i"),
+    (),
+    (),
+    array("q"),
+    array("i"),
+    None,
+    None,
+    None,
+)
 # Split wildcard patterns, shared: the same few ("/*?", "/*.pdf$") recur across
 # sites, and a pattern is split only when a path passes its guard and probe.
 _SPLIT: dict[bytes, tuple[tuple[bytes, ...], bool]] = {}

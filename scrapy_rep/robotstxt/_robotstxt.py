@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import dataclass
 from operator import attrgetter
 from typing import TypeAlias
 
+from scrapy_rep.robotstxt._explain import Decision, Explained, Explaining, _agent
 from scrapy_rep.robotstxt._extension_queries import ExtensionQueries
 from scrapy_rep.robotstxt._extensions import ExtensionLine, Extensions
 from scrapy_rep.robotstxt._gc import paused_gc
@@ -17,20 +17,16 @@ from scrapy_rep.robotstxt._interpreted import (
     plain_scan,
     prepare_scan,
     scan_allows,
-    scan_best,
-    scan_rule,
     windowed,
 )
 from scrapy_rep.robotstxt._issues import Issue, Pending, materialise
 from scrapy_rep.robotstxt._matcher import (
     Group,
-    best_rule,
-    pattern_at,
     wild_rule,
 )
 from scrapy_rep.robotstxt._parser import DEFAULT_MAX_SIZE, ParseResult, Run, parse, run_rules
 from scrapy_rep.robotstxt._steps import ScanState, SteppedWork
-from scrapy_rep.robotstxt._urls import _SIMPLE, is_robots_txt, plain_path
+from scrapy_rep.robotstxt._urls import _SIMPLE, plain_path
 from scrapy_rep.robotstxt._urls import as_text as _text
 from scrapy_rep.robotstxt._usage import UsageIndex
 from scrapy_rep.robotstxt._useragent import token_key
@@ -41,26 +37,7 @@ __all__ = ["DEFAULT_MAX_SIZE", "Decision", "RobotsTxt"]
 _Text: TypeAlias = str | bytes | bytearray | memoryview
 
 
-_MARK = (1 << 33) - 1  # the line mark part of a rule's code (see _matcher)
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """Why a URL is allowed or not, for logs and debugging."""
-
-    allowed: bool
-    line: int | None
-    rule: str | None
-    groups: tuple[str, ...]
-    reason: str
-
-
 _NO_MEMO: tuple[object, None] = (None, None)
-
-
-def _agent(user_agent: _Text) -> str | bytes:
-    # (a bytearray or memoryview is kept as bytes: it compares equal to those)
-    return user_agent if isinstance(user_agent, (str, bytes)) else bytes(user_agent)
 
 
 # a file (octets) or group (16 octets a rule) from which the collector is paused
@@ -68,7 +45,7 @@ _LARGE = 32_768
 _MARKS = attrgetter("marks")  # a run's line marks, one per rule (see _parser.Run)
 
 
-class RobotsTxt(ExtensionQueries, SteppedWork):
+class RobotsTxt(Explaining, ExtensionQueries, SteppedWork):
     """A parsed robots.txt.  Build with :meth:`parse`.
 
     Queries change no answer, but they do build indexes as they go (see _interpreted):
@@ -77,6 +54,8 @@ class RobotsTxt(ExtensionQueries, SteppedWork):
     """
 
     __slots__ = (
+        "_decisions",
+        "_explained",
         "_extension_lines",
         "_extensions",
         "_groups",
@@ -100,6 +79,10 @@ class RobotsTxt(ExtensionQueries, SteppedWork):
         # one tuple swapped whole, so that threads sharing the object never see one
         # agent paired with another's group
         self._memo: tuple[object, Group | str | None] = _NO_MEMO
+        # explain()'s own memo, set once the agent's group is compiled (see explain)
+        self._explained: Explained | None = None
+        # token -> its compiled group's decisions so far, by deciding rule (see explain)
+        self._decisions: dict[str, dict[int, Decision]] | None = None
         # token -> its extension values (Crawl-delay, ...); the preamble's (lines
         # before any user-agent line); the raw lines of each (see _extensions)
         self._extensions: dict[str, Extensions] | None = None
@@ -133,6 +116,8 @@ class RobotsTxt(ExtensionQueries, SteppedWork):
         self = cls.__new__(cls)  # every slot is set here: no defaults to throw away
         self._usage = None
         self._memo = _NO_MEMO
+        self._explained = None
+        self._decisions = None
         self._scans = None
         # No group is compiled now: a crawler uses one token, and most files name
         # many crawlers it will never be (Protego builds its index lazily alike).
@@ -225,6 +210,16 @@ class RobotsTxt(ExtensionQueries, SteppedWork):
             scans.pop(token, None)
             if not scans:
                 self._scans = None  # an emptied dict keeps its table: free it
+
+    def _remember(self, explained: Explained) -> None:
+        """Remember explain()'s agent (see _explain), one tuple swapped whole."""
+        self._explained = explained
+
+    def _known(self, token: str) -> dict[int, Decision]:
+        decisions = self._decisions
+        if decisions is None:
+            decisions = self._decisions = {}
+        return decisions.setdefault(token, {})
 
     def _token(self, user_agent: _Text) -> str | None:
         """The group key this crawler obeys (RFC 9309 §2.2.1), or None for none."""
@@ -328,38 +323,16 @@ class RobotsTxt(ExtensionQueries, SteppedWork):
                 if group[8] is not None:
                     best = group[8][best]
         if group[2] and path.startswith(group[2]):
-            best = wild_rule(group, path, best, text)
+            quick = group[10]
+            if quick is None:
+                best = wild_rule(group, path, best, text)
+            else:
+                if text is None:
+                    text = path.decode("ascii")  # normalised paths are ASCII
+                # no probe in the path: no wildcard rule can match (see _matcher.Group)
+                if any(map(text.__contains__, quick)):
+                    best = wild_rule(group, path, best, text)
         if best < 0 or not group[6][best] & 1:  # the low bit is set for disallow rules
             return True
         # is_robots_txt(path), inlined: /robots.txt is always allowed (RFC 9309 2.2.2)
         return path[:11] == b"/robots.txt" and (len(path) == 11 or path[11] == 0x3F)
-
-    def explain(self, url: _Text, user_agent: _Text) -> Decision:
-        """Like :meth:`allowed`, with the deciding line, rule and group."""
-        token = self._token(user_agent)
-        path = plain_path(_text(url))
-        if is_robots_txt(path):
-            return Decision(True, None, None, (), "robots.txt-always-allowed")
-        if token is None:
-            return Decision(True, None, None, (), "no-matching-group")
-        scan = self._scan(token)
-        if scan is not None:
-            n, cost = scan_best(scan, path)
-            self._spend(token, cost)
-            if n < 0:
-                return Decision(True, None, None, (token,), "no-matching-rule")
-            mark, pattern = scan_rule(scan, n)
-        else:
-            group = self._group(token)
-            n = best_rule(group, path)
-            if n < 0:
-                return Decision(True, None, None, (token,), "no-matching-rule")
-            mark = group[6][n] & _MARK
-            pattern = pattern_at(group, n)
-        allow = not mark & 1
-        line = mark >> 1
-        text = (self._originals or {}).get(line)
-        if text is None:
-            text = pattern.decode("ascii")
-        rule = ("Allow: " if allow else "Disallow: ") + text
-        return Decision(allow, line, rule, (token,), "rule")

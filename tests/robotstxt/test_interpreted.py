@@ -185,6 +185,28 @@ def test_scanned_explain_names_the_rule_the_compiled_group_names(
         assert scanned.explain(path, "bot") == reference.explain(path, "bot"), path
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_AGENTS, _RULES), min_size=1, max_size=4), _PATHS)
+def test_remembered_explain_gives_what_a_first_explain_gives(
+    groups: list[tuple[str, list[tuple[str, str]]]], paths: list[str]
+) -> None:
+    """Once a group is compiled, explain() remembers the agent and each deciding
+    rule's Decision: it must answer as a fresh object's first explain() does, agree
+    with allowed(), and give the same Decision again, whatever agent came between."""
+    body = _file(groups)
+    remembered = compiled_robots(body)
+    compiled_robots(body, "zzz")  # (compiles "*" too, if "zzz" obeys it)
+    for path in [*paths, "/robots.txt?x", *paths]:
+        url = "https://example.com" + path
+        expected = compiled_robots(body).explain(url, "bot")  # a first explain
+        decision = remembered.explain(url, "bot")
+        assert decision == expected, path
+        assert remembered.explain(path, "bot") == expected, path
+        assert remembered.allowed(url, "bot") is decision.allowed, path
+        assert remembered.explain(url, "zzz") == compiled_robots(body, "zzz").explain(url, "zzz")
+        assert remembered.explain(url, "bot") is decision  # built once
+
+
 def test_user_agent_of_any_text_type_is_remembered_by_value() -> None:
     robots = RobotsTxt.parse("User-agent: bot\nDisallow: /\n\nUser-agent: *\nAllow: /\n")
     for _ in range(30):  # scanned, then compiled

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from array import array
 
 import pytest
 from hypothesis import given, settings
@@ -13,6 +14,7 @@ from scrapy_rep.robotstxt._forest import parents
 from scrapy_rep.robotstxt._matcher import (
     match_pieces,
     normalise_pattern,
+    normalised_rules,
     split_pattern,
 )
 from scrapy_rep.robotstxt._probes import MANY_WILDCARDS
@@ -99,6 +101,36 @@ def test_repeated_wildcard_rules_are_kept_once() -> None:
 )
 def test_normalise_pattern(raw: bytes, expected: bytes) -> None:
     assert normalise_pattern(raw) == expected
+
+
+# pieces that normalisation changes, or must leave alone, and their neighbours
+_RAW_PIECES = st.sampled_from(
+    [b"a", b"/", b"*", b"$", b"%", b"%7e", b"%7E", b"%2f", b"%2F", b"%4", b"%zz", b"%%", b"%25",
+     b"\xc3\xa9", b"\xe3\x81", b"\xff", b"\x00", b" ", b"<", b"\r", b"%24"]
+)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.lists(_RAW_PIECES, max_size=6).map(b"".join), min_size=1, max_size=12),
+    st.dictionaries(st.integers(0, 14), st.text(max_size=3), max_size=3),
+)
+def test_normalised_rules_normalise_each_pattern_as_written(
+    raw: list[bytes], known: dict[int, str]
+) -> None:
+    """All the rules at once (C-level passes over them joined) give what
+    normalise_pattern gives for each, and record each changed rule as written, a
+    line known already keeping its text."""
+    marks = array("q", [(n // 2) << 1 for n in range(len(raw))])  # two rules a line
+    originals = dict(known)
+    fixed, joined = normalised_rules(raw, marks, originals)
+    assert fixed == [normalise_pattern(p) for p in raw]
+    assert joined == b"\n".join(fixed)
+    expected = dict(known)
+    for pattern, new, mark in zip(raw, fixed, marks, strict=True):
+        if new != pattern:
+            expected.setdefault(mark >> 1, pattern.decode("utf-8", "replace"))
+    assert originals == expected
 
 
 @pytest.mark.parametrize(
