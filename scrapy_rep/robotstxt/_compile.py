@@ -44,9 +44,10 @@ DEDUP_FROM = 2048
 # from this many wildcard rules, repeated ones are dropped from the buckets (a check
 # would try every copy that passes its probe)
 DEDUP_WILD_FROM = 64
-# from this many rules compile_steps yields between its passes (a smaller group
-# compiles in well under a millisecond: its passes are not worth a pause)
+# from this many rules, or pattern octets, compile_steps yields between its passes (a
+# smaller group compiles in well under a millisecond: its passes are not worth a pause)
 STEPS_FROM = 1024
+STEPS_FROM_OCTETS = 65_536
 # up to this many wildcard rules, a group keeps their probes for allowed()'s one-call
 # test (see _matcher.Group); beyond, testing them all costs what the step saves
 QUICK_PROBES = 8
@@ -124,8 +125,9 @@ def compile_steps(
     runs: list[Rules], strings: dict[bytes, str], originals: dict[int, str]
 ) -> Iterator[Group | None]:
     """Compile the rules of all the runs (merged same-name groups) one crawler obeys:
-    yields None between passes (only for a group of STEPS_FROM rules or more, each
-    pass a few C-level calls over the rules), and the compiled group last.
+    yields None between passes (only for a group of STEPS_FROM rules or more, or of
+    STEPS_FROM_OCTETS pattern octets: each pass a few C-level calls over the rules),
+    and the compiled group last.
 
     Each run holds raw patterns and line marks as _parser makes them; *strings* dedupes
     the probes (kept as str) across the groups of one file; *originals* receives
@@ -136,10 +138,11 @@ def compile_steps(
     if not patterns:
         yield EMPTY_GROUP
         return
-    steps = len(patterns) >= STEPS_FROM
+    # a few very long rules are as much work as many short ones (normalising 500 KiB
+    # of "$" writes 1.5 MB): steps by octets too, so _normalised_steps slices them
+    steps = len(patterns) >= STEPS_FROM or sum(map(len, patterns)) >= STEPS_FROM_OCTETS
     if steps:
         yield None
-    if steps:
         patterns, joined = yield from _normalised_steps(patterns, marks, originals)
     else:
         patterns, joined = normalised_rules(patterns, marks, originals)

@@ -45,6 +45,7 @@ from scrapy_rep.robotstxt._matcher import Rules, merged_rules, normalised_rules,
 from scrapy_rep.robotstxt._probes import MANY_WILDCARDS
 
 __all__ = [
+    "SCAN_MAX_OCTETS",
     "Scan",
     "compile_cost",
     "plain_scan",
@@ -63,6 +64,11 @@ COMPILE_PER_RULE = 12
 # A group of more rules is compiled at its first check: a scan of it would cost more
 # than twice a compiled check (bench_parser.py, "scanned vs compiled").
 SCAN_MAX_RULES = 2000
+# Nor is a group whose patterns hold more octets than this: preparing its scan
+# normalises them in one piece (a few rules of 16,000 "$" each: 1.5 MB out, 11-12 ms),
+# while the compile normalises them in slices a caller can run as bounded steps
+# (prepare_steps; SPEC "cost"). Real groups are far smaller: a file this large is rare.
+SCAN_MAX_OCTETS = 65_536
 # A group of this many wildcard rules is compiled at its first check: a scan matches
 # each in full (a few ms for hostile ones), the compiled group finds their probes in
 # one pass (see _probes); fewer are scanned, as a first check of such a real group

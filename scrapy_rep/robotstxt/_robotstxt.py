@@ -11,6 +11,7 @@ from scrapy_rep.robotstxt._extension_queries import ExtensionQueries
 from scrapy_rep.robotstxt._extensions import ExtensionLine, Extensions
 from scrapy_rep.robotstxt._gc import paused_gc
 from scrapy_rep.robotstxt._interpreted import (
+    SCAN_MAX_OCTETS,
     SCAN_MAX_RULES,
     Scan,
     compile_cost,
@@ -164,7 +165,7 @@ class RobotsTxt(Explaining, ExtensionQueries, SteppedWork):
         found = scans.get(token)
         if found is None:
             count = len(runs[0].marks) if len(runs) == 1 else sum(map(len, map(_MARKS, runs)))
-            if count > SCAN_MAX_RULES:
+            if count > SCAN_MAX_RULES or sum(len(run.patterns) for run in runs) > SCAN_MAX_OCTETS:
                 return None  # compiled at once (compile_cost): no scan to prepare
             plain = plain_scan(runs[0].patterns, runs[0].marks) if len(runs) == 1 else None
             if plain is not None:
