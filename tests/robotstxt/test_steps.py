@@ -173,6 +173,14 @@ def test_a_large_group_compiles_in_several_steps() -> None:
     assert list(compile_steps(rules, {}, {}))[-1] == compile_group(rules, {}, {})
 
 
+def test_a_group_of_few_long_rules_is_compiled_in_steps_not_scanned() -> None:
+    """Eight rules of 12,000 "$" (96 KiB of patterns): over SCAN_MAX_OCTETS, so no scan
+    is prepared in one piece; the compile normalises them in slices, several steps."""
+    body = G + "".join(f"Disallow: /{n}{'$' * 12_000}\n" for n in range(8))
+    assert assert_same_prepare(body, "bot") > 4
+    assert RobotsTxt.parse(body)._scan("*") is None
+
+
 def test_a_large_file_parses_in_steps_of_lines() -> None:
     body = SHAPES["one-rule groups"]
     _, n = run(RobotsTxt.parse_steps(body, step=100))
