@@ -181,8 +181,9 @@ def cut_long_lines(lines: list[bytes], log: IssueLog) -> list[bytes]:
 
 def is_markup(data: bytes, line_count: int) -> bool:
     """Mostly page markup (an HTML page served as robots.txt)?"""
-    angles = data.count(b"<")  # (most files hold none: one pass, no regex)
-    return angles > 0 and (angles * 4 > line_count or _MARKUP_START(data) is not None)
+    if 0x3C not in data:  # ("<": most files hold none, and memchr says so at once)
+        return False
+    return data.count(b"<") * 4 > line_count or _MARKUP_START(data) is not None
 
 
 def may_hold_field(lines: list[bytes]) -> Iterator[bool]:

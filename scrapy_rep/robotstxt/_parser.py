@@ -57,7 +57,7 @@ from scrapy_rep.robotstxt._issues import (
 from scrapy_rep.robotstxt._issues import (
     TYPO as TYPO_ISSUE,
 )
-from scrapy_rep.robotstxt._runs import Run, fill_runs, run_rules
+from scrapy_rep.robotstxt._runs import Run, fill_runs, fill_runs_at_once, run_rules
 
 __all__ = [
     "DEFAULT_MAX_SIZE",
@@ -308,18 +308,19 @@ def parse_steps(
         log.found.extend([(mark >> 1, RULE_OUTSIDE_GROUP) for mark in stray])
     if step:
         yield None
-    res.rule_count = yield from fill_runs(
-        runs,
-        starts,
-        values,
-        marks,
-        # (4 octets a mark when every line * 2 + 1 fits in them, as it does for any
-        # file under 1 GiB: a 500 KiB file has fewer than 2**19 lines)
-        "i" if len(data) < 2**30 else "q",
-        log,
-        res.originals if b"/index.htm" in data else None,
-        step,
-    )
+    # (4 octets a mark when every line * 2 + 1 fits in them, as it does for any file
+    # under 1 GiB: a 500 KiB file has fewer than 2**19 lines)
+    typecode = "i" if len(data) < 2**30 else "q"
+    rule_count = None
+    if not runs:
+        rule_count = 0  # (no group: no rule kept, nothing to fill)
+    elif not step or len(values) <= step:
+        rule_count = fill_runs_at_once(runs, starts, values, marks, typecode)
+    if rule_count is None:
+        rule_count = yield from fill_runs(
+            runs, starts, values, marks, typecode, log, res.originals, step
+        )
+    res.rule_count = rule_count
     if res.extensions or res.preamble:
         for interpreted in interpret_steps(res.extensions, res.preamble, log, step):
             if interpreted is None:

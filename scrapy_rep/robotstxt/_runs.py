@@ -16,7 +16,7 @@ from operator import itemgetter, not_
 
 from scrapy_rep.robotstxt._issues import EMPTY_VALUE, IssueLog
 
-__all__ = ["INDEX_STEP", "Run", "fill_runs", "run_rules"]
+__all__ = ["INDEX_STEP", "Run", "fill_runs", "fill_runs_at_once", "run_rules"]
 
 _BEFORE = itemgetter(0)
 
@@ -41,6 +41,35 @@ def run_rules(run: Run) -> tuple[list[bytes], array[int]]:
     return (run.patterns.split(b"\n") if marks else []), marks
 
 
+def fill_runs_at_once(
+    runs: list[Run], starts: list[int], values: list[bytes], marks: list[int], typecode: str
+) -> int | None:
+    """fill_runs for most files, at once (a plain function: no generator to start
+    and resume): when no value holds a comment, none is empty once stripped and
+    none names an index.html, fill the runs and return the number of rules; else
+    None, and nothing is changed."""
+    patterns = list(map(bytes.strip, values))
+    if not all(patterns):
+        return None
+    if len(runs) == 1:  # (the most common file)
+        joined = b"\n".join(patterns)
+        if 0x23 in joined or b"/index.htm" in joined:
+            return None
+        runs[0].patterns = joined
+        runs[0].marks = array(typecode, marks)
+        return len(patterns)
+    ends = [*starts[1:], len(patterns)] if starts else []
+    texts = [b"\n".join(patterns[a:b]) for a, b in zip(starts, ends, strict=True)]
+    joined = b"\n".join(texts)
+    if 0x23 in joined or b"/index.htm" in joined:
+        return None
+    kept = array(typecode, marks)
+    for run, a, b, text in zip(runs, starts, ends, texts, strict=True):
+        run.patterns = text
+        run.marks = kept[a:b]
+    return len(patterns)
+
+
 def fill_runs(
     runs: list[Run],
     starts: list[int],
@@ -48,12 +77,12 @@ def fill_runs(
     marks: list[int],
     typecode: str,
     log: IssueLog,
-    originals: dict[int, str] | None,
+    originals: dict[int, str],
     step: int,
 ) -> Generator[None, None, int]:
     """Cut every rule value at a comment, strip it, drop the empty ones (an empty
-    value means "no restriction", RFC 9309 §2.2.2), add the index.html rules when
-    *originals* is given (see _index_rules), and fill each run with its patterns
+    value means "no restriction", RFC 9309 §2.2.2), add the index.html rules (see
+    _index_rules: *originals* receives their lines), and fill each run with its patterns
     joined and its line marks (*marks*, one per value, kept in arrays of
     *typecode*); return the number of rules kept (the index.html rules not
     counted).  Yields between the passes when *step* (a pause for parse_steps)."""
@@ -61,21 +90,6 @@ def fill_runs(
     if step:
         yield None
     marks_kept = array(typecode, marks)
-    if originals is None and all(patterns):
-        # (most files: the patterns joined per run are final unless one holds a "#")
-        ends = [*starts[1:], len(patterns)] if starts else []
-        joined = [b"\n".join(patterns[a:b]) for a, b in zip(starts, ends, strict=True)]
-        if 0x23 not in b"".join(joined):
-            if step:
-                yield None
-            if len(runs) == 1:
-                runs[0].patterns = joined[0]
-                runs[0].marks = marks_kept
-                return len(patterns)
-            for run, a, b, text in zip(runs, starts, ends, joined, strict=True):
-                run.patterns = text
-                run.marks = marks_kept[a:b]
-            return len(patterns)
     if 0x23 in b"".join(values):  # some value holds a comment: cut it ("#")
         if step:
             yield None
@@ -92,7 +106,7 @@ def fill_runs(
         marks_kept = array(typecode, compress(marks, patterns))
         patterns = list(filter(None, patterns))
     rule_count = len(patterns)
-    if originals is not None:
+    if b"/index.htm" in b"".join(patterns):
         if step:
             yield None
         patterns, marks_kept, starts = yield from _index_rules(
