@@ -114,7 +114,8 @@ class ParseResult:
         self.rule_count = 0
         self.truncated = False
         self.issues: Pending | None = None
-        self.issue_counts: dict[str, int] = {}
+        # the count of each kind, when not all issues are kept (else counted on demand)
+        self.issue_counts: dict[str, int] | None = None
 
 
 def parse(content: bytes | bytearray | memoryview | str, max_size: int) -> ParseResult:
@@ -247,10 +248,7 @@ def parse_steps(
                 issue((line2 >> 1, TYPO_ISSUE))
                 kind ^= TYPO
 
-            if kind <= DISALLOW:  # a rule line off the hot path
-                add_value(value)
-                add_mark(line2 + kind)
-            elif kind == UA:
+            if kind == UA:  # (the commonest line off the hot path)
                 if in_rules or not tokens or len(values) != run_start:
                     if not runs:  # the first group: rules are kept from now on
                         add_value, add_mark = values.append, marks.append
@@ -275,6 +273,9 @@ def parse_steps(
                         found.append(run)
                     if extras is not None:
                         res.extensions.setdefault(token, []).append(extras)
+            elif kind <= DISALLOW:  # a rule line off the hot path
+                add_value(value)
+                add_mark(line2 + kind)
             elif kind == SITEMAP:
                 if value:
                     url = value.decode("utf-8", "replace")
