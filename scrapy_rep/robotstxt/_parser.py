@@ -231,7 +231,9 @@ def parse_steps(
                         issue((line2 >> 1, NOT_A_FIELD))
                     continue
                 key, value, has_colon = split
-                kind = field_kind(key)
+                kind = kinds_get(key, UNSEEN)
+                if kind == UNSEEN:
+                    kind = field_kind(key)
                 if kind in (HASH, OTHER):
                     issue((line2 >> 1, UNKNOWN_FIELD if has_colon else NOT_A_FIELD))
                     continue
@@ -280,7 +282,9 @@ def parse_steps(
                 if value:
                     url = value.decode("utf-8", "replace")
                     res.sitemaps.append(url)
-                    if _ABSOLUTE.match(url) is None:
+                    # (most are "https://" and a letter or digit: no regex needed)
+                    plain = value[8:9].isalnum() and value.startswith(b"https://")
+                    if not plain and _ABSOLUTE.match(url) is None:
                         issue((line2 >> 1, INVALID_VALUE))
                 else:
                     issue((line2 >> 1, EMPTY_VALUE))
