@@ -43,7 +43,7 @@ _NO_MEMO: tuple[object, None] = (None, None)
 
 # a file (octets) or group (16 octets a rule) from which the collector is paused
 _LARGE = 32_768
-_MARKS = attrgetter("marks")  # a run's line marks, one per rule (see _parser.Run)
+_MARKS = attrgetter("marks")  # a run's line marks, one per rule (see _runs.Run)
 
 
 class RobotsTxt(Explaining, ExtensionQueries, SteppedWork):
