@@ -156,8 +156,9 @@ class Decider:
         return self._keep(origin, body, RobotsTxt.parse(body, max_size=self.config.max_size))
 
     def _keep(self, origin: str, body: bytes, robots: RobotsTxt) -> RobotsTxt:
-        # one line per parsed copy (`scrapy robots` lists the issues), built only if shown
-        if robots.issue_counts and logger.isEnabledFor(logging.DEBUG):
+        # one line per parsed copy (`scrapy robots` lists the issues), built only if
+        # shown: the level is asked first, as the counts are made on demand
+        if logger.isEnabledFor(logging.DEBUG) and robots.issue_counts:
             kinds = ", ".join(f"{kind} {n}" for kind, n in robots.issue_counts.items())
             logger.debug(
                 "scrapy-rep: robots.txt of %s: %d line(s) not taken as written (%s)",

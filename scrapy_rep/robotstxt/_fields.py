@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Iterator
+from operator import itemgetter
 
 from scrapy_rep.robotstxt._extensions import EXTENSION_FIELDS
 from scrapy_rep.robotstxt._issues import LINE_TOO_LONG, MAX_TEXT, IssueLog
@@ -36,7 +38,7 @@ __all__ = [
     "field_kind",
     "is_blank",
     "is_markup",
-    "maybe_field",
+    "may_hold_field",
     "prepare",
     "split_line",
     "ua_token",
@@ -84,10 +86,11 @@ _FIELD_KINDS = (OTHER, *(kind for _, kind in _PREFIXES))
 # First octets a colon-less field line can start with.
 _STARTS = frozenset(b"".join(name[:1] for name, _ in _PREFIXES).lower())
 FIELD_START = _STARTS | frozenset(bytes(_STARTS).upper()) | frozenset(b" \t\v\f")
-# A line can hold a field only if its first non-blank octet can start a field name.
-maybe_field = re.compile(
-    rb"[ \t\x0b\x0c]*[" + bytes(sorted(FIELD_START - frozenset(b" \t\v\f"))) + rb"]"
-).match
+# A line can hold a field only if its first non-blank octet can start a field name:
+# those octets, each as the one-octet bytes object a slice gives (one shared object
+# per octet value, so the test allocates nothing).
+_FIRST_OCTETS = frozenset(bytes((c,)) for c in _STARTS | frozenset(bytes(_STARTS).upper()))
+_FIRST = itemgetter(slice(0, 1))
 _MARKUP_START = re.compile(rb"\s*<").match
 # Google: a field without its colon is "field value" with only spaces or tabs between
 # them, and exactly two such words.
@@ -167,11 +170,9 @@ def prepare(
     return data, truncated
 
 
-def cut_long_lines(data: bytes, lines: list[bytes], log: IssueLog) -> list[bytes]:
-    """*lines* (of *data*) cut to MAX_LINE octets, with an issue for each longer one."""
-    if len(data) <= MAX_LINE:
-        return lines
-    if max(map(len, lines)) <= MAX_LINE:
+def cut_long_lines(lines: list[bytes], log: IssueLog) -> list[bytes]:
+    """*lines* cut to MAX_LINE octets, with an issue for each longer one."""
+    if max(map(len, lines), default=0) <= MAX_LINE:
         return lines
     long = [n for n, line in enumerate(lines, 1) if len(line) > MAX_LINE]
     log.found.extend((n, LINE_TOO_LONG) for n in long)
@@ -180,7 +181,16 @@ def cut_long_lines(data: bytes, lines: list[bytes], log: IssueLog) -> list[bytes
 
 def is_markup(data: bytes, line_count: int) -> bool:
     """Mostly page markup (an HTML page served as robots.txt)?"""
-    return _MARKUP_START(data) is not None or data.count(b"<") * 4 > line_count
+    if 0x3C not in data:  # ("<": most files hold none, and memchr says so at once)
+        return False
+    return data.count(b"<") * 4 > line_count or _MARKUP_START(data) is not None
+
+
+def may_hold_field(lines: list[bytes]) -> Iterator[bool]:
+    """For each line, whether its first non-blank octet can start a field name: three
+    C-level passes (bytes.lstrip strips the blanks a field name may follow, as a line
+    holds no CR or LF), no regex call per line."""
+    return map(_FIRST_OCTETS.__contains__, map(_FIRST, map(bytes.lstrip, lines)))
 
 
 def split_line(line: bytes) -> tuple[bytes, bytes, bool] | None:

@@ -11,9 +11,18 @@ from array import array
 from collections import Counter
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import TypeAlias
+from typing import TypeAlias, cast
 
-__all__ = ["ISSUE_KINDS", "MAX_ISSUES", "MAX_TEXT", "Issue", "IssueLog", "Pending", "materialise"]
+__all__ = [
+    "ISSUE_KINDS",
+    "MAX_ISSUES",
+    "MAX_TEXT",
+    "Issue",
+    "IssueLog",
+    "Pending",
+    "count_issues",
+    "materialise",
+]
 
 # kind -> what it means (kept in this order in reports)
 ISSUE_KINDS: dict[str, str] = {
@@ -89,11 +98,14 @@ class IssueLog:
         self.found: list[tuple[int, int]] = []  # (line, code) in the order seen
         self.limit: tuple[int, int, bytes] | None = None  # (line, offset, partial line)
 
-    def finish(self, lines: list[bytes]) -> tuple[Pending, dict[str, int]]:
-        """The issues to keep (see Pending) and the count of each kind, in C calls but
-        for the kept ones: a page of junk lines costs little until it is looked at."""
+    def finish(self, lines: list[bytes]) -> tuple[Pending, dict[str, int] | None]:
+        """The issues to keep (see Pending) and, when not all of them are kept, the
+        count of each kind (else None: count_issues() counts the kept ones when asked,
+        as most parsed files never are), in C calls but for the kept ones."""
         found = self.found
-        by_code = Counter(map(_CODE, found))
+        counts = None
+        if len(found) > MAX_ISSUES:
+            counts = _counts(Counter(map(_CODE, found)), self.limit)
         found.sort()
         kept = found[:MAX_ISSUES]
         n = len(lines)
@@ -102,10 +114,22 @@ class IssueLog:
             [lines[line - 1][:_RAW_KEPT] if 0 < line <= n else b"" for line, _ in kept]
         )
         marks = array("q", [line * 16 + code for line, code in kept])
-        counts = {kind: by_code[code] for code, kind in enumerate(_NAMES) if by_code[code]}
-        if self.limit is not None:
-            counts = {"size-limit": 1, **counts}
         return (marks, raws, self.limit), counts
+
+
+def _counts(by_code: Counter[int], limit: object) -> dict[str, int]:
+    counts = {kind: by_code[code] for code, kind in enumerate(_NAMES) if by_code[code]}
+    return {"size-limit": 1, **counts} if limit is not None else counts
+
+
+def count_issues(found: Pending | tuple[Issue, ...]) -> dict[str, int]:
+    """The count of each kind of issue (in ISSUE_KINDS order) of a file all of whose
+    issues were kept (see IssueLog.finish), as parsed or materialised."""
+    if found and isinstance(found[0], Issue):
+        by_kind = Counter(issue.kind for issue in found)
+        return {kind: by_kind[kind] for kind in ISSUE_KINDS if by_kind[kind]}
+    marks, _, limit = cast(Pending, found)
+    return _counts(Counter(mark & 15 for mark in marks), limit)
 
 
 def materialise(pending: Pending) -> tuple[Issue, ...]:

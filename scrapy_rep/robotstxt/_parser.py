@@ -7,19 +7,18 @@ sitemap URLs and extension values are decoded (UTF-8, bad sequences replaced).
 
 Lines are split once in C (bytes.splitlines), so line numbers are just a counter,
 and a loop with constant work per line assigns the fields to groups: linear time
-whatever the mix of lines.  A rule line costs the loop two appends: its raw value and
-line mark go to file-wide lists, and all values are cut at a comment, stripped,
-filtered and joined per group in C calls once the loop is done.  What is not taken as
+whatever the mix of lines.  A rule line written "Field: value" costs the loop one
+partition, one memo lookup and two appends (its raw value and line mark, to
+file-wide lists); comments, blanks and empty values are dealt with once the loop is
+done, in C-level passes over all the values (_runs.fill_runs).  What is not taken as
 written is recorded as it goes (_issues).
 """
 
 from __future__ import annotations
 
 import re
-from array import array
-from collections.abc import Generator, Iterable, Iterator
-from itertools import accumulate, compress, count, repeat
-from operator import itemgetter, not_
+from collections.abc import Iterable, Iterator
+from itertools import compress, count
 
 from scrapy_rep.robotstxt._extensions import ExtensionLine, Extensions, interpret_steps
 from scrapy_rep.robotstxt._fields import (
@@ -39,7 +38,7 @@ from scrapy_rep.robotstxt._fields import (
     field_kind,
     is_blank,
     is_markup,
-    maybe_field,
+    may_hold_field,
     prepare,
     split_line,
     ua_token,
@@ -58,6 +57,7 @@ from scrapy_rep.robotstxt._issues import (
 from scrapy_rep.robotstxt._issues import (
     TYPO as TYPO_ISSUE,
 )
+from scrapy_rep.robotstxt._runs import Run, fill_runs, fill_runs_at_once, run_rules
 
 __all__ = [
     "DEFAULT_MAX_SIZE",
@@ -75,27 +75,9 @@ DEFAULT_MAX_SIZE = 512_000
 
 _ABSOLUTE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^/?#\s]")
 
-_BEFORE = itemgetter(0)
-
-
-class Run:
-    """Rules of one user-agent run: its patterns joined by "\n" (no pattern holds
-    one: lines are split on it), and per rule its line mark, line * 2 + (0 for
-    allow, 1 for disallow); compiling turns these into precedence codes (see
-    _matcher).  One bytes object per run instead of one per rule, and a slotted
-    object (48 octets): a parsed file is kept while its origin is crawled.  The
-    parser registers a run before its rules are known and fills it at the end."""
-
-    __slots__ = ("marks", "patterns")
-
-    patterns: bytes
-    marks: array[int]
-
-
-def run_rules(run: Run) -> tuple[list[bytes], array[int]]:
-    """(patterns, line marks) of *run*, as compiling and scanning take them."""
-    marks = run.marks
-    return (run.patterns.split(b"\n") if marks else []), marks
+# kinds_get's answer for a field name not seen before (greater than every kind, so
+# that the hot path's single comparison sends it on)
+UNSEEN = 1 << 16
 
 
 class ParseResult:
@@ -132,7 +114,8 @@ class ParseResult:
         self.rule_count = 0
         self.truncated = False
         self.issues: Pending | None = None
-        self.issue_counts: dict[str, int] = {}
+        # the count of each kind, when not all issues are kept (else counted on demand)
+        self.issue_counts: dict[str, int] | None = None
 
 
 def parse(content: bytes | bytearray | memoryview | str, max_size: int) -> ParseResult:
@@ -160,17 +143,23 @@ def parse_steps(
     res = ParseResult()
     log = IssueLog()
     issue = log.found.append
-    data, res.truncated = prepare(content, max_size, log)
+    if content.__class__ is bytes and len(content) <= max_size and content[:1] != b"\xef":
+        data = content  # (the common case: nothing to convert, cut or skip)
+    else:
+        data, res.truncated = prepare(content, max_size, log)
     groups = res.groups
-    kinds = KINDS
+    kinds_get = KINDS.get
     ua_tokens = UA_TOKENS
     # every run's raw rule values and line marks, in file order; starts[n]: where
-    # run n's begin (its placeholder is runs[n], filled in by _fill_runs)
+    # run n's begin (its placeholder is runs[n], filled in by fill_runs)
     values: list[bytes] = []
-    # (4 octets a mark when every line * 2 + 1 fits in them, as it does for any file
-    # under 1 GiB: a 500 KiB file has fewer than 2**19 lines)
-    marks = array("i" if len(data) < 2**30 else "q")
-    add_value, add_mark = values.append, marks.append
+    marks: list[int] = []  # (a list: its append is cheaper than an array's)
+    # Rules before the first user-agent line go to these instead, and become issues
+    # once the loop is done (RFC 9309 §2.2.2: they are ignored); so the hot path
+    # below appends to whichever pair is current, with no test.
+    stray: list[int] = []
+    ignored: list[bytes] = []
+    add_value, add_mark = ignored.append, stray.append
     starts: list[int] = []
     runs: list[Run] = []
     # tokens of the user-agent run being filled (a dict: constant-time membership,
@@ -187,77 +176,84 @@ def parse_steps(
     lines = data.splitlines()
     if step:
         yield None
-    lines = cut_long_lines(data, lines, log)
+    if len(data) > MAX_LINE:
+        lines = cut_long_lines(lines, log)
     markup = is_markup(data, len(lines))
     if markup:
         # Mostly page markup (an HTML page served as robots.txt): only lines whose
-        # first non-blank octet can start a field name can matter, and one C-level
-        # regex match per line finds them.
+        # first non-blank octet can start a field name can matter, and C-level
+        # passes over the lines find them.
         issue((1, MARKUP))
     if not step or len(lines) <= step:
-        whole: Iterable[tuple[int, bytes]] = enumerate(lines, 1)
-        if markup:
-            whole = compress(whole, map(maybe_field, lines))
-        slices: Iterable[Iterable[tuple[int, bytes]]] = (whole,)
+        slices: Iterable[Iterable[tuple[int, bytes]]] = (_numbered(lines, 0, markup),)
     else:
         slices = (_numbered(lines[a : a + step], a, markup) for a in range(0, len(lines), step))
     for numbered in slices:
         if step:
             yield None
-        for lineno, line in numbered:
-            key, colon, value = line.partition(b":")
-            if colon:
-                kind = kinds.get(key)
-                if kind is None:
-                    kind = field_kind(key)
+        # (line2 is the line number times two: a rule's line mark less its kind bit)
+        for line2, line in numbered:
+            # The hot path: most lines of most files are rules written "Field: value",
+            # and the text before ": " is a field name seen before (the memo holds no
+            # name with a colon, so it is the text before the line's first colon).
+            key, sep, value = line.partition(b": ")
+            if sep:
+                kind = kinds_get(key, UNSEEN)
                 if kind <= DISALLOW:
-                    # The hot path: most lines of most files are rules.  The value's
-                    # comment is cut, and it is stripped (and dropped if empty), after
-                    # the loop, in C.
-                    if tokens:
-                        add_value(value)
-                        add_mark(lineno * 2 + kind)
-                    else:
-                        issue((lineno, RULE_OUTSIDE_GROUP))  # RFC 9309 §2.2.2: ignored
+                    # (the value is cut at a comment, stripped, and dropped if empty
+                    # after the loop, in C: see _runs.fill_runs)
+                    add_value(value)
+                    add_mark(line2 + kind)
                     continue
-                if kind == OTHER:
-                    issue((lineno, UNKNOWN_FIELD))
-                    continue
-                if 0x23 in value:  # (0x23 is "#": an int membership test is one memchr)
-                    value = value[: value.find(b"#")]
-                value = value.strip()
             elif not line or line[0] == 0x23:
-                continue  # empty, or a comment ("#")
-            elif line[0] not in FIELD_START:
-                issue((lineno, NOT_A_FIELD))
-                continue  # not a field (page markup, prose)
+                continue  # empty, or a comment ("#", whatever follows it)
             else:
-                kind = HASH  # no colon: maybe Google's "field value" form (two words)
+                kind = UNSEEN
+            if kind == UNSEEN:
+                key, colon, value = line.partition(b":")
+                if colon:
+                    kind = kinds_get(key, UNSEEN)
+                    if kind == UNSEEN:
+                        kind = field_kind(key)
+                    if kind <= DISALLOW:
+                        add_value(value)
+                        add_mark(line2 + kind)
+                        continue
+                elif line[0] not in FIELD_START:
+                    issue((line2 >> 1, NOT_A_FIELD))
+                    continue  # not a field (page markup, prose)
+                else:
+                    kind = HASH  # no colon: maybe Google's "field value" form (two words)
             if kind == HASH:
                 split = split_line(line)
                 if split is None:
                     if not is_blank(line):
-                        issue((lineno, NOT_A_FIELD))
+                        issue((line2 >> 1, NOT_A_FIELD))
                     continue
                 key, value, has_colon = split
-                kind = field_kind(key)
+                kind = kinds_get(key, UNSEEN)
+                if kind == UNSEEN:
+                    kind = field_kind(key)
                 if kind in (HASH, OTHER):
-                    issue((lineno, UNKNOWN_FIELD if has_colon else NOT_A_FIELD))
+                    issue((line2 >> 1, UNKNOWN_FIELD if has_colon else NOT_A_FIELD))
                     continue
                 if not has_colon:
-                    issue((lineno, MISSING_COLON))
+                    issue((line2 >> 1, MISSING_COLON))
+            elif kind == OTHER:
+                issue((line2 >> 1, UNKNOWN_FIELD))
+                continue
+            else:
+                if 0x23 in value:  # (0x23 is "#": an int membership test is one memchr)
+                    value = value[: value.find(b"#")]
+                value = value.strip()
             if kind & TYPO:
-                issue((lineno, TYPO_ISSUE))
+                issue((line2 >> 1, TYPO_ISSUE))
                 kind ^= TYPO
 
-            if kind <= DISALLOW:  # a rule line off the hot path
-                if tokens:
-                    add_value(value)
-                    add_mark(lineno * 2 + kind)
-                else:
-                    issue((lineno, RULE_OUTSIDE_GROUP))
-            elif kind == UA:
+            if kind == UA:  # (the commonest line off the hot path)
                 if in_rules or not tokens or len(values) != run_start:
+                    if not runs:  # the first group: rules are kept from now on
+                        add_value, add_mark = values.append, marks.append
                     run_start = len(values)
                     starts.append(run_start)
                     run = Run()
@@ -266,7 +262,7 @@ def parse_steps(
                     extras = None
                     in_rules = False
                 if not value:
-                    issue((lineno, EMPTY_VALUE))
+                    issue((line2 >> 1, EMPTY_VALUE))
                 token = ua_tokens.get(value)
                 if token is None:
                     token = ua_token(value)
@@ -279,19 +275,24 @@ def parse_steps(
                         found.append(run)
                     if extras is not None:
                         res.extensions.setdefault(token, []).append(extras)
+            elif kind <= DISALLOW:  # a rule line off the hot path
+                add_value(value)
+                add_mark(line2 + kind)
             elif kind == SITEMAP:
                 if value:
                     url = value.decode("utf-8", "replace")
                     res.sitemaps.append(url)
-                    if _ABSOLUTE.match(url) is None:
-                        issue((lineno, INVALID_VALUE))
+                    # (most are "https://" and a letter or digit: no regex needed)
+                    plain = value[8:9].isalnum() and value.startswith(b"https://")
+                    if not plain and _ABSOLUTE.match(url) is None:
+                        issue((line2 >> 1, INVALID_VALUE))
                 else:
-                    issue((lineno, EMPTY_VALUE))
+                    issue((line2 >> 1, EMPTY_VALUE))
             elif not value:
-                issue((lineno, EMPTY_VALUE))
+                issue((line2 >> 1, EMPTY_VALUE))
             else:  # an extension: it belongs to the whole group (run), in file order
                 found_line = ExtensionLine(
-                    EXT_NAMES[kind - EXT], value.decode("utf-8", "replace"), lineno
+                    EXT_NAMES[kind - EXT], value.decode("utf-8", "replace"), line2 >> 1
                 )
                 if found_line.field == "content-usage" and tokens:
                     # draft-ietf-aipref-attach §3 makes Content-Usage a rule ("rule =/"):
@@ -308,9 +309,23 @@ def parse_steps(
                             yield None
                 else:
                     extras.append(found_line)
+    if stray:
+        log.found.extend([(mark >> 1, RULE_OUTSIDE_GROUP) for mark in stray])
     if step:
         yield None
-    yield from _fill_runs(res, runs, starts, values, marks, log, b"/index.htm" in data, step)
+    # (4 octets a mark when every line * 2 + 1 fits in them, as it does for any file
+    # under 1 GiB: a 500 KiB file has fewer than 2**19 lines)
+    typecode = "i" if len(data) < 2**30 else "q"
+    rule_count = None
+    if not runs:
+        rule_count = 0  # (no group: no rule kept, nothing to fill)
+    elif not step or len(values) <= step:
+        rule_count = fill_runs_at_once(runs, starts, values, marks, typecode)
+    if rule_count is None:
+        rule_count = yield from fill_runs(
+            runs, starts, values, marks, typecode, log, res.originals, step
+        )
+    res.rule_count = rule_count
     if res.extensions or res.preamble:
         for interpreted in interpret_steps(res.extensions, res.preamble, log, step):
             if interpreted is None:
@@ -324,87 +339,7 @@ def parse_steps(
 
 
 def _numbered(lines: list[bytes], before: int, markup: bool) -> Iterable[tuple[int, bytes]]:
-    """(line number, line) of *lines*, which follow *before* lines of the file; of a
-    page of markup only the lines that can hold a field."""
-    numbered = enumerate(lines, before + 1)
-    return compress(numbered, map(maybe_field, lines)) if markup else numbered
-
-
-def _fill_runs(
-    res: ParseResult,
-    runs: list[Run],
-    starts: list[int],
-    values: list[bytes],
-    marks: array[int],
-    log: IssueLog,
-    index_rules: bool,
-    step: int,
-) -> Iterator[None]:
-    """Strip every rule value, drop the empty ones (an empty value means "no
-    restriction", RFC 9309 §2.2.2), add the index.html rules, and fill each run with
-    its patterns joined: a handful of C calls for the whole file, one join a run.
-    Yields between them when *step* (a pause for parse_steps)."""
-    if 0x23 in b"".join(values):  # some value holds a comment: cut it ("#")
-        if step:
-            yield None
-        values = list(map(_BEFORE, map(bytes.partition, values, repeat(b"#"))))
-    if step:
-        yield None
-    patterns = list(map(bytes.strip, values))
-    if not all(patterns):
-        for i in compress(count(), map(not_, patterns)):
-            if not marks[i] & 1:  # an empty Allow says nothing at all
-                log.found.append((marks[i] >> 1, EMPTY_VALUE))
-        if step:
-            yield None
-        kept = list(accumulate(map(bool, patterns), initial=0))
-        starts = list(map(kept.__getitem__, starts))
-        marks = array(marks.typecode, compress(marks, patterns))
-        patterns = list(filter(None, patterns))
-    res.rule_count = len(patterns)
-    if index_rules:
-        if step:
-            yield None
-        patterns, marks, starts = yield from _index_rules(
-            patterns, marks, starts, res.originals, step
-        )
-    if step:
-        yield None
-    ends = [*starts[1:], len(patterns)] if starts else []
-    for run, a, b in zip(runs, starts, ends, strict=True):
-        run.patterns = b"\n".join(patterns[a:b])
-        run.marks = marks[a:b]
-
-
-INDEX_STEP = 4096  # rules between two pauses of _index_rules (a Python loop)
-
-
-def _index_rules(
-    patterns: list[bytes],
-    marks: array[int],
-    starts: list[int],
-    originals: dict[int, str],
-    step: int,
-) -> Generator[None, None, tuple[list[bytes], array[int], list[int]]]:
-    """Google/Protego: "allow: /dir/index.htm[l]" also allows "/dir/" itself, as the
-    extra rule "allow: /dir/$" right after it (and the same line).  Yields after
-    every INDEX_STEP rules (a pause for parse_steps)."""
-    fixed: list[bytes] = []
-    fixed_marks = array(marks.typecode)
-    at = dict.fromkeys(starts, 0)  # old position -> new (runs can start together)
-    for i, (value, mark) in enumerate(zip(patterns, marks, strict=True)):
-        if step and not i % INDEX_STEP:
-            yield None
-        if i in at:
-            at[i] = len(fixed)
-        fixed.append(value)
-        fixed_marks.append(mark)
-        if not mark & 1 and b"/index.htm" in value:
-            slash = value.rfind(b"/")
-            if slash >= 0 and value.startswith(b"/index.htm", slash):
-                fixed.append(value[: slash + 1] + b"$")
-                fixed_marks.append(mark)
-                originals[mark >> 1] = value.decode("utf-8", "replace")
-    if len(patterns) in at:
-        at[len(patterns)] = len(fixed)
-    return fixed, fixed_marks, list(map(at.__getitem__, starts))
+    """(line number * 2, line) of *lines*, which follow *before* lines of the file;
+    of a page of markup only the lines that can hold a field."""
+    numbered = zip(count(before * 2 + 2, 2), lines)
+    return compress(numbered, may_hold_field(lines)) if markup else numbered

@@ -20,7 +20,7 @@ from scrapy_rep.robotstxt._interpreted import (
     scan_allows,
     windowed,
 )
-from scrapy_rep.robotstxt._issues import Issue, Pending, materialise
+from scrapy_rep.robotstxt._issues import Issue, Pending, count_issues, materialise
 from scrapy_rep.robotstxt._matcher import (
     Group,
     wild_rule,
@@ -43,7 +43,7 @@ _NO_MEMO: tuple[object, None] = (None, None)
 
 # a file (octets) or group (16 octets a rule) from which the collector is paused
 _LARGE = 32_768
-_MARKS = attrgetter("marks")  # a run's line marks, one per rule (see _parser.Run)
+_MARKS = attrgetter("marks")  # a run's line marks, one per rule (see _runs.Run)
 
 
 class RobotsTxt(Explaining, ExtensionQueries, SteppedWork):
@@ -100,7 +100,8 @@ class RobotsTxt(Explaining, ExtensionQueries, SteppedWork):
         #: what the parser did not take as written, in line order (the first
         #: _issues.MAX_ISSUES), and the count of every kind (all of them)
         self._issues: tuple[Issue, ...] | Pending | None = None
-        self._issue_counts: dict[str, int] | None = None  # None: no issue
+        # None: not counted yet (or no issue): counted on demand from _issues
+        self._issue_counts: dict[str, int] | None = None
 
     @classmethod
     def parse(cls, content: _Text, max_size: int = DEFAULT_MAX_SIZE) -> RobotsTxt:
@@ -131,7 +132,7 @@ class RobotsTxt(Explaining, ExtensionQueries, SteppedWork):
         self._extension_lines = res.extensions or None
         self._preamble = res.preamble or None
         self._issues = res.issues
-        self._issue_counts = res.issue_counts or None
+        self._issue_counts = res.issue_counts
         self.sitemaps = res.sitemaps
         self.truncated = res.truncated
         self.rule_count = res.rule_count
@@ -140,7 +141,14 @@ class RobotsTxt(Explaining, ExtensionQueries, SteppedWork):
     @property
     def issue_counts(self) -> dict[str, int]:
         """The count of every kind of issue (see issues), in ISSUE_KINDS order."""
-        return self._issue_counts if self._issue_counts is not None else {}
+        counts = self._issue_counts
+        if counts is None:
+            found = self._issues
+            if not found:
+                return {}
+            # (all the issues were kept: counted now, as most files are never asked)
+            counts = self._issue_counts = count_issues(found)
+        return counts
 
     @property
     def issues(self) -> tuple[Issue, ...]:

@@ -35,11 +35,11 @@ __all__ = ["ScanState", "SteppedWork"]
 _Text: TypeAlias = str | bytes | bytearray | memoryview
 _R = TypeVar("_R", bound="SteppedWork")
 # a group being scanned: what scanning it may still cost before it is compiled, its
-# scan, and its runs' rules split (see _parser.run_rules), for the compile to reuse
+# scan, and its runs' rules split (see _runs.run_rules), for the compile to reuse
 ScanState: TypeAlias = tuple[int, Scan, list[Rules]]
 # a file (octets) or group (16 octets a rule) from which the collector is paused
 _LARGE = 32_768
-_MARKS = attrgetter("marks")  # a run's line marks, one per rule (see _parser.Run)
+_MARKS = attrgetter("marks")  # a run's line marks, one per rule (see _runs.Run)
 
 
 class SteppedWork:

@@ -66,6 +66,20 @@ def test_counts_and_order() -> None:
     assert list(robots.issue_counts) == [k for k in ISSUE_KINDS if k in robots.issue_counts]
 
 
+def test_counts_made_on_demand_agree_before_and_after_reading_the_issues() -> None:
+    # counts are made when first asked (most parsed files never are), from the issues
+    # as parsed or once read; a file cut by the size limit counts that cut first
+    body = b"User-agent: a\nFoo: 1\ndisalow: /x\nBar: 2\nDisallow: /cut-here\n"
+    expected = {"size-limit": 1, "unknown-field": 2, "typo": 1}
+    first = RobotsTxt.parse(body, max_size=len(body) - 4)
+    assert first.issue_counts == expected
+    assert len(first.issues) == 4
+    second = RobotsTxt.parse(body, max_size=len(body) - 4)
+    assert len(second.issues) == 4
+    assert second.issue_counts == expected
+    assert list(second.issue_counts) == list(expected)
+
+
 def test_line_cut_at_the_line_limit() -> None:
     body = b"User-agent: *\nDisallow: /" + b"a" * 20_000 + b"\n"
     (issue,) = RobotsTxt.parse(body).issues
