@@ -13,6 +13,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import IgnoreRequest
+from scrapy.http.headers import Headers
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
@@ -49,6 +50,7 @@ REASON_UNREACHABLE = "unreachable"  # no copy applies yet (audit mode records wo
 SOURCE_UNREACHABLE = "unreachable"  # beside fresh, expired, stale, fallback (policy)
 # Tokens that mean a browser UA string reached us; robots.txt groups never name them.
 _BROWSER_TOKENS = frozenset({"mozilla", "opera", "safari", "chrome", "applewebkit"})
+_USER_AGENT = b"User-Agent"  # (as Headers.normkey spells it: title case)
 _PARSED_CACHE_SIZE = 4096
 # A parsed copy: (the robots.txt body, its RobotsTxt, the tokens whose group is ready)
 _Copy = tuple[bytes, RobotsTxt, set[str]]
@@ -111,8 +113,16 @@ class Decider:
             raw = getattr(self.spider, "robotstxt_user_agent", None)
         if not raw:
             raw = self.config.robotstxt_user_agent
-        if not raw and request.headers:  # (Headers.get normalises the key: skip it
-            raw = request.headers.get(b"User-Agent")  # when there are no headers)
+        if not raw:
+            headers = request.headers
+            if type(headers) is Headers:
+                # Headers.get(b"User-Agent") on nearly every request (ROBOTSTXT_USER_AGENT
+                # unset), without its key normalisation: a dict of title-cased keys to
+                # lists of values, the last value the one it returns.
+                values = dict.get(headers, _USER_AGENT)
+                raw = values[-1] if values else None
+            elif headers:
+                raw = headers.get(_USER_AGENT)
         if not raw:
             raw = self.config.user_agent
         if raw != self._token_of[0]:  # the same raw value on nearly every request
@@ -276,6 +286,12 @@ class Decider:
         rules need work in steps first (robots_for). The per-request path."""
         token = self.token_for(request)
         if evaluation.kind == RULES and evaluation.ready:
+            # (the common case inline: the kept copy, its group ready for this token)
+            cached = self._parsed.get(origin)
+            if cached is not None and cached[0] is evaluation.body and token in cached[2]:
+                self._parsed.move_to_end(origin)
+                self._decide_rules(request, origin, evaluation, rt, cached[1], token)
+                return True
             robots = self._ready(origin, evaluation.body, token)
             if robots is None:
                 return False
@@ -350,6 +366,10 @@ class Decider:
                 self._delays[origin] = delay
             if delay[2]:
                 self.slot_delays.apply(request, delay[2])
+        if explained.allowed:  # (_record's common case)
+            request.meta[DECISION_META_KEY] = decision
+            self._count("robotstxt/allowed")
+            return
         self._record(request, evaluation, rt, decision)
 
     def _record(
