@@ -11,12 +11,22 @@ which runs the crawler; the server is another process), counted from the spider'
 to its last page, so start-up and close are left out. With only two modes per round
 the pairs sit closer in time than in bench_crawl.py, so the machine's drift cancels
 better; CPU time per page does not count waits at all.
+
+Two CPU windows are printed, side by side, from the same crawls:
+- *from start*: the spider's start to its last page (start-up and close left out),
+  which includes each origin's first contact: robots.txt fetches, and the requests
+  that arrive before their origin's robots.txt is known and wait for it;
+- *steady*: from the page at which ``--warm`` of the pages (default 10 %) are done to
+  the last page, once every origin is decided: the per-request path alone.
+Every round's ratio is printed, then the median and quartiles; and the machine's load
+average before and after (the figures are only as steady as the machine).
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import os
 import shutil
 import statistics
 import sys
@@ -28,11 +38,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _harness import (
     OFF,
+    QUIET,
     REP,
     STOCK,
     LocalServer,
-    crawl,
     install_reactor,
+    make_spider_class,
     median,
     run_on_reactor,
 )
@@ -60,11 +71,44 @@ def mode_settings(name: str, tmp: Path, redis_url: str | None, run: int) -> dict
     sys.exit(f"unknown mode {name!r}")
 
 
+# one crawl's figures: pages/s, CPU per page from start, CPU per page in the steady part
+Figures = tuple[float, float, float]
+
+
+async def crawl(urls: list[str], settings: dict[str, Any], warm_pages: int) -> Any:
+    """_harness.crawl's spider, which also notes the process CPU time at its
+    ``warm_pages``-th page (``cpu_warm``)."""
+    from scrapy.crawler import Crawler, CrawlerRunner
+    from scrapy.utils.defer import maybe_deferred_to_future
+
+    base: Any = make_spider_class()
+
+    class SteadySpider(base):  # type: ignore[misc]
+        cpu_warm = 0.0
+
+        def parse(self, response: Any) -> None:
+            super().parse(response)
+            if self.pages == warm_pages:
+                self.cpu_warm = self.cpu_done
+
+    all_settings = {**QUIET, **settings}
+    crawler = Crawler(SteadySpider, all_settings)
+    await maybe_deferred_to_future(CrawlerRunner(all_settings).crawl(crawler, urls=urls))
+    return crawler.spider
+
+
 async def ab(
-    server: LocalServer, modes: tuple[str, str], shape: str, rounds: int, redis_url: str | None
-) -> dict[str, list[tuple[float, float]]]:
+    server: LocalServer,
+    modes: tuple[str, str],
+    shape: str,
+    rounds: int,
+    redis_url: str | None,
+    warm: float,
+) -> dict[str, list[Figures]]:
     n_origins, n_pages = SHAPES[shape]
-    results: dict[str, list[tuple[float, float]]] = {name: [] for name in modes}
+    total = n_origins * n_pages
+    warm_pages = max(1, int(total * warm))
+    results: dict[str, list[Figures]] = {name: [] for name in modes}
     tmp = Path(tempfile.mkdtemp(prefix="rep-ab-"))
     try:
         for run in range(rounds):
@@ -76,12 +120,14 @@ async def ab(
                 urls = [server.url(h, f"/p{i}") for h in hosts for i in range(n_pages)]
                 settings = {**mode_settings(name, tmp, redis_url, run), **SETTINGS}
                 gc.collect()
-                started, spider = await crawl(urls, settings)
-                rate = spider.pages / (max(spider.done_at.values()) - started)
+                spider = await crawl(urls, settings, warm_pages)
+                assert spider.pages == total, f"{name}: {spider.pages} of {total} pages"
+                rate = spider.pages / (max(spider.done_at.values()) - spider.started_at)
                 # CPU from the spider's start to its last page: the crawler's start-up
                 # and close (fixed costs that differ run to run) are left out
                 cpu = spider.cpu_done - spider.cpu_started
-                results[name].append((rate, cpu / spider.pages))
+                steady = (spider.cpu_done - spider.cpu_warm) / (total - warm_pages)
+                results[name].append((rate, cpu / spider.pages, steady))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return results
@@ -93,7 +139,14 @@ def main() -> None:
     parser.add_argument("b")
     parser.add_argument("--shape", choices=sorted(SHAPES), default="steady")
     parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument(
+        "--warm",
+        type=float,
+        default=0.1,
+        help="share of the pages before the steady window starts (default 0.1)",
+    )
     args = parser.parse_args()
+    load_before = os.getloadavg()
     reactor = install_reactor()
     server = LocalServer("fast")
     redis = None
@@ -106,7 +159,7 @@ def main() -> None:
 
     async def run() -> None:
         url = redis.url if redis is not None else None
-        outcome["r"] = await ab(server, (args.a, args.b), args.shape, args.rounds, url)
+        outcome["r"] = await ab(server, (args.a, args.b), args.shape, args.rounds, url, args.warm)
 
     try:
         succeeded = run_on_reactor(reactor, run)
@@ -118,21 +171,34 @@ def main() -> None:
         sys.exit("benchmark failed (see the traceback above)")
     res = outcome["r"]
     n_origins, n_pages = SHAPES[args.shape]
-    print(f"{args.shape}: {n_origins} origins x {n_pages} pages, {args.rounds} rounds")
+    print(
+        f"{args.shape}: {n_origins} origins x {n_pages} pages, {args.rounds} rounds; "
+        f"load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after"
+    )
     for name in (args.a, args.b):
-        rates = [r for r, _ in res[name]]
-        cpus = [c * 1e6 for _, c in res[name]]
-        print(f"{name:<12} {median(rates):7.0f} pages/s   {median(cpus):7.0f} us CPU/page")
+        rates = [r for r, _, _ in res[name]]
+        cpus = [c * 1e6 for _, c, _ in res[name]]
+        steady = [c * 1e6 for _, _, c in res[name]]
+        print(
+            f"{name:<12} {median(rates):7.0f} pages/s   {median(cpus):7.0f} us CPU/page "
+            f"from start   {median(steady):7.0f} us CPU/page steady"
+        )
     pairs = list(zip(res[args.a], res[args.b], strict=True))
     rate_ratios = sorted(b[0] / a[0] for a, b in pairs)
-    cpu_ratios = sorted(b[1] / a[1] for a, b in pairs)
-    print("per-round CPU per page ratios: " + " ".join(f"{r:.3f}" for r in cpu_ratios))
-    print(
-        f"{args.b} / {args.a}: pages/s {statistics.median(rate_ratios):.3f}x "
-        f"(quartiles {_quartiles(rate_ratios)}), CPU per page "
-        f"{statistics.median(cpu_ratios):.3f}x (quartiles {_quartiles(cpu_ratios)}); "
-        "medians of per-round ratios"
-    )
+    windows = (("from start", 1), (f"steady (after {args.warm:.0%} of the pages)", 2))
+    for label, i in windows:
+        ratios = sorted(b[i] / a[i] for a, b in pairs)
+        print(f"per-round CPU per page ratios, {label}: " + " ".join(f"{r:.3f}" for r in ratios))
+    summary = [
+        f"pages/s {statistics.median(rate_ratios):.3f}x (quartiles {_quartiles(rate_ratios)})"
+    ]
+    for label, i in windows:
+        ratios = sorted(b[i] / a[i] for a, b in pairs)
+        summary.append(
+            f"CPU per page {label} {statistics.median(ratios):.3f}x "
+            f"(quartiles {_quartiles(ratios)})"
+        )
+    print(f"{args.b} / {args.a}: " + "; ".join(summary) + "; medians of per-round ratios")
 
 
 def _quartiles(ordered: list[float]) -> str:

@@ -159,6 +159,18 @@ def measure(spider: Any) -> dict[str, float]:
     figures["  usage.on_request"] = cpu_per_item(
         each(lambda r: mw.usage.on_request(r, origin, evaluation)), requests
     )
+    figures["  origin of the URL"] = cpu_per_item(each(mw._origin_to_check), requests)
+    figures["  registry.fresh"] = cpu_per_item(
+        each(lambda r: mw.registry.fresh(origin, mw.clock())), requests
+    )
+    figures["  product token"] = cpu_per_item(each(mw.decider.token_for), requests)
+    rt = mw.coordinator.runtime(origin)
+    figures["  decide_now (token, verdict, meta)"] = cpu_per_item(
+        each(lambda r: mw.decider.decide_now(r, origin, evaluation, rt)), fresh()
+    )
+    figures["  sitemap copy check"] = cpu_per_item(
+        each(lambda r: mw.sitemap_copy.response_for(r, evaluation, rt.record)), requests
+    )
     figures["  stats.inc_value"] = cpu_per_item(
         each(lambda r: crawler.stats.inc_value("bench/x")), requests
     )

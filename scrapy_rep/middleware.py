@@ -127,6 +127,9 @@ class RobotsTxtMiddleware:
             crawler, self.room, self.bridge, self.ledger, registry, self.clock
         )
         self.sitemap_copy = SitemapRobotsCopy(crawler)
+        # False once the spider is known not to be a SitemapSpider: then no request is
+        # answered from our copy, and the per-request path skips asking.
+        self._sitemap_spider = True
         self.usage = UsageKeeper(crawler, config, self.decider)  # usage preferences (SPEC §5)
         self.idle = IdleWatch(config.idle_wait, config.logstats_interval)
         self._adopting: Any = None
@@ -248,7 +251,9 @@ class RobotsTxtMiddleware:
             rt, evaluation = fresh
             if evaluation.ready and self.decider.decide_now(request, origin, evaluation, rt):
                 self.usage.on_request(request, origin, evaluation)
-                return self.sitemap_copy.response_for(request, evaluation, rt.record)
+                if self._sitemap_spider:
+                    return self.sitemap_copy.response_for(request, evaluation, rt.record)
+                return None
         self.fetcher.trigger = (origin, request)  # for robots_parsed, if a fetch starts
         evaluation = self.coordinator.evaluate(origin)
         if not self._may_proceed(evaluation) and self.coordinator.registry.reloading(origin):
@@ -310,6 +315,7 @@ class RobotsTxtMiddleware:
 
     def _on_spider_opened(self, spider: Spider) -> None:
         self.decider.spider = spider
+        self._sitemap_spider = self.sitemap_copy.applies_to(spider)
         self.bridge.on_spider_opened()
         self.closing.install_handback()
         if not isinstance(self.ledger, NullLedger):

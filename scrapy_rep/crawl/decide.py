@@ -13,6 +13,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import IgnoreRequest
+from scrapy.http.headers import Headers
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
@@ -49,7 +50,10 @@ REASON_UNREACHABLE = "unreachable"  # no copy applies yet (audit mode records wo
 SOURCE_UNREACHABLE = "unreachable"  # beside fresh, expired, stale, fallback (policy)
 # Tokens that mean a browser UA string reached us; robots.txt groups never name them.
 _BROWSER_TOKENS = frozenset({"mozilla", "opera", "safari", "chrome", "applewebkit"})
+_USER_AGENT = b"User-Agent"  # (as Headers.normkey spells it: title case)
 _PARSED_CACHE_SIZE = 4096
+# A parsed copy: (the robots.txt body, its RobotsTxt, the tokens whose group is ready)
+_Copy = tuple[bytes, RobotsTxt, set[str]]
 # SPEC "cost": the reactor never waits more than 25 ms on robots.txt work. Pure Python
 # parses the worst 500 KiB shapes (18,285 user-agent lines with signals, 17,680
 # one-rule groups) in 30-90 ms and compiles the worst groups of tens of thousands of
@@ -70,13 +74,15 @@ class Decider:
         assert crawler.stats is not None
         self.stats = crawler.stats
         self._count = stat_counter(crawler.stats)  # (per request: crawl/stat_counter.py)
-        # origin -> (body, its parsed copy, tokens whose group is ready to answer)
-        self._parsed: OrderedDict[str, tuple[bytes, RobotsTxt, set[str]]] = OrderedDict()
+        # origin -> its parsed copy: (body, RobotsTxt, tokens whose group is ready)
+        self._parsed: OrderedDict[str, _Copy] = OrderedDict()
         # origin -> requests waiting for the steps preparing its copy (run by another)
         self._working: dict[str, list[Deferred[None]]] = {}
-        # (origin, body, copy) the last steps prepared: parsed() answers with it even
-        # if the cache has dropped it meanwhile, rather than parse a large file at once
-        self._stepped: tuple[str, bytes, RobotsTxt] | None = None
+        # (origin, copy): the copy the last steps prepared, or the last one the cache
+        # could not keep (on_kept said no). parsed() and the next decisions use it, so
+        # a copy made is never made again at once (a large file parsed twice in steps,
+        # the copy robots_parsed got parsed again for the first request).
+        self._last: tuple[str, _Copy] | None = None
         self._warned_browser = False
         # (raw value, its product token, whether it is browser-like): the last one seen
         self._token_of: tuple[object, str, bool] = (None, "", False)
@@ -86,15 +92,17 @@ class Decider:
         # asked once per copy and token, not per request. (The body, not the parsed
         # copy: a record in the registry holds the body anyway; forget() drops it.)
         self._delays: dict[str, tuple[bytes, str, float | None]] = {}
-        # Told of each parsed copy kept, so RAM per origin is bounded in bytes
-        # (crawl/registry.py); the registry calls forget() when it drops an origin's.
-        self.on_kept: Callable[[str, bytes], object] | None = None
+        # Asked before each parsed copy is kept, so RAM per origin is bounded in bytes
+        # (crawl/registry.py): False when the origin holds no copy to count it with,
+        # and the copy is then not kept. The registry calls forget() when it drops an
+        # origin's copy.
+        self.on_kept: Callable[[str, bytes], bool] | None = None
 
     def forget(self, origin: str) -> None:
         """Drop the parsed copy of ``origin`` (an idle origin unloaded from RAM)."""
         self._parsed.pop(origin, None)
-        if self._stepped is not None and self._stepped[0] == origin:
-            self._stepped = None
+        if self._last is not None and self._last[0] == origin:
+            self._last = None
         self._delays.pop(origin, None)
 
     # -- product token -----------------------------------------------------------------
@@ -105,8 +113,16 @@ class Decider:
             raw = getattr(self.spider, "robotstxt_user_agent", None)
         if not raw:
             raw = self.config.robotstxt_user_agent
-        if not raw and request.headers:  # (Headers.get normalises the key: skip it
-            raw = request.headers.get(b"User-Agent")  # when there are no headers)
+        if not raw:
+            headers = request.headers
+            if type(headers) is Headers:
+                # Headers.get(b"User-Agent") on nearly every request (ROBOTSTXT_USER_AGENT
+                # unset), without its key normalisation: a dict of title-cased keys to
+                # lists of values, the last value the one it returns.
+                values = dict.get(headers, _USER_AGENT)
+                raw = values[-1] if values else None
+            elif headers:
+                raw = headers.get(_USER_AGENT)
         if not raw:
             raw = self.config.user_agent
         if raw != self._token_of[0]:  # the same raw value on nearly every request
@@ -143,19 +159,30 @@ class Decider:
     # -- verdicts ----------------------------------------------------------------------
 
     def parsed(self, origin: str, body: bytes) -> RobotsTxt:
-        """The parsed copy of *body*: the cached one, or the one robots_for's steps
-        made last (a large file: this is called right after decide(), which awaited
-        those steps), else parsed here, on the reactor (a small file)."""
+        """The parsed copy of *body*: the one kept, or the one robots_for's steps made
+        last or the cache could not keep (a large file: this is called right after
+        decide(), which awaited those steps), else parsed here, on the reactor (a small
+        file)."""
+        copy = self._copy(origin, body)
+        if copy is None:
+            copy = self._made(origin, body, RobotsTxt.parse(body, max_size=self.config.max_size))
+        return copy[1]
+
+    def _copy(self, origin: str, body: bytes) -> _Copy | None:
+        """The copy of *body* at hand, kept or the last one made, without parsing."""
         cached = self._parsed.get(origin)
         if cached is not None and cached[0] is body:
             self._parsed.move_to_end(origin)
-            return cached[1]
-        stepped = self._stepped
-        if stepped is not None and stepped[1] is body and stepped[0] == origin:
-            return stepped[2]
-        return self._keep(origin, body, RobotsTxt.parse(body, max_size=self.config.max_size))
+            return cached
+        last = self._last
+        if last is not None and last[0] == origin and last[1][0] is body:
+            # Not kept when it was made (e.g. for robots_parsed, before the origin's
+            # record landed): kept now if the origin holds its copy by now.
+            return self._keep(origin, last[1])
+        return None
 
-    def _keep(self, origin: str, body: bytes, robots: RobotsTxt) -> RobotsTxt:
+    def _made(self, origin: str, body: bytes, robots: RobotsTxt) -> _Copy:
+        """A copy just parsed: kept if it may be (see _keep)."""
         # one line per parsed copy (`scrapy robots` lists the issues), built only if
         # shown: the level is asked first, as the counts are made on demand
         if logger.isEnabledFor(logging.DEBUG) and robots.issue_counts:
@@ -166,25 +193,30 @@ class Decider:
                 sum(robots.issue_counts.values()),
                 kinds,
             )
-        self._parsed[origin] = (body, robots, set())
-        if self.on_kept is not None:
-            self.on_kept(origin, body)
+        return self._keep(origin, (body, robots, set()))
+
+    def _keep(self, origin: str, copy: _Copy) -> _Copy:
+        """Keep *copy* in the cache when the registry counts it (REP_MEMORY_MAX_BYTES);
+        else it is only the last copy at hand (``_last``): neither kept nor counted."""
+        if self.on_kept is not None and not self.on_kept(origin, copy[0]):
+            self._parsed.pop(origin, None)  # (a copy of an older body: not counted either)
+            self._last = (origin, copy)
+            return copy
+        self._parsed[origin] = copy
+        self._parsed.move_to_end(origin)
         if len(self._parsed) > _PARSED_CACHE_SIZE:
             self._parsed.popitem(last=False)
-        return robots
+        return copy
 
     def _ready(self, origin: str, body: bytes, token: str) -> RobotsTxt | None:
         """The parsed copy, if it can answer for *token* without costly work on the
-        reactor: cached and used by *token* before (the common case), or small."""
-        cached = self._parsed.get(origin)
-        if cached is None or cached[0] is not body:
+        reactor: at hand and used by *token* before (the common case), or small."""
+        copy = self._copy(origin, body)
+        if copy is None:
             if len(body) >= STEPPED_OCTETS:
                 return None
-            self.parsed(origin, body)
-            cached = self._parsed[origin]
-        else:
-            self._parsed.move_to_end(origin)
-        robots, ready = cached[1], cached[2]
+            copy = self._made(origin, body, RobotsTxt.parse(body, max_size=self.config.max_size))
+        robots, ready = copy[1], copy[2]
         if token not in ready:
             if robots.first_use_rules(token) >= STEPPED_RULES:
                 return None
@@ -204,15 +236,17 @@ class Decider:
                 await maybe_deferred_to_future(waiter)
                 continue  # (its copy may be of another body, or for another token)
             self._working[origin] = []
-            cached = self._parsed.get(origin)
-            known = cached[1] if cached is not None and cached[0] is body else None
+            copy = self._copy(origin, body)
+            known = None if copy is None else copy[1]
             try:
                 robots = await run_steps(_prepared(known, body, self.config.max_size, token))
-                self._stepped = (origin, body, robots)
-                if known is None:
-                    self._keep(origin, body, robots)
-                if (cached := self._parsed.get(origin)) is not None and cached[1] is robots:
-                    cached[2].add(token)
+                # (kept again: the origin may have been unloaded during the steps)
+                if copy is None:
+                    copy = self._made(origin, body, robots)
+                else:
+                    copy = self._keep(origin, copy)
+                copy[2].add(token)
+                self._last = (origin, copy)
             finally:
                 # (after the copy is kept: a waiter resumed at once finds it ready)
                 for waiter in self._working.pop(origin):
@@ -253,6 +287,12 @@ class Decider:
         rules need work in steps first (robots_for). The per-request path."""
         token = self.token_for(request)
         if evaluation.kind == RULES and evaluation.ready:
+            # (the common case inline: the kept copy, its group ready for this token)
+            cached = self._parsed.get(origin)
+            if cached is not None and cached[0] is evaluation.body and token in cached[2]:
+                self._parsed.move_to_end(origin)
+                self._decide_rules(request, origin, evaluation, rt, cached[1], token)
+                return True
             robots = self._ready(origin, evaluation.body, token)
             if robots is None:
                 return False
@@ -327,6 +367,10 @@ class Decider:
                 self._delays[origin] = delay
             if delay[2]:
                 self.slot_delays.apply(request, delay[2])
+        if explained.allowed:  # (_record's common case)
+            request.meta[DECISION_META_KEY] = decision
+            self._count("robotstxt/allowed")
+            return
         self._record(request, evaluation, rt, decision)
 
     def _record(

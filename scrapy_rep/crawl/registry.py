@@ -152,7 +152,8 @@ class RuntimeRegistry:
     def note_record(self, rt: OriginRuntime) -> None:
         """``rt.record`` was just set (read from the store, or a fetch recorded)."""
         record = rt.record
-        cost = record_bytes(record.body) if record is not None else 0
+        # (a parsed copy the Decider keeps stays counted until it is replaced or dropped)
+        cost = record_bytes(record.body) + rt.parsed_bytes if record is not None else 0
         self._set_cost(rt, cost, rt.parsed_bytes)
         waiters, rt.reload_waiters = rt.reload_waiters, []
         for waiter in waiters:
@@ -176,9 +177,10 @@ class RuntimeRegistry:
         return waiter
 
     def note_parsed(self, origin: str, body: bytes) -> bool:
-        """The Decider keeps a parsed copy of ``body`` for ``origin``. False when the
-        origin holds no copy (its runtime was unloaded or evicted meanwhile): the
-        Decider then does not keep it either."""
+        """The Decider would keep a parsed copy of ``body`` for ``origin``: counted,
+        True. False when the origin holds no copy (its record has not landed yet, or
+        its runtime was unloaded or evicted meanwhile): the Decider then does not keep
+        it either, so every parsed copy kept is counted within ``max_bytes``."""
         rt = self.lookup(origin)
         if rt is None or not rt.copy_bytes:
             return False

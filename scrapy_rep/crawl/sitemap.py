@@ -35,12 +35,16 @@ class SitemapRobotsCopy:
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
 
+    @staticmethod
+    def applies_to(spider: object) -> bool:
+        """Whether ``response_for`` can answer any request of *spider*."""
+        return isinstance(spider, SitemapSpider)
+
     def response_for(
         self, request: Request, evaluation: Evaluation, record: OriginRecord | None
     ) -> TextResponse | None:
         """The copy as SitemapSpider's robots.txt response, or None to download it."""
-        spider = self.crawler.spider
-        if not isinstance(spider, SitemapSpider):
+        if not self.applies_to(self.crawler.spider):
             return None
         if getattr(request.callback, "__name__", None) != "_parse_sitemap":
             return None

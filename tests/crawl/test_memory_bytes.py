@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 import pytest_twisted
+from scrapy import Request, signals
+from scrapy.crawler import Crawler
 from scrapy.http import Response
 
 from scrapy_rep.crawl.registry import RuntimeRegistry, parsed_bytes, record_bytes
@@ -28,6 +30,14 @@ ONE_COPY = record_bytes(ROBOTS.encode()) + parsed_bytes(ROBOTS.encode())
 BUDGET = 4 * ONE_COPY
 
 
+def _middleware(crawler: Crawler) -> RobotsTxtMiddleware:
+    engine = crawler.engine
+    assert engine is not None
+    return next(
+        mw for mw in engine.downloader.middleware.middlewares if isinstance(mw, RobotsTxtMiddleware)
+    )
+
+
 class SamplingSpider(ListSpider):
     """Records, at every response, what the registry holds: its byte count, the
     runtimes holding a robots.txt body, and the Decider's parsed copies."""
@@ -35,13 +45,7 @@ class SamplingSpider(ListSpider):
     name = "sampling"
 
     def parse(self, response: Response, **kwargs: Any) -> Iterator[Any]:
-        engine = self.crawler.engine
-        assert engine is not None
-        middleware = next(
-            mw
-            for mw in engine.downloader.middleware.middlewares
-            if isinstance(mw, RobotsTxtMiddleware)
-        )
+        middleware = _middleware(self.crawler)
         registry = middleware.coordinator.registry
         samples: list[tuple[int, int, int]] = self.__dict__.setdefault("samples", [])
         with_body = sum(1 for rt in registry.runtimes() if rt.record is not None and rt.record.body)
@@ -86,6 +90,67 @@ async def test_idle_origins_unload_and_reload_from_the_store_without_refetching(
     assert max(b for b, _, _ in samples) <= BUDGET
     assert max(n for _, n, _ in samples) <= BUDGET // record_bytes(ROBOTS.encode())
     assert max(n for _, _, n in samples) <= BUDGET // ONE_COPY
+
+
+class CountedCopiesSpider(SamplingSpider):
+    """A ``robots_parsed`` receiver (which makes the Decider parse each robots.txt
+    before the origin's record lands), checking at the signal and at every response
+    that each parsed copy the Decider keeps is one the registry counts."""
+
+    name = "counted-copies"
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> CountedCopiesSpider:
+        spider = super().from_crawler(crawler, *args, **kwargs)
+        crawler.signals.connect(spider.on_robots_parsed, signal=signals.robots_parsed)
+        spider.uncounted = []
+        spider.kept_at_signal = []
+        return spider
+
+    def on_robots_parsed(self, robotparser: Any, request: Request) -> None:
+        self.check_copies()
+        decider = _middleware(self.crawler).decider
+        self.kept_at_signal.extend(o for o in decider._parsed if o in request.url)
+
+    def check_copies(self) -> None:
+        middleware = _middleware(self.crawler)
+        registry = middleware.coordinator.registry
+        for origin, (body, _, _) in middleware.decider._parsed.items():
+            rt = registry.lookup(origin)
+            if rt is None or rt.parsed_bytes != parsed_bytes(body):
+                self.uncounted.append(origin)
+
+    def parse(self, response: Response, **kwargs: Any) -> Iterator[Any]:
+        self.check_copies()
+        yield from super().parse(response, **kwargs)
+
+
+@pytest.mark.skipif(not hasattr(signals, "robots_parsed"), reason="Scrapy 2.18+ signal")
+@pytest_twisted.ensureDeferred
+async def test_a_copy_the_registry_does_not_count_is_not_kept(
+    mockserver: Any, run_crawl: Any
+) -> None:
+    """A robots_parsed receiver gets the crawl's parsed copy before the origin's record
+    lands, when the registry cannot count it (``note_parsed`` says False): the Decider
+    does not keep it then (it was kept, uncounted, outside REP_MEMORY_MAX_BYTES). The
+    first request of the origin uses that copy and keeps it, now counted; every
+    request is decided as before and the bound holds."""
+    hosts = [mockserver.unique_host("bytes-uncounted") for _ in range(12)]
+    mockserver.configure_many({h: {"robots": {"body": ROBOTS}} for h in hosts})
+    urls = [mockserver.url(h, p) for h in hosts for p in ("/a", "/private")]
+    settings = {**REP, "REP_MEMORY_MAX_BYTES": 3 * ONE_COPY, "CONCURRENT_REQUESTS": 2}
+    crawler = await run_crawl(urls, settings=settings, spider_cls=CountedCopiesSpider)
+    spider = crawler.spider
+    for h in hosts:
+        assert pages_of(mockserver, h) == ["/a"], h
+        assert mockserver.count(h, "/robots.txt") == 1, h
+    assert crawler.stat("robotstxt/forbidden") == len(hosts)
+    assert spider.kept_at_signal == []
+    assert spider.uncounted == []
+    assert len(spider.samples) == len(hosts)
+    assert max(b for b, _, _ in spider.samples) <= 3 * ONE_COPY
+    assert max(n for _, _, n in spider.samples) <= 3
+    assert crawler.stat("robotstxt/resident_bytes_peak") <= 3 * ONE_COPY
 
 
 @pytest_twisted.ensureDeferred

@@ -364,4 +364,4 @@ async def test_a_copy_dropped_from_the_cache_is_not_parsed_again_in_one_piece(
     assert decider.parsed(origin, body) is robots
     assert decider.parsed(origin, body).allowed(f"{origin}/private", "MyBot") is False
     decider.forget(origin)  # an unloaded origin's copy is not kept by the Decider
-    assert decider._stepped is None
+    assert decider._last is None
