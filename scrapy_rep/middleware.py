@@ -314,7 +314,7 @@ class RobotsTxtMiddleware:
     # -- lifecycle ---------------------------------------------------------------------
 
     def _on_spider_opened(self, spider: Spider) -> None:
-        self.decider.spider = spider
+        self.decider.tokens.spider = spider
         self._sitemap_spider = self.sitemap_copy.applies_to(spider)
         self.bridge.on_spider_opened()
         self.closing.install_handback()

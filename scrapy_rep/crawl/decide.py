@@ -1,10 +1,6 @@
-"""Per-request decisions: which product token, which verdict, and the crawl-delay.
-
-SPEC section 3: the product token is the first of ``meta["robotstxt_user_agent"]``, the
-spider attribute ``robotstxt_user_agent``, ``ROBOTSTXT_USER_AGENT``, the request's own
-User-Agent header and ``USER_AGENT``, reduced to its leading product token (RFC 9309
-2.2.1: crawlers match on their product token, not on the full UA string).
-"""
+"""Per-request decisions: the verdict of the origin's rules for the request's product
+token (crawl/product_token.py), recorded in its meta, and the crawl-delay; the parsed
+copies of robots.txt the verdicts come from (a large one prepared in steps)."""
 
 from __future__ import annotations
 
@@ -13,10 +9,10 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import IgnoreRequest
-from scrapy.http.headers import Headers
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
+from scrapy_rep.crawl.product_token import ProductTokens
 from scrapy_rep.crawl.runtime import WAITED_META_KEY
 from scrapy_rep.crawl.slot_delay import SlotDelays
 from scrapy_rep.crawl.stat_counter import stat_counter
@@ -24,12 +20,11 @@ from scrapy_rep.crawl.stepping import run_steps
 from scrapy_rep.policy.records import ALLOW_ALL, RULES
 from scrapy_rep.policy.robots_policy import DISALLOW_ALL, FALLBACK
 from scrapy_rep.robotstxt._robotstxt import Decision, RobotsTxt
-from scrapy_rep.robotstxt._useragent import product_token
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator
 
-    from scrapy import Request, Spider
+    from scrapy import Request
     from scrapy.crawler import Crawler
 
     from scrapy_rep.crawl.runtime import OriginRuntime
@@ -48,9 +43,6 @@ REASON_FALLBACK_ALLOW = "fallback-allow"  # unreachable too long, REP_UNREACHABL
 REASON_FALLBACK_DISALLOW = "fallback-disallow"
 REASON_UNREACHABLE = "unreachable"  # no copy applies yet (audit mode records would-delay)
 SOURCE_UNREACHABLE = "unreachable"  # beside fresh, expired, stale, fallback (policy)
-# Tokens that mean a browser UA string reached us; robots.txt groups never name them.
-_BROWSER_TOKENS = frozenset({"mozilla", "opera", "safari", "chrome", "applewebkit"})
-_USER_AGENT = b"User-Agent"  # (as Headers.normkey spells it: title case)
 _PARSED_CACHE_SIZE = 4096
 # A parsed copy: (the robots.txt body, its RobotsTxt, the tokens whose group is ready)
 _Copy = tuple[bytes, RobotsTxt, set[str]]
@@ -70,7 +62,6 @@ class Decider:
     def __init__(self, crawler: Crawler, config: Config) -> None:
         self.crawler = crawler
         self.config = config
-        self.spider: Spider | None = None
         assert crawler.stats is not None
         self.stats = crawler.stats
         self._count = stat_counter(crawler.stats)  # (per request: crawl/stat_counter.py)
@@ -83,9 +74,10 @@ class Decider:
         # a copy made is never made again at once (a large file parsed twice in steps,
         # the copy robots_parsed got parsed again for the first request).
         self._last: tuple[str, _Copy] | None = None
-        self._warned_browser = False
-        # (raw value, its product token, whether it is browser-like): the last one seen
-        self._token_of: tuple[object, str, bool] = (None, "", False)
+        # which product token a request's crawler obeys (crawl/product_token.py); its
+        # bound method, not a wrapper: it runs on every request
+        self.tokens = ProductTokens(config)
+        self.token_for = self.tokens.token_for
         # Crawl-delay kept on Scrapy's download slots (crawl/slot_delay.py)
         self.slot_delays = SlotDelays(crawler, config.max_crawl_delay)
         # origin -> (robots.txt body, token, the Crawl-delay its rules give the token):
@@ -104,57 +96,6 @@ class Decider:
         if self._last is not None and self._last[0] == origin:
             self._last = None
         self._delays.pop(origin, None)
-
-    # -- product token -----------------------------------------------------------------
-
-    def token_for(self, request: Request) -> str:
-        raw: Any = request.meta.get("robotstxt_user_agent")
-        if not raw and self.spider is not None:
-            raw = getattr(self.spider, "robotstxt_user_agent", None)
-        if not raw:
-            raw = self.config.robotstxt_user_agent
-        if not raw:
-            headers = request.headers
-            if type(headers) is Headers:
-                # Headers.get(b"User-Agent") on nearly every request (ROBOTSTXT_USER_AGENT
-                # unset), without its key normalisation: a dict of title-cased keys to
-                # lists of values, the last value the one it returns.
-                values = dict.get(headers, _USER_AGENT)
-                raw = values[-1] if values else None
-            elif headers:
-                raw = headers.get(_USER_AGENT)
-        if not raw:
-            raw = self.config.user_agent
-        if raw != self._token_of[0]:  # the same raw value on nearly every request
-            token = product_token(raw)
-            self._token_of = (raw, token, token.lower() in _BROWSER_TOKENS)
-        _, token, browser_like = self._token_of
-        if browser_like and not self._warned_browser:
-            self._warned_browser = True
-            where, fix = self._token_source(request)
-            logger.warning(
-                "scrapy-rep: the robots.txt product token is %r, taken from %s, a "
-                "browser-like User-Agent. robots.txt groups name crawlers, so only '*' "
-                "groups will apply. %s",
-                token,
-                where,
-                fix,
-            )
-        return token
-
-    def _token_source(self, request: Request) -> tuple[str, str]:
-        """Where ``token_for`` found the token, and what to change (for the warning)."""
-        own_name = "Set it to your crawler's name (for example 'MyBot')."
-        if request.meta.get("robotstxt_user_agent"):
-            return 'request.meta["robotstxt_user_agent"]', own_name
-        if self.spider is not None and getattr(self.spider, "robotstxt_user_agent", None):
-            return "the spider attribute robotstxt_user_agent", own_name
-        if self.config.robotstxt_user_agent:
-            return "ROBOTSTXT_USER_AGENT", own_name
-        fix = "Set ROBOTSTXT_USER_AGENT to your crawler's name (for example 'MyBot')."
-        if request.headers and request.headers.get(b"User-Agent"):
-            return "the request's User-Agent header", fix
-        return "USER_AGENT", fix
 
     # -- verdicts ----------------------------------------------------------------------
 
@@ -394,7 +335,7 @@ class Decider:
             "Forbidden by robots.txt: %s %s",
             request,
             _describe(decision),
-            extra={"spider": self.spider},
+            extra={"spider": self.tokens.spider},
         )
         raise IgnoreRequest("Forbidden by robots.txt")
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest_twisted
 
-from scrapy_rep.crawl.decide import _BROWSER_TOKENS
+from scrapy_rep.crawl.product_token import _BROWSER_TOKENS
 
 REP = {"ADDONS": {"scrapy_rep.Addon": 0}, "REP_STORAGE": "memory"}
 KEYS = {
