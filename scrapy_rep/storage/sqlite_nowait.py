@@ -73,6 +73,8 @@ class NoWaitPath:
             try:
                 result = query(conn)
             except Exception as exc:  # busy, damaged, I/O: the worker's to handle
+                if conn.in_transaction:  # (never left open for the next call)
+                    self._close_quick()
                 raise WouldBlock from exc
             if conn.total_changes != before:
                 self._quick_writes += 1
