@@ -144,8 +144,42 @@ def mode_settings(mode: str, tmp: Path) -> dict[str, Any]:
     sys.exit(f"unknown mode {mode!r}")
 
 
-def child(mode: str, port: int, origins: int, pages: int) -> None:
+class ThreadCpu:
+    """CPU seconds of each thread of this process, by thread name (Linux): sampled
+    while the crawl runs, since worker threads end with it."""
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple[str, int | None], float] = {}
+
+    def sample(self) -> None:
+        import threading
+
+        tick = os.sysconf("SC_CLK_TCK")
+        for thread in threading.enumerate():
+            try:
+                stat = Path(f"/proc/self/task/{thread.native_id}/stat").read_bytes()
+            except OSError:
+                continue
+            fields = stat[stat.rfind(b")") + 2 :].split()
+            cpu = (int(fields[11]) + int(fields[12])) / tick
+            self.seen[(thread.name, thread.native_id)] = cpu
+
+    def by_name(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for (name, _), cpu in self.seen.items():
+            if name.startswith("PoolThread"):
+                name = name.rsplit("-", 1)[0]
+            out[name] = out.get(name, 0.0) + cpu
+        return out
+
+
+def child(mode: str, port: int, origins: int, pages: int, profile: str = "") -> None:
+    import cProfile
+
     reactor = install_reactor()
+    from twisted.internet import task
+
+    profiler = cProfile.Profile() if profile else None
     tmp = Path(tempfile.mkdtemp(prefix="rep-broad-"))
     urls = [f"http://{host(i)}:{port}/p{j}" for i in range(origins) for j in range(pages)]
     outcome: dict[str, Any] = {}
@@ -153,7 +187,17 @@ def child(mode: str, port: int, origins: int, pages: int) -> None:
     async def run() -> None:
         cpu = time.process_time()
         wall = time.perf_counter()
+        threads = ThreadCpu()
+        sampler = task.LoopingCall(threads.sample)
+        if profiler is not None:
+            sampler.start(0.5)
+            profiler.enable()
         started, spider = await crawl(urls, {**mode_settings(mode, tmp), **BROAD})
+        if profiler is not None:
+            profiler.disable()
+            sampler.stop()
+            threads.sample()
+            outcome["threads"] = threads.by_name()
         ended = time.perf_counter()
         outcome.update(
             pages=spider.pages,
@@ -168,15 +212,17 @@ def child(mode: str, port: int, origins: int, pages: int) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
     if not ok:
         sys.exit(1)
+    if profiler is not None:
+        profiler.dump_stats(f"{profile}-{mode}.pstats")
     # ru_maxrss: KiB on Linux. The peak of this process: imports, the crawl, its close.
     outcome["peak_rss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print("RESULT " + json.dumps(outcome))
 
 
-def run_child(mode: str, port: int, origins: int, pages: int) -> dict[str, Any]:
+def run_child(mode: str, port: int, origins: int, pages: int, profile: str = "") -> dict[str, Any]:
     proc = subprocess.run(
         [sys.executable, __file__, "--child", mode, "--port", str(port),
-         "--origins", str(origins), "--pages", str(pages)],
+         "--origins", str(origins), "--pages", str(pages), "--profile", profile],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     for line in proc.stdout.splitlines():
@@ -258,6 +304,13 @@ def main() -> None:
         metavar="N",
         help="only measure RAM per origin for N origins (no crawl), at several budgets",
     )
+    parser.add_argument(
+        "--profile",
+        default="",
+        metavar="PREFIX",
+        help="run each mode once under cProfile (the reactor thread) and write "
+        "PREFIX-<mode>.pstats; prints each thread's CPU seconds",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -266,13 +319,13 @@ def main() -> None:
     if soft < hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     if args.child:
-        child(args.child, args.port, args.origins, args.pages)
+        child(args.child, args.port, args.origins, args.pages, args.profile)
         return
     if args.registry:
         registry_bytes(args.registry, [2**62, 64 * 2**20, 16 * 2**20])
         return
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    if "stock" not in modes:
+    if "stock" not in modes and not args.profile:
         sys.exit("the figures are ratios to stock: --modes must include it")
     bodies = (
         corpus_bodies(args.corpus, args.origins)
@@ -288,6 +341,12 @@ def main() -> None:
             f"{sizes[len(sizes) // 2]}, mean {sum(sizes) // len(sizes)}, max {sizes[-1]}; "
             f"load average {os.getloadavg()[0]:.2f}"
         )
+        if args.profile:
+            for mode in modes:
+                result = run_child(mode, server.port, args.origins, args.pages, args.profile)
+                threads = ", ".join(f"{k} {v:.2f} s" for k, v in result["threads"].items())
+                print(f"{mode}: cpu {result['cpu']:.1f} s; threads: {threads}", flush=True)
+            return
         results: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
         for run in range(args.rounds):
             shift = run % len(modes)

@@ -76,14 +76,14 @@ def cpu_cost(n: int) -> tuple[list[Parked], StoreLedger]:
 
     ledger = StoreLedger(crawler, NoStore(), heartbeat=30.0)  # type: ignore[arg-type]
     start = time.perf_counter()
-    keys = [ledger._key(request) for request in requests]
+    keys = [ledger.entries.key(request) for request in requests]
     keyed = time.perf_counter() - start
     start = time.perf_counter()
-    keys_again = [ledger._key(request) for request in requests]
+    keys_again = [ledger.entries.key(request) for request in requests]
     cached = time.perf_counter() - start
     assert keys == keys_again
     start = time.perf_counter()
-    blobs = [ledger._serialize(request) for request in requests]
+    blobs = [ledger.entries.blob(request) for request in requests]
     serialised = time.perf_counter() - start
     parked: list[Parked] = []
     for key, blob in zip(keys, blobs, strict=True):

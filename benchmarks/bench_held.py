@@ -14,7 +14,8 @@
    names do not resolve, so robots.txt fails and their requests wait); ``--held``
    requests spread over the 200 are yielded interleaved with the healthy pages. The
    figure is the time from the spider's start until its last healthy page. Each round
-   crawls once in each mode, in a rotating order:
+   crawls once in each mode, each crawl in a process of its own (no crawl inherits
+   another's heap or garbage), in a rotating order (reversed every other round):
 
    - ``none``: the healthy pages only;
    - ``held``: the healthy pages and the extra requests, which scrapy-rep holds;
@@ -32,8 +33,9 @@
      the downloader, where their host names fail): what a user has today.
 
    ``held / none`` is printed as well (the spider's and Scrapy's own cost of 40,000
-   extra requests included). Wall time decides; the crawler process's CPU time to the
-   same point is printed beside it (steadier on a shared machine). ``--memory-bound``
+   extra requests included). Per-round ratios, their median and range, of the wall
+   time and of the crawl process's CPU time to the same point (steadier on a shared
+   machine: other processes' load moves the wall clock far more). ``--memory-bound``
    sets REP_MEMORY_MAX_HELD (default 100,000: nothing spills; 10,000 spills 30,000);
    ``--store sqlite`` uses a SQLite store per crawl, where durable waiting records each
    held request in the store (``--no-durable`` turns that off). ``REP_IDLE_WAIT = 0``
@@ -203,70 +205,130 @@ def _mode_settings(mode: str, base: dict[str, Any], tmp: Path, tag: str) -> dict
     return settings
 
 
-async def healthy_part(
-    server: LocalServer,
-    held: int,
-    rounds: int,
-    bound: int,
-    store: str,
-    durable: bool,
-    modes: tuple[str, ...],
-) -> None:
-    results: dict[str, list[tuple[float, float]]] = {mode: [] for mode in modes}
-    stops: list[float] = []
+def _round_urls(server: LocalServer, held: int, run: int) -> tuple[list[str], list[str]]:
+    """(the healthy pages, the pages with the waiting requests interleaved) of a round:
+    its own host names, so no crawl finds another's robots.txt in a store."""
+    healthy = [f"ok{i}.r{run}.{HEALTHY_DOMAIN}" for i in range(800)]
+    # "nxdomain" names fail to resolve (tests/resolver.py): robots.txt unreachable
+    down = [f"nxdomain{i}.r{run}.{DOWN_DOMAIN}" for i in range(200)]
+    pages = [server.url(h, f"/p{j}") for j in range(5) for h in healthy]
+    waiting = [server.url(down[i % 200], f"/w{i}") for i in range(held)]
+    # interleaved, as links to unreachable sites turn up among healthy ones
+    step = max(len(waiting) // len(pages), 1)
+    mixed: list[str] = []
+    for index, page in enumerate(pages):
+        mixed.append(page)
+        mixed.extend(waiting[index * step : (index + 1) * step])
+    mixed.extend(waiting[len(pages) * step :])
+    return pages, mixed
+
+
+def crawl_child(args: argparse.Namespace) -> None:
+    """One crawl of one mode (``--child``), in a process of its own: no crawl inherits
+    another's heap, garbage or warmed caches. Prints one RESULT line."""
+    import json
+
+    mode, run, held = args.child, args.round, args.held
     tmp = Path(tempfile.mkdtemp(prefix="bench-held-crawl-"))
     base = {
         **REP,
         "CONCURRENT_REQUESTS": 64,
         "REP_IDLE_WAIT": 0,
         "REP_FETCH_TIMEOUT": 5,
-        "REP_MEMORY_MAX_HELD": bound,
-        "REP_STORAGE": store,
-        "REP_DURABLE_WAITING": durable,
+        "REP_MEMORY_MAX_HELD": args.memory_bound,
+        "REP_STORAGE": args.store,
+        "REP_DURABLE_WAITING": not args.no_durable,
     }
+    server = _PortOnly(args.port)
+    pages, mixed = _round_urls(server, held, run)  # type: ignore[arg-type]
+    domains = [HEALTHY_DOMAIN] if mode == "dropped" else [HEALTHY_DOMAIN, DOWN_DOMAIN]
+    outcome: dict[str, Any] = {}
+
+    async def one() -> None:
+        urls = pages if mode == "none" else mixed
+        gc.collect()
+        crawler = await _crawl(urls, domains, _mode_settings(mode, base, tmp, f"r{run}"))
+        spider = crawler.spider
+        assert spider.pages >= len(pages), (mode, spider.pages)
+        outcome["wall"] = spider.done_at - spider.started_at
+        outcome["cpu"] = spider.cpu_done_at - spider.cpu_started_at
+        if mode == "held":
+            stats = crawler.stats.get_stats()
+            dropped = stats.get("robotstxt/dropped_at_close", 0)
+            kept = stats.get("robotstxt/kept_in_store", 0)
+            assert dropped + kept == held, (dropped, kept, held)
+            outcome["stop"] = time.perf_counter() - spider.done_at
+        if mode == "dropped":
+            filtered = crawler.stats.get_value("offsite/filtered", 0)
+            assert filtered == held, (filtered, held)
+
     try:
-        for run in range(rounds):
-            healthy = [f"ok{i}.r{run}.{HEALTHY_DOMAIN}" for i in range(800)]
-            # "nxdomain" names fail to resolve (tests/resolver.py): robots.txt unreachable
-            down = [f"nxdomain{i}.r{run}.{DOWN_DOMAIN}" for i in range(200)]
-            server.configure(
-                {h: {"robots": {"body": "User-agent: *\nDisallow: /private\n"}} for h in healthy}
-            )
-            pages = [server.url(h, f"/p{j}") for j in range(5) for h in healthy]
-            waiting = [server.url(down[i % 200], f"/w{i}") for i in range(held)]
-            # interleaved, as links to unreachable sites turn up among healthy ones
-            step = max(len(waiting) // len(pages), 1)
-            mixed: list[str] = []
-            for index, page in enumerate(pages):
-                mixed.append(page)
-                mixed.extend(waiting[index * step : (index + 1) * step])
-            mixed.extend(waiting[len(pages) * step :])
-            times: dict[str, tuple[float, float]] = {}
-            shift = run % len(modes)
-            for mode in modes[shift:] + modes[:shift]:  # rotated: no mode always first
-                domains = [HEALTHY_DOMAIN] if mode == "dropped" else [HEALTHY_DOMAIN, DOWN_DOMAIN]
-                urls = pages if mode == "none" else mixed
-                gc.collect()
-                crawler = await _crawl(urls, domains, _mode_settings(mode, base, tmp, f"r{run}"))
-                spider = crawler.spider
-                assert spider.pages >= len(pages), (mode, spider.pages)
-                wall = spider.done_at - spider.started_at
-                cpu = spider.cpu_done_at - spider.cpu_started_at
-                times[mode] = (wall, cpu)
-                results[mode].append((wall, cpu))
-                if mode == "held":
-                    stats = crawler.stats.get_stats()
-                    dropped = stats.get("robotstxt/dropped_at_close", 0)
-                    kept = stats.get("robotstxt/kept_in_store", 0)
-                    assert dropped + kept == held, (dropped, kept, held)
-                    stops.append(time.perf_counter() - spider.done_at)
-                if mode == "dropped":
-                    filtered = crawler.stats.get_value("offsite/filtered", 0)
-                    assert filtered == held, (filtered, held)
-            print(f"round {run}: " + _round_line(times), flush=True)
+        ok = run_on_reactor(install_reactor(), one)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(_summary(results, stops, held))
+    if not ok:
+        sys.exit(1)
+    print("RESULT " + json.dumps(outcome), flush=True)
+
+
+class _PortOnly:
+    """``LocalServer.url`` for a child, which only knows the server's port."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+
+    def url(self, host: str, path: str) -> str:
+        return f"http://{host}:{self.port}{path}"
+
+
+def _run_child(args: argparse.Namespace, mode: str, run: int, port: int) -> dict[str, Any]:
+    import json
+    import subprocess
+
+    command = [
+        sys.executable, __file__, "--child", mode, "--round", str(run), "--port", str(port),
+        "--held", str(args.held), "--memory-bound", str(args.memory_bound),
+        "--store", args.store,
+    ]  # fmt: skip
+    if args.no_durable:
+        command.append("--no-durable")
+    proc = subprocess.run(command, capture_output=True, text=True, check=False)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            result: dict[str, Any] = json.loads(line[len("RESULT ") :])
+            return result
+    sys.stderr.write(proc.stderr[-4000:])
+    sys.exit(f"the {mode} crawl of round {run} failed (exit {proc.returncode})")
+
+
+def healthy_part(server: LocalServer, args: argparse.Namespace, modes: tuple[str, ...]) -> None:
+    """Rounds of one crawl per mode, each crawl in a process of its own, the order
+    rotated (and reversed every other round) so no mode is always first or always
+    after the same one; ratios are taken within a round, then their median."""
+    import os
+
+    results: dict[str, list[tuple[float, float]]] = {mode: [] for mode in modes}
+    stops: list[float] = []
+    print(f"load average {os.getloadavg()[0]:.2f}", flush=True)
+    for run in range(args.rounds):
+        pages, _ = _round_urls(server, 0, run)
+        hosts = sorted({url.split("/")[2].split(":")[0] for url in pages})
+        body = "User-agent: *\nDisallow: /private\n"
+        server.configure({h: {"robots": {"body": body}} for h in hosts})
+        shift = run % len(modes)
+        order = list(modes[shift:] + modes[:shift])
+        if run % 2:
+            order.reverse()
+        times: dict[str, tuple[float, float]] = {}
+        for mode in order:
+            result = _run_child(args, mode, run, server.port)
+            times[mode] = (result["wall"], result["cpu"])
+            results[mode].append(times[mode])
+            if "stop" in result:
+                stops.append(result["stop"])
+        print(f"round {run}: " + _round_line(times), flush=True)
+    print(f"load average {os.getloadavg()[0]:.2f}")
+    print(_summary(results, stops, args.held))
 
 
 def _ratios(results: dict[str, list[tuple[float, float]]], a: str, b: str, i: int) -> list[float]:
@@ -286,7 +348,10 @@ def _round_line(times: dict[str, tuple[float, float]]) -> str:
 
 
 def _summary(results: dict[str, list[tuple[float, float]]], stops: list[float], held: int) -> str:
-    lines = ["healthy part, median of per-round ratios (wall; cpu of this process):"]
+    lines = [
+        "healthy part, median (range) of the per-round ratios, wall clock and the CPU "
+        "time of the crawl's own process, from the spider's start to its last healthy page:"
+    ]
     pairs = (
         ("held", "dropped", "with held / Scrapy's share (the fair reference); target <= 1.10x"),
         ("held", "none", "with held / none held at all"),
@@ -298,8 +363,8 @@ def _summary(results: dict[str, list[tuple[float, float]]], stops: list[float], 
             wall = _ratios(results, a, b, 0)
             cpu = _ratios(results, a, b, 1)
             lines.append(
-                f"  {a}/{b}: {median(wall):.3f}x ({min(wall):.3f}-{max(wall):.3f}); "
-                f"cpu {median(cpu):.3f}x  ({label})"
+                f"  {a}/{b}: wall {median(wall):.3f}x ({min(wall):.3f}-{max(wall):.3f}); "
+                f"cpu {median(cpu):.3f}x ({min(cpu):.3f}-{max(cpu):.3f})  ({label})"
             )
     if stops:
         lines.append(
@@ -378,7 +443,13 @@ def main() -> None:
     parser.add_argument(
         "--profile", action="store_true", help="one held crawl under cProfile instead"
     )
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--round", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        crawl_child(args)
+        return
     if args.only != "crawl" and not args.profile:
         bytes_per_held(args.count)
     if args.only == "bytes":
@@ -390,22 +461,9 @@ def main() -> None:
             return
         modes = tuple(m for m in args.modes.split(",") if m)
         assert set(modes) <= set(MODES), modes
-        reactor = install_reactor()
-        ok = run_on_reactor(
-            reactor,
-            lambda: healthy_part(
-                server,
-                args.held,
-                args.rounds,
-                args.memory_bound,
-                args.store,
-                not args.no_durable,
-                modes,
-            ),
-        )
+        healthy_part(server, args, modes)
     finally:
         server.stop()
-    sys.exit(0 if ok else 1)
 
 
 if __name__ == "__main__":

@@ -148,7 +148,7 @@ class OriginCoordinator(FetchSteps):
     def _load(self, rt: OriginRuntime) -> None:
         rt.loading = True
         self._reads_pending += 1
-        deferred = self.calls.call(self.storage.get, rt.origin)
+        deferred = self.calls.call(self.storage.get, rt.origin, key=rt.origin)
         deferred.addBoth(self._loaded, rt)
         if not rt.loaded:  # a real store answers later: wake the origin then
             deferred.addCallback(lambda _: self.wake(rt.origin, reread=False))
@@ -194,7 +194,7 @@ class OriginCoordinator(FetchSteps):
             return
         if reread and self.storage.shared and rt.loaded and not rt.fetching:
             self._reads_pending += 1
-            self.calls.call(self.storage.get, origin).addBoth(self._reread, rt)
+            self.calls.call(self.storage.get, origin, key=origin).addBoth(self._reread, rt)
             return
         self._wake_now(rt)
 
@@ -299,7 +299,9 @@ class OriginCoordinator(FetchSteps):
                 # In the store's worker thread like every other store call: a stalled
                 # store must not stall the reactor here either. calls.close() lets the
                 # queued calls run before the thread ends.
-                released = self.calls.call(self.storage.release_lease, rt.origin, self.holder)
+                released = self.calls.call(
+                    self.storage.release_lease, rt.origin, self.holder, key=rt.origin
+                )
                 released.addErrback(_release_failed, rt.origin)
         self.calls.close()
 

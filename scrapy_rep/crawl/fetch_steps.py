@@ -87,7 +87,7 @@ class FetchSteps:
         # between our last read and our lease (a poll that read just before its
         # write): a shared store is read once more, so one fetch serves every process.
         deferred = self.calls.call(
-            acquire_and_read, self.storage, rt.origin, self.holder, self._lease_ttl()
+            acquire_and_read, self.storage, rt.origin, self.holder, self._lease_ttl(), key=rt.origin
         )
         deferred.addCallbacks(
             self._leased, self._lease_failed, callbackArgs=(rt,), errbackArgs=(rt,)
@@ -103,7 +103,7 @@ class FetchSteps:
         held, stored = result
         if self.closed:
             if held:
-                self.calls.call(self.storage.release_lease, rt.origin, self.holder)
+                self.calls.call(self.storage.release_lease, rt.origin, self.holder, key=rt.origin)
             self._fetch_ended(rt)
             return
         if not held:
@@ -118,7 +118,7 @@ class FetchSteps:
             and stored is not None
             and not self.policy.evaluate(stored, self.clock()).fetch_due
         ):
-            self.calls.call(self.storage.release_lease, rt.origin, self.holder)
+            self.calls.call(self.storage.release_lease, rt.origin, self.holder, key=rt.origin)
             self._fetch_ended(rt)
             rt.record = stored
             self.registry.note_record(rt)
@@ -173,7 +173,7 @@ class FetchSteps:
             logger.error("scrapy-rep: storing robots.txt of %s failed: %s", rt.origin, failure)
             return policy.after_fetch(previous, outcome, now)
 
-        deferred = self.calls.call(write)
+        deferred = self.calls.call(write, key=rt.origin)
         deferred.addErrback(failed)
         deferred.addCallback(self._recorded, rt, outcome, previous, now)
 

@@ -95,7 +95,7 @@ class LeaseKeeper:
         if now - since < LEASE_WAIT_LOG_AFTER or origin in self._lease_wait_logged:
             return
         self._lease_wait_logged.add(origin)
-        asking = self.calls.call(lease_holder, self.storage, origin)
+        asking = self.calls.call(lease_holder, self.storage, origin, key=origin)
         asking.addCallback(self._log_lease_wait, origin, now - since)
         asking.addErrback(lambda failure: self._log_lease_wait(None, origin, now - since))
 

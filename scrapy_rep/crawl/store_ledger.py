@@ -8,12 +8,9 @@ the spider) releases the waiting requests of a process that died. ``StoreLedger`
   batches (group commit: while one batch is being written the next one accumulates), so
   a held request costs a small share of one round trip, and a request released before
   its batch went out costs nothing in the store.
-* Requests are stored with Scrapy's own serialisation (``Request.to_dict`` and
-  ``request_from_dict``, as Scrapy's disk queues do), keyed by the request fingerprint
-  so duplicates collapse;
-  ``dont_filter`` requests get a key of their own, since the scheduler keeps them apart.
-  A request that cannot be serialised (a callback that is not a spider method) stays in
-  the room, not in the store: logged once at WARNING, counted, never silently lost.
+* Each request is an entry (``ledger_entries.py``): Scrapy's own serialisation, keyed
+  so duplicates collapse. One that cannot be serialised stays in the room, not in the
+  store: logged once at WARNING, counted, never silently lost.
 * Every flush also beats this process's heartbeat; a tick every third of
   ``REP_CLUSTER_HEARTBEAT`` flushes and adopts the parked requests of dead owners, which
   ``adopt()`` then hands to the room.
@@ -23,20 +20,18 @@ All store I/O runs in a thread (never on the reactor thread), one call at a time
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 import socket
 import threading
 import time
 import uuid
-import weakref
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
 from twisted.internet import task, threads
 
-from scrapy_rep.crawl.request_codec import RequestCodec
+from scrapy_rep.crawl.ledger_entries import LEDGER_KEY_META, STAT, LedgerEntries
 
 # (re-exported: opening the shared store is crawl/shared_store.py's)
 from scrapy_rep.crawl.shared_store import open_cluster, scrapy_redis_idle_expired
@@ -47,6 +42,7 @@ if TYPE_CHECKING:
 
     from scrapy.crawler import Crawler
 
+    from scrapy_rep.crawl.request_codec import RequestCodec
     from scrapy_rep.storage.cluster import ClusterStore, Parked
 
 __all__ = ["LEDGER_KEY_META", "StoreLedger", "open_cluster", "scrapy_redis_idle_expired"]
@@ -55,11 +51,6 @@ logger = logging.getLogger("scrapy_rep")
 
 #: Requests written (or adopted) per store call; larger batches wait for the next call.
 BATCH = 1000
-#: Ceiling for one blob: far above a real request; a bigger one is not parked.
-MAX_BLOB = 4 * 1024 * 1024
-STAT = "robotstxt/ledger/"
-#: Private meta key: the request's key in the ledger, from ``record`` to ``forget``.
-LEDGER_KEY_META = "_rep_ledger_key"
 #: Longest the close waits for a write already in flight (seconds).
 CLOSE_WAIT = 5.0
 #: How long a newly held request may wait before it is written to the store (seconds).
@@ -91,28 +82,24 @@ class StoreLedger:
         codec: RequestCodec | None = None,
     ) -> None:
         self.crawler = crawler
-        self.codec = codec or RequestCodec(crawler)
         self._store_degraded = store_degraded
         self.cluster = cluster
         self.owner = owner_id()
         self.heartbeat = heartbeat
         assert crawler.stats is not None
         self.stats = crawler.stats
+        self.entries = LedgerEntries(crawler, self.owner, codec)
         # key -> (entry, when recorded): in recording order, so the ripe ones (older
         # than PARK_GRACE) are at the front
         self._pending_add: dict[str, tuple[Parked, float]] = {}
         self._pending_remove: set[str] = set()
         self._stored: set[str] = set()  # written (or being written) under our owner id
-        self._serial = itertools.count()  # dont_filter requests' keys
         self._adopted: list[tuple[str, Request]] = []
-        # Adopted requests just handed out, until each is recorded again or gone.
-        self._adopted_keys: weakref.WeakKeyDictionary[Request, str] = weakref.WeakKeyDictionary()
         self._io_lock = threading.Lock()  # one store call at a time, close() included
         self._busy = False
         self._flush_queued = False
         self._failing = False
         self._io_failed = False
-        self._warned_unserializable = False
         self._closed = False
         self._loop: task.LoopingCall | None = None
         # A look for orphaned entries asked by an idle spider (look_when_idle):
@@ -126,8 +113,8 @@ class StoreLedger:
 
     def record(self, origin: str, requests: Sequence[Request]) -> None:
         for request in requests:
-            key = self._key(request)
-            blob = self._serialize(request)
+            key = self.entries.key(request)
+            blob = self.entries.blob(request)
             if blob is None:
                 continue
             self._pending_remove.discard(key)
@@ -154,7 +141,7 @@ class StoreLedger:
         for _, request in adopted:
             key = request.meta.pop(LEDGER_KEY_META, None)
             if isinstance(key, str):
-                self._adopted_keys[request] = key
+                self.entries.handed_out(request, key)
                 self._pending_remove.add(key)
         self._flush_soon()
         return adopted
@@ -213,64 +200,6 @@ class StoreLedger:
         outage, one WARNING); INFO then."""
         level = logging.INFO if self._store_degraded() else logging.WARNING
         logger.log(level, message, *args)
-
-    # -- keys and serialisation ----------------------------------------------------------
-
-    def _key(self, request: Request) -> str:
-        """The request's key, made once and kept in its meta (see the module docstring):
-        a request re-recorded (held again after an adoption) keeps its entry."""
-        meta = request.meta
-        key = meta.get(LEDGER_KEY_META)
-        if isinstance(key, str):
-            return key
-        key = self._adopted_keys.pop(request, None)
-        if key is not None:
-            meta[LEDGER_KEY_META] = key
-            return key
-        if request.dont_filter:
-            # The scheduler keeps dont_filter requests apart: so does the ledger, with a
-            # key of their own, unique across processes (an adopter keeps it). No
-            # fingerprint: the dupefilter did not compute one for such a request.
-            key = f"{self.owner}.{next(self._serial)}"
-        else:
-            fingerprinter: Any = self.crawler.request_fingerprinter
-            # (the dupefilter computed it a moment ago for this object: Scrapy caches it)
-            key = fingerprinter.fingerprint(request).hex()
-        meta[LEDGER_KEY_META] = key
-        return key
-
-    def _serialize(self, request: Request) -> bytes | None:
-        try:
-            # Scrapy's disk queues store Request.to_dict() pickled, and so do we: the
-            # callback is kept by name, so it must be a method of the spider. The codec
-            # gives the waiting room's bytes when it has just serialised the request.
-            blob = self.codec.encode(request)
-        except Exception as exc:  # ValueError (callback), PicklingError, TypeError (meta)
-            self._unparkable(request, f"{type(exc).__name__}: {exc}")
-            return None
-        if len(blob) > MAX_BLOB:
-            self._unparkable(request, f"{len(blob)} bytes serialised")
-            return None
-        return blob
-
-    def _unparkable(self, request: Request, why: str) -> None:
-        self.stats.inc_value(f"{STAT}unserializable")
-        if not self._warned_unserializable:
-            self._warned_unserializable = True
-            logger.warning(
-                "scrapy-rep: %s cannot be kept in the shared store (%s): it waits in this "
-                "process only, and a kill -9 would lose it (stats: %sunserializable; "
-                "further ones at DEBUG)",
-                request,
-                why,
-                STAT,
-            )
-        else:
-            logger.debug("scrapy-rep: not parked in the shared store (%s): %s", why, request)
-
-    def _deserialize(self, blob: bytes) -> Request:
-        # our own entries, read as Scrapy's disk queues read theirs
-        return self.codec.decode(blob)
 
     # -- background I/O ----------------------------------------------------------------
 
@@ -395,7 +324,7 @@ class StoreLedger:
 
     def _take_over(self, key: str, origin: str, blob: bytes) -> None:
         try:
-            request = self._deserialize(blob)
+            request = self.entries.request(blob)
         except Exception as exc:
             # Not ours to guess at (another spider version, a damaged entry): drop it
             # from the store with a reason rather than adopt it again forever.

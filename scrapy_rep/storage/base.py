@@ -30,6 +30,12 @@ from typing import Protocol, runtime_checkable
 from scrapy_rep.policy.records import OriginRecord
 
 
+class WouldBlock(Exception):
+    """Raised by a store asked to answer without waiting (``SqliteStorage.
+    without_waiting``) when it cannot: the caller makes the call again where waiting
+    is allowed (the store's worker thread)."""
+
+
 @runtime_checkable
 class RobotsStorage(Protocol):
     """Per-origin records plus a single-flight fetch lease."""

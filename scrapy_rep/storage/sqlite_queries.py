@@ -9,9 +9,13 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 from scrapy_rep.storage.base import holder_is_dead, lease_is_absurd
 from scrapy_rep.storage.sqlite_file import DB_SCHEMA_VERSION, OUR_TABLES
+
+_T = TypeVar("_T")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -71,31 +75,85 @@ def take_lease(
     conn: sqlite3.Connection, origin: str, holder: str, ttl: float, renewing: bool
 ) -> bool:
     """Take (or, ``renewing``, extend) the lease in one write transaction."""
-    now = time.time()
+    return bool(_in_write(conn, lambda: _take(conn, origin, holder, ttl, renewing)))
+
+
+def take_lease_and_read(
+    conn: sqlite3.Connection, origin: str, holder: str, ttl: float
+) -> tuple[bool, object]:
+    """Take the lease and, when won, read the record's raw value, in one transaction:
+    one commit and one trip to the store for a fetch's start."""
+
+    def both() -> tuple[bool, object] | None:
+        if not _take(conn, origin, holder, ttl, False):
+            return None
+        return True, read_record(conn, origin)
+
+    return _in_write(conn, both) or (False, None)
+
+
+def store_and_release(conn: sqlite3.Connection, origin: str, blob: bytes, holder: str) -> None:
+    """Write the record and give up our lease in one transaction (one commit)."""
+
+    def both() -> bool:
+        write_record(conn, origin, blob)
+        conn.execute(RELEASE_LEASE, (origin, holder))
+        return True
+
+    _in_write(conn, both)
+
+
+def read_record(conn: sqlite3.Connection, origin: str) -> object:
+    row = conn.execute("SELECT record FROM origins WHERE origin = ?", (origin,)).fetchone()
+    return None if row is None else row[0]
+
+
+def write_record(conn: sqlite3.Connection, origin: str, blob: bytes) -> None:
+    conn.execute(
+        "INSERT INTO origins (origin, record, updated_at) VALUES (?, ?, ?) "
+        "ON CONFLICT (origin) DO UPDATE SET record = excluded.record, "
+        "updated_at = excluded.updated_at",
+        (origin, blob, time.time()),
+    )
+
+
+RELEASE_LEASE = "DELETE FROM leases WHERE origin = ? AND holder = ?"
+
+
+def _in_write(conn: sqlite3.Connection, body: Callable[[], _T | None]) -> _T | None:
+    """Run ``body`` inside BEGIN IMMEDIATE (the write lock is taken before anything is
+    read); None from ``body`` rolls back, anything else commits."""
     conn.execute("BEGIN IMMEDIATE")
     try:
-        current = read_lease(conn, origin)
-        if renewing and (current is None or current[0] != holder):
-            conn.execute("ROLLBACK")  # no longer ours: a renewal never takes a lease
-            return False
-        if current is not None and current[0] != holder and current[1] > now:
-            other = current[0]
-            taken_over = not renewing and (
-                lease_is_absurd(current[1] - now, ttl) or holder_is_dead(other)
-            )
-            if not taken_over:
-                conn.execute("ROLLBACK")
-                return False
-        conn.execute(
-            "INSERT OR REPLACE INTO leases (origin, holder, expires_at) VALUES (?, ?, ?)",
-            (origin, holder, now + ttl),
-        )
-        conn.execute("COMMIT")
-        return True
+        result = body()
+        conn.execute("ROLLBACK" if result is None else "COMMIT")
+        return result
     except BaseException:
         with contextlib.suppress(sqlite3.Error):
             conn.execute("ROLLBACK")
         raise
+
+
+def _take(
+    conn: sqlite3.Connection, origin: str, holder: str, ttl: float, renewing: bool
+) -> bool | None:
+    """The lease decision, inside a write transaction: True (taken), None (not)."""
+    now = time.time()
+    current = read_lease(conn, origin)
+    if renewing and (current is None or current[0] != holder):
+        return None  # no longer ours: a renewal never takes a lease
+    if current is not None and current[0] != holder and current[1] > now:
+        other = current[0]
+        taken_over = not renewing and (
+            lease_is_absurd(current[1] - now, ttl) or holder_is_dead(other)
+        )
+        if not taken_over:
+            return None
+    conn.execute(
+        "INSERT OR REPLACE INTO leases (origin, holder, expires_at) VALUES (?, ?, ?)",
+        (origin, holder, now + ttl),
+    )
+    return True
 
 
 def is_corruption(exc: sqlite3.Error) -> bool:

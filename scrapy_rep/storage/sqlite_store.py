@@ -17,6 +17,8 @@ Why it is safe for several processes, and for several threads of one:
   is compared across processes; an expiry no renewal could have set (a clock jump) is
   broken, and so is an unreadable row.
 * One connection per instance behind a lock: any thread may call any method.
+* The crawl's reactor thread first asks for an answer that needs no waiting
+  (``sqlite_nowait.NoWaitPath``); anything else goes to the store's worker thread.
 
 Nothing here raises out of the ``RobotsStorage`` interface. A damaged file (found at
 open, or later by a query) is moved aside once (``<name>.corrupt-<timestamp>``) with one
@@ -42,21 +44,27 @@ from typing import Any, TypeVar
 from scrapy_rep.policy.config import SettingError
 from scrapy_rep.policy.records import OriginRecord
 from scrapy_rep.storage import sqlite_file
-from scrapy_rep.storage.base import MemoryStorage
+from scrapy_rep.storage.base import MemoryStorage, WouldBlock
 from scrapy_rep.storage.codec import MAX_DECODED, pack_record, unpack_record, warn_unreadable
 from scrapy_rep.storage.sqlite_file import (
     DB_SCHEMA_VERSION,
     DEFAULT_FILENAME,
     read_records_read_only,
 )
+from scrapy_rep.storage.sqlite_nowait import NoWaitPath
 from scrapy_rep.storage.sqlite_queries import (
     CLEAN_LEASES,
+    RELEASE_LEASE,
     SCHEMA,
     BadDatabase,
     identify,
     is_corruption,
     read_lease,
+    read_record,
+    store_and_release,
     take_lease,
+    take_lease_and_read,
+    write_record,
 )
 
 __all__ = ["DB_SCHEMA_VERSION", "DEFAULT_FILENAME", "SqliteStorage", "read_records_read_only"]
@@ -72,8 +80,9 @@ _DRIVER_ERRORS = (sqlite3.Error, ValueError, OverflowError)
 _FAILED = object()
 
 
-class SqliteStorage:
-    """One SQLite file; one connection per instance, guarded by a lock."""
+class SqliteStorage(NoWaitPath):
+    """One SQLite file; one connection per instance, guarded by a lock (and one more
+    for answers without waiting, ``NoWaitPath``)."""
 
     shared = True
 
@@ -98,6 +107,10 @@ class SqliteStorage:
         self._file_id: tuple[int, int] | None = None
         # Answers for what SQLite could not store or read (disk full, I/O errors).
         self._fallback = MemoryStorage(fallback_max_origins)
+        # without_waiting: per thread; its own connection, opened when first needed
+        self._local = threading.local()
+        self._quick: sqlite3.Connection | None = None
+        self._quick_writes = 0
         self._conn: sqlite3.Connection | None = self._open()
 
     # -- construction -------------------------------------------------------------
@@ -228,6 +241,8 @@ class SqliteStorage:
 
         Corruption found by a query moves the file aside and retries once on a fresh
         store (once per instance: a file that keeps failing is not moved again)."""
+        if self.answering_now():
+            return self._run_now(query)
         with self._lock:
             for attempt in range(2):
                 conn = self._conn
@@ -251,6 +266,7 @@ class SqliteStorage:
         if self._repaired or self._closed:
             return False
         self._repaired = True
+        self._close_quick()
         if self._conn is not None:
             with contextlib.suppress(sqlite3.Error):
                 self._conn.close()
@@ -285,13 +301,13 @@ class SqliteStorage:
     # -- RobotsStorage ----------------------------------------------------------------
 
     def get(self, origin: str) -> OriginRecord | None:
-        def read(conn: sqlite3.Connection) -> Any:
-            row = conn.execute("SELECT record FROM origins WHERE origin = ?", (origin,)).fetchone()
-            return None if row is None else row[0]
+        raw = self._run("read", lambda conn: read_record(conn, origin))
+        return self._decoded(origin, None if raw is _FAILED else raw)
 
-        raw = self._run("read", read)
-        raw = None if raw is _FAILED else raw
+    def _decoded(self, origin: str, raw: object) -> OriginRecord | None:
         record = unpack_record(raw, self._record_limit)
+        if record is None and raw is not None and self.answering_now():
+            raise WouldBlock  # checking the file is the worker's
         if record is None and raw is not None and not self._check_once():
             # One bad value in a sound file: a miss (a damaged file was just moved
             # aside instead, with its own WARNING).
@@ -319,16 +335,9 @@ class SqliteStorage:
 
     def put(self, origin: str, record: OriginRecord) -> None:
         blob = pack_record(record)
-
-        def write(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "INSERT INTO origins (origin, record, updated_at) VALUES (?, ?, ?) "
-                "ON CONFLICT (origin) DO UPDATE SET record = excluded.record, "
-                "updated_at = excluded.updated_at",
-                (origin, blob, time.time()),
-            )
-
-        if self._run("write", write) is _FAILED or len(self._fallback):
+        if self._run("write", lambda conn: write_record(conn, origin, blob)) is _FAILED or len(
+            self._fallback
+        ):
             # The only copy when SQLite failed; otherwise it keeps a copy from an
             # earlier failure in step, so it never answers with something older.
             self._fallback.put(origin, record)
@@ -339,6 +348,29 @@ class SqliteStorage:
             # The shared lease is out of reach: single-flight within this process at least.
             return self._fallback.acquire_lease(origin, holder, ttl)
         return bool(result)
+
+    def acquire_lease_and_get(
+        self, origin: str, holder: str, ttl: float
+    ) -> tuple[bool, OriginRecord | None]:
+        """``acquire_lease`` and, when won, ``get``: one transaction."""
+        result = self._run("lease", lambda conn: take_lease_and_read(conn, origin, holder, ttl))
+        if result is _FAILED:
+            held = self._fallback.acquire_lease(origin, holder, ttl)
+            return held, self.get(origin) if held else None
+        assert isinstance(result, tuple)
+        return bool(result[0]), self._decoded(origin, result[1]) if result[0] else None
+
+    def put_and_release_lease(self, origin: str, record: OriginRecord, holder: str) -> None:
+        """``put`` and ``release_lease``: one transaction, one commit."""
+        blob = pack_record(record)
+        self._fallback.release_lease(origin, holder)
+        if self._run("write", lambda conn: store_and_release(conn, origin, blob, holder)) is (
+            _FAILED
+        ):
+            self._fallback.put(origin, record)
+            self._run("lease release", lambda conn: conn.execute(RELEASE_LEASE, (origin, holder)))
+        elif len(self._fallback):
+            self._fallback.put(origin, record)
 
     def renew_lease(self, origin: str, holder: str, ttl: float) -> bool:
         result = self._run("lease", lambda conn: take_lease(conn, origin, holder, ttl, True))
@@ -355,18 +387,14 @@ class SqliteStorage:
 
     def release_lease(self, origin: str, holder: str) -> None:
         self._fallback.release_lease(origin, holder)
-        self._run(
-            "lease release",
-            lambda conn: conn.execute(
-                "DELETE FROM leases WHERE origin = ? AND holder = ?", (origin, holder)
-            ),
-        )
+        self._run("lease release", lambda conn: conn.execute(RELEASE_LEASE, (origin, holder)))
 
     def close(self) -> None:
         with self._lock:
             if self._closed:
                 return
             self._closed = True
+            self._close_quick()
             if self._conn is not None:
                 with contextlib.suppress(sqlite3.Error):
                     self._conn.close()

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest_twisted
+from scrapy import signals
 
 from scrapy_rep.policy.records import OriginRecord
 from scrapy_rep.storage.base import MemoryStorage
 from tests.crawl_helpers import DISALLOW_PRIVATE, REP, pages_of
+from tests.storage.test_storage_sqlite_nowait import WriteLockHolder
 
 
 class SlowThreadRecordingStore:
@@ -96,3 +99,48 @@ async def test_a_fetch_lease_left_at_close_is_released_off_the_reactor_thread(
     reactor_thread = threading.get_ident()
     assert reactor_thread not in releases
     assert [name for name, ident in calls if ident == reactor_thread] == []
+
+
+class LockAtOpen:
+    """An extension: when the spider opens (the store is open by then), another
+    process takes the store's write lock and keeps it for 1.5 s."""
+
+    def __init__(self, crawler: Any) -> None:
+        self.spec = crawler.settings["REP_STORAGE"]
+        crawler.signals.connect(self.opened, signal=signals.spider_opened)
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> LockAtOpen:
+        return cls(crawler)
+
+    def opened(self, spider: Any) -> None:
+        WriteLockHolder(Path(self.spec.partition(":")[2]), hold=1.5)
+
+
+@pytest_twisted.ensureDeferred
+async def test_sqlite_answers_on_the_reactor_thread_unless_it_would_wait(
+    mockserver: Any, run_crawl: Any, tmp_path: Path
+) -> None:
+    """The default store answers on the reactor thread when it can do so without
+    waiting; while another process holds its write lock, the writes go to the
+    worker thread and wait there: the crawl is the same, each robots.txt fetched once."""
+    hosts = [mockserver.unique_host("nowait") for _ in range(4)]
+    mockserver.configure_many({h: {"robots": {"body": DISALLOW_PRIVATE}} for h in hosts})
+    urls = [mockserver.url(h, p) for h in hosts for p in ("/a", "/private")]
+    settings = {
+        **REP,
+        "REP_STORAGE": f"sqlite:{tmp_path / 'robots.db'}",
+        "REP_DURABLE_WAITING": False,
+        "EXTENSIONS": {f"{__name__}.LockAtOpen": 0},
+    }
+    crawler = await run_crawl(urls, settings=settings)
+    for h in hosts:
+        assert pages_of(mockserver, h) == ["/a"], h
+        assert mockserver.paths(h).count("/robots.txt") == 1, h
+    assert crawler.stat("robotstxt/forbidden") == len(hosts)
+    middleware = next(
+        m for m in crawler.engine.downloader.middleware.middlewares if hasattr(m, "coordinator")
+    )
+    calls = middleware.coordinator.calls
+    assert calls.answered_now > 0  # the first reads (a WAL read waits on no writer)
+    assert calls.answered_in_worker > 0  # the leases, taken while the lock was held
