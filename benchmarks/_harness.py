@@ -35,6 +35,36 @@ OFF = {"ROBOTSTXT_OBEY": False}
 REP = {"ROBOTSTXT_OBEY": True, "ADDONS": {"scrapy_rep.Addon": 0}, "REP_STORAGE": "memory"}
 
 
+class NullMiddleware:
+    """A downloader middleware of scrapy-rep's shape that does nothing: a
+    ``request_scheduled`` receiver and async ``process_request``/``process_response``
+    at the robots.txt middleware's priority. What Scrapy itself charges any middleware
+    of that shape, the floor under scrapy-rep's cost (bench_ab.py's ``null`` mode)."""
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> NullMiddleware:
+        from scrapy import signals
+
+        middleware = cls()
+        crawler.signals.connect(middleware.scheduled, signal=signals.request_scheduled)
+        return middleware
+
+    def scheduled(self, request: Any, spider: Any) -> None:
+        return None
+
+    async def process_request(self, request: Any, spider: Any = None) -> None:
+        return None
+
+    async def process_response(self, request: Any, response: Any, spider: Any = None) -> Any:
+        return response
+
+
+NULL = {
+    "ROBOTSTXT_OBEY": False,
+    "DOWNLOADER_MIDDLEWARES": {"_harness.NullMiddleware": 100},
+}
+
+
 SERVERS = {
     "fast": Path(__file__).resolve().parent / "_fast_server.py",
     "mock": REPO_ROOT / "tests" / "mockserver.py",
