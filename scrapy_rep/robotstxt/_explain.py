@@ -8,12 +8,11 @@ A mixin: RobotsTxt holds the state.
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from dataclasses import dataclass
 from typing import TypeAlias
 
 from scrapy_rep.robotstxt._interpreted import Scan, scan_best, scan_rule
-from scrapy_rep.robotstxt._matcher import EMPTY_GROUP, Group, best_rule, pattern_at, wild_rule
+from scrapy_rep.robotstxt._matcher import EMPTY_GROUP, Group, best_rule, pattern_at
 from scrapy_rep.robotstxt._urls import _SIMPLE, is_robots_txt, plain_path
 from scrapy_rep.robotstxt._urls import as_text as _text
 
@@ -76,8 +75,9 @@ class Explaining:
     def explain(self, url: _Text, user_agent: _Text) -> Decision:
         """Like :meth:`allowed`, with the deciding line, rule and group."""
         # A crawl explains every request (crawl/decide.py): once the agent's group is
-        # compiled, this is allowed()'s path, and each deciding rule's Decision is
-        # built once (a frozen value, shared by the calls it answers).
+        # compiled, this is allowed()'s check (best_rule, which allowed() inlines), and
+        # each deciding rule's Decision is built once (a frozen value, shared by the
+        # calls it answers).
         memo = self._explained
         if memo is None or user_agent != memo[0]:
             return self._explain_first(url, user_agent)
@@ -92,24 +92,7 @@ class Explaining:
         # is_robots_txt(path), inlined: /robots.txt is always allowed (RFC 9309 2.2.2)
         if path[:11] == b"/robots.txt" and (len(path) == 11 or path[11] == 0x3F):
             return _ROBOTS_TXT
-        # literal_rule(), inlined (see allowed)
-        lits = group[0]
-        best = bisect_right(lits, path) - 1
-        if best >= 0:
-            parents = group[1]
-            while not path.startswith(lits[best]):
-                best = parents[best]
-                if best < 0:
-                    break
-            else:
-                if group[8] is not None:
-                    best = group[8][best]
-        if group[2] and path.startswith(group[2]):
-            quick = group[10]
-            if text is None:
-                text = path.decode("ascii")  # normalised paths are ASCII
-            if quick is None or any(map(text.__contains__, quick)):
-                best = wild_rule(group, path, best, text)
+        best = best_rule(group, path, text)
         known = memo[3]
         found = known.get(best)
         if found is None:

@@ -238,10 +238,23 @@ def wild_rule(group: Group, path: bytes, best: int, text: str | None = None) -> 
     return best
 
 
-def best_rule(group: Group, path: bytes) -> int:
-    """Position (in the group's codes) of the deciding rule for *path*, or -1."""
+def best_rule(group: Group, path: bytes, text: str | None = None) -> int:
+    """Position (in the group's codes) of the deciding rule for *path*, or -1.
+
+    *text* is *path* as str, if the caller has it.  RobotsTxt.allowed() inlines this
+    (the hot path of a crawl's checks); explain() calls it.
+    """
     best = literal_rule(group, path)
-    return wild_rule(group, path, best) if group[2] else best
+    wild = group[2]
+    if not wild or not path.startswith(wild):
+        return best  # no wildcard guard is a prefix of the path
+    quick = group[10]
+    if quick is not None:
+        if text is None:
+            text = path.decode("ascii")  # normalised paths are ASCII
+        if not any(map(text.__contains__, quick)):
+            return best  # no probe in the path: no wildcard rule can match
+    return wild_rule(group, path, best, text)
 
 
 def pattern_at(group: Group, n: int) -> bytes:

@@ -319,7 +319,7 @@ class RobotsTxt(Explaining, ExtensionQueries, SteppedWork):
         else:
             path = plain_path(_text(url))
             text = None
-        # literal_rule(), inlined
+        # best_rule() (_matcher), inlined: the hot path
         lits = group[0]
         best = bisect_right(lits, path) - 1
         if best >= 0:
