@@ -188,3 +188,25 @@ async def crawl(urls: list[str], settings: dict[str, Any]) -> tuple[float, Any]:
 def median(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[len(ordered) // 2]
+
+
+# -- a crawl in a process of its own ---------------------------------------------------
+
+_RESULT = "RESULT "
+
+
+def print_result(outcome: dict[str, Any]) -> None:
+    """In a child process: its figures, for ``child_result`` to read."""
+    print(_RESULT + json.dumps(outcome), flush=True)
+
+
+def child_result(command: list[str], what: str) -> dict[str, Any]:
+    """Run *command* (a benchmark's own child crawl) and return the figures it printed
+    with ``print_result``; exit with its stderr's tail if it printed none."""
+    proc = subprocess.run(command, capture_output=True, text=True, check=False)
+    for line in proc.stdout.splitlines():
+        if line.startswith(_RESULT):
+            result: dict[str, Any] = json.loads(line[len(_RESULT) :])
+            return result
+    sys.stderr.write(proc.stderr[-4000:])
+    sys.exit(f"{what} failed (exit {proc.returncode})")

@@ -29,12 +29,10 @@ DownloaderAwarePriorityQueue, retries and redirects off, cookies off).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -45,7 +43,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from statistics import median
 
-from _harness import OFF, REP, STOCK, LocalServer, crawl, install_reactor, run_on_reactor
+from _harness import (
+    OFF,
+    REP,
+    STOCK,
+    LocalServer,
+    child_result,
+    crawl,
+    install_reactor,
+    print_result,
+    run_on_reactor,
+)
 
 MODES = ("off", "stock", "rep-sqlite", "rep-memory")
 BROAD = {
@@ -216,21 +224,15 @@ def child(mode: str, port: int, origins: int, pages: int, profile: str = "") -> 
         profiler.dump_stats(f"{profile}-{mode}.pstats")
     # ru_maxrss: KiB on Linux. The peak of this process: imports, the crawl, its close.
     outcome["peak_rss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print("RESULT " + json.dumps(outcome))
+    print_result(outcome)
 
 
 def run_child(mode: str, port: int, origins: int, pages: int, profile: str = "") -> dict[str, Any]:
-    proc = subprocess.run(
-        [sys.executable, __file__, "--child", mode, "--port", str(port),
-         "--origins", str(origins), "--pages", str(pages), "--profile", profile],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            result: dict[str, Any] = json.loads(line[len("RESULT ") :])
-            return result
-    sys.stderr.write(proc.stderr[-4000:])
-    sys.exit(f"the {mode} crawl failed (exit {proc.returncode})")
+    command = [
+        sys.executable, __file__, "--child", mode, "--port", str(port),
+        "--origins", str(origins), "--pages", str(pages), "--profile", profile,
+    ]  # fmt: skip
+    return child_result(command, f"the {mode} crawl")
 
 
 # -- RAM per origin, without a crawl -------------------------------------------------

@@ -59,7 +59,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _harness import QUIET, REP, STOCK, LocalServer, install_reactor, median, run_on_reactor
+from _harness import (
+    QUIET,
+    REP,
+    STOCK,
+    LocalServer,
+    child_result,
+    install_reactor,
+    median,
+    print_result,
+    run_on_reactor,
+)
 
 
 def _spider_and_crawler(tmp: Path | None) -> tuple[Any, Any]:
@@ -226,7 +236,6 @@ def _round_urls(server: LocalServer, held: int, run: int) -> tuple[list[str], li
 def crawl_child(args: argparse.Namespace) -> None:
     """One crawl of one mode (``--child``), in a process of its own: no crawl inherits
     another's heap, garbage or warmed caches. Prints one RESULT line."""
-    import json
 
     mode, run, held = args.child, args.round, args.held
     tmp = Path(tempfile.mkdtemp(prefix="bench-held-crawl-"))
@@ -268,7 +277,7 @@ def crawl_child(args: argparse.Namespace) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
     if not ok:
         sys.exit(1)
-    print("RESULT " + json.dumps(outcome), flush=True)
+    print_result(outcome)
 
 
 class _PortOnly:
@@ -282,9 +291,6 @@ class _PortOnly:
 
 
 def _run_child(args: argparse.Namespace, mode: str, run: int, port: int) -> dict[str, Any]:
-    import json
-    import subprocess
-
     command = [
         sys.executable, __file__, "--child", mode, "--round", str(run), "--port", str(port),
         "--held", str(args.held), "--memory-bound", str(args.memory_bound),
@@ -292,13 +298,7 @@ def _run_child(args: argparse.Namespace, mode: str, run: int, port: int) -> dict
     ]  # fmt: skip
     if args.no_durable:
         command.append("--no-durable")
-    proc = subprocess.run(command, capture_output=True, text=True, check=False)
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            result: dict[str, Any] = json.loads(line[len("RESULT ") :])
-            return result
-    sys.stderr.write(proc.stderr[-4000:])
-    sys.exit(f"the {mode} crawl of round {run} failed (exit {proc.returncode})")
+    return child_result(command, f"the {mode} crawl of round {run}")
 
 
 def healthy_part(server: LocalServer, args: argparse.Namespace, modes: tuple[str, ...]) -> None:
