@@ -335,9 +335,8 @@ class SqliteStorage(NoWaitPath):
 
     def put(self, origin: str, record: OriginRecord) -> None:
         blob = pack_record(record)
-        if self._run("write", lambda conn: write_record(conn, origin, blob)) is _FAILED or len(
-            self._fallback
-        ):
+        failed = self._run("write", lambda conn: write_record(conn, origin, blob)) is _FAILED
+        if failed or len(self._fallback):
             # The only copy when SQLite failed; otherwise it keeps a copy from an
             # earlier failure in step, so it never answers with something older.
             self._fallback.put(origin, record)
@@ -364,9 +363,8 @@ class SqliteStorage(NoWaitPath):
         """``put`` and ``release_lease``: one transaction, one commit."""
         blob = pack_record(record)
         self._fallback.release_lease(origin, holder)
-        if self._run("write", lambda conn: store_and_release(conn, origin, blob, holder)) is (
-            _FAILED
-        ):
+        write = self._run("write", lambda conn: store_and_release(conn, origin, blob, holder))
+        if write is _FAILED:
             self._fallback.put(origin, record)
             self._run("lease release", lambda conn: conn.execute(RELEASE_LEASE, (origin, holder)))
         elif len(self._fallback):
