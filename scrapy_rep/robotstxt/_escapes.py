@@ -231,13 +231,12 @@ def normalised_rules(
     # one call: an invalid sequence cut by a "\n" is replaced as at a pattern's end)
     texts = compress(raw.decode("utf-8", "replace").split("\n"), changed)
     lines = map(rshift, compress(marks, changed), repeat(1))
-    written = dict(zip(lines, texts, strict=True))
-    if len(written) < changed.count(True):
+    pairs = list(zip(lines, texts, strict=True))
+    written = dict(pairs)
+    if len(written) < len(pairs):
         # rules sharing a line (the parser's "/a/$" derived from "/a/index.html"):
         # the first in file order is the one named
-        texts = compress(raw.decode("utf-8", "replace").split("\n"), changed)
-        lines = map(rshift, compress(marks, changed), repeat(1))
-        written = dict(reversed(list(zip(lines, texts, strict=True))))
+        written = dict(reversed(pairs))
     # as setdefault() for each: a line known already keeps its text
     if originals:
         for line in written.keys() & originals.keys():
