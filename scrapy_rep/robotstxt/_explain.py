@@ -13,8 +13,8 @@ from typing import TypeAlias
 
 from scrapy_rep.robotstxt._interpreted import Scan, scan_best, scan_rule
 from scrapy_rep.robotstxt._matcher import EMPTY_GROUP, Group, best_rule, pattern_at
-from scrapy_rep.robotstxt._urls import _SIMPLE, is_robots_txt, plain_path
 from scrapy_rep.robotstxt._urls import as_text as _text
+from scrapy_rep.robotstxt._urls import is_robots_txt, path_and_text, plain_path
 
 __all__ = ["Decision", "Explaining"]
 
@@ -82,13 +82,7 @@ class Explaining:
         if memo is None or user_agent != memo[0]:
             return self._explain_first(url, user_agent)
         group = memo[2]
-        m = _SIMPLE.match(url) if url.__class__ is str else None
-        if m is not None:
-            text = m[1]
-            path = text.encode()
-        else:
-            path = plain_path(_text(url))
-            text = None
+        path, text = path_and_text(url)
         # is_robots_txt(path), inlined: /robots.txt is always allowed (RFC 9309 2.2.2)
         if path[:11] == b"/robots.txt" and (len(path) == 11 or path[11] == 0x3F):
             return _ROBOTS_TXT

@@ -311,7 +311,8 @@ class RobotsTxt(Explaining, ExtensionQueries, SteppedWork):
         elif group.__class__ is not tuple:
             # None: no group applies; a token: its group is being scanned
             return group is None or self._scanned(url, user_agent, group)  # type: ignore[arg-type]
-        # the common URL, plain ASCII http(s) or path-only, in one regex call
+        # path_and_text() (_urls), inlined: the common URL, plain ASCII http(s) or
+        # path-only, in one regex call
         m = _SIMPLE.match(url) if url.__class__ is str else None
         if m is not None:
             text = m[1]

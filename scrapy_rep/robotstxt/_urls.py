@@ -16,6 +16,7 @@ __all__ = [
     "as_text",
     "is_robots_txt",
     "normalise_path",
+    "path_and_text",
     "plain_path",
     "url_path",
 ]
@@ -85,3 +86,14 @@ def as_text(value: str | bytes | bytearray | memoryview) -> str:
     if isinstance(value, str):
         return value
     return bytes(value).decode("utf-8", "replace")
+
+
+def path_and_text(url: str | bytes | bytearray | memoryview) -> tuple[bytes, str | None]:
+    """The normalised path+query of *url* (plain_path) and, for the common URL (plain
+    ASCII http(s) or path-only: one regex call), the same as str, else None.
+    RobotsTxt.allowed() inlines this (the hot path of a crawl's checks)."""
+    m = _SIMPLE.match(url) if url.__class__ is str else None
+    if m is not None:
+        text: str = m[1]
+        return text.encode(), text
+    return plain_path(as_text(url)), None
