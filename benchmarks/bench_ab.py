@@ -28,6 +28,11 @@ the steady window.) Each mode's robots.txt requests inside the window are counte
 printed; the steady figure is only the per-request path when that count is 0.
 Every round's ratio is printed, then the median and quartiles; and the machine's load
 average before and after (the figures are only as steady as the machine).
+
+``--side-by-side`` runs each round's two crawls at the same time instead, each in a
+process of its own with its own server (``--child``): on a shared machine whose load
+comes and goes, the two then meet the same load at the same moments, where one after
+the other they meet whatever load each ~7 s slot brings.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -51,9 +57,11 @@ from _harness import (
     REP,
     STOCK,
     LocalServer,
+    child_result,
     install_reactor,
     make_spider_class,
     median,
+    print_result,
     run_on_reactor,
 )
 
@@ -124,6 +132,36 @@ async def crawl(urls: list[str], settings: dict[str, Any], warm_pages: int) -> A
     return crawler.spider
 
 
+async def one_crawl(
+    server: LocalServer,
+    name: str,
+    shape: str,
+    run: int,
+    tmp: Path,
+    redis_url: str | None,
+    warm: float,
+) -> Figures:
+    """One crawl of mode *name* (its own host names) and its figures."""
+    n_origins, n_pages = SHAPES[shape]
+    total = n_origins * n_pages
+    warm_pages = max(1, int(total * warm))
+    hosts = [f"ab{run}-{name}-{i}.test" for i in range(n_origins)]
+    robots = {"robots": {"body": "User-agent: *\nDisallow: /x\n"}}
+    server.configure({host: robots for host in hosts})
+    urls = start_order(hosts, n_pages, server.url)
+    settings = {**mode_settings(name, tmp, redis_url, run), **SETTINGS}
+    gc.collect()
+    spider = await crawl(urls, settings, warm_pages)
+    assert spider.pages == total, f"{name}: {spider.pages} of {total} pages"
+    rate = spider.pages / (max(spider.done_at.values()) - spider.started_at)
+    # CPU from the spider's start to its last page: the crawler's start-up and close
+    # (fixed costs that differ run to run) are left out
+    cpu = spider.cpu_done - spider.cpu_started
+    steady = (spider.cpu_done - spider.cpu_warm) / (total - warm_pages)
+    in_window = spider.robots_done - spider.robots_warm
+    return (rate, cpu / spider.pages, steady, in_window)
+
+
 async def ab(
     server: LocalServer,
     modes: tuple[str, str],
@@ -132,33 +170,84 @@ async def ab(
     redis_url: str | None,
     warm: float,
 ) -> dict[str, list[Figures]]:
-    n_origins, n_pages = SHAPES[shape]
-    total = n_origins * n_pages
-    warm_pages = max(1, int(total * warm))
+    """The two modes one after the other in this process, A first in even rounds."""
     results: dict[str, list[Figures]] = {name: [] for name in modes}
     tmp = Path(tempfile.mkdtemp(prefix="rep-ab-"))
     try:
         for run in range(rounds):
             order = modes if run % 2 == 0 else modes[::-1]
             for name in order:
-                hosts = [f"ab{run}-{name}-{i}.test" for i in range(n_origins)]
-                robots = {"robots": {"body": "User-agent: *\nDisallow: /x\n"}}
-                server.configure({host: robots for host in hosts})
-                urls = start_order(hosts, n_pages, server.url)
-                settings = {**mode_settings(name, tmp, redis_url, run), **SETTINGS}
-                gc.collect()
-                spider = await crawl(urls, settings, warm_pages)
-                assert spider.pages == total, f"{name}: {spider.pages} of {total} pages"
-                rate = spider.pages / (max(spider.done_at.values()) - spider.started_at)
-                # CPU from the spider's start to its last page: the crawler's start-up
-                # and close (fixed costs that differ run to run) are left out
-                cpu = spider.cpu_done - spider.cpu_started
-                steady = (spider.cpu_done - spider.cpu_warm) / (total - warm_pages)
-                in_window = spider.robots_done - spider.robots_warm
-                results[name].append((rate, cpu / spider.pages, steady, in_window))
+                figures = await one_crawl(server, name, shape, run, tmp, redis_url, warm)
+                results[name].append(figures)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return results
+
+
+def side_by_side(args: argparse.Namespace, redis_url: str | None) -> dict[str, list[Figures]]:
+    """The two modes at the same time, each in a process of its own with its own
+    server, every round: both crawls meet the same load on the machine at the same
+    moments, so a busy machine moves their ratio far less than one after the other."""
+    modes = (args.a, args.b)
+    results: dict[str, list[Figures]] = {name: [] for name in modes}
+
+    def child(name: str, run: int) -> Figures:
+        command = [sys.executable, __file__, name, name, "--child", "--run", str(run)]
+        command += ["--shape", args.shape, "--warm", str(args.warm)]
+        if redis_url is not None:
+            command += ["--redis-url", redis_url]
+        found = child_result(command, f"the {name} crawl")
+        return (found["rate"], found["cpu"], found["steady"], found["in_window"])
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for run in range(args.rounds):
+            pending = {name: pool.submit(child, name, run) for name in modes}
+            for name, future in pending.items():
+                results[name].append(future.result())
+    return results
+
+
+def one_process(args: argparse.Namespace, redis_url: str | None) -> dict[str, list[Figures]]:
+    """``ab`` on this process's reactor."""
+    reactor = install_reactor()
+    server = LocalServer("fast")
+    outcome: dict[str, dict[str, list[Figures]]] = {}
+
+    async def run() -> None:
+        outcome["r"] = await ab(
+            server, (args.a, args.b), args.shape, args.rounds, redis_url, args.warm
+        )
+
+    try:
+        succeeded = run_on_reactor(reactor, run)
+    finally:
+        server.stop()
+    if not succeeded:
+        sys.exit("benchmark failed (see the traceback above)")
+    return outcome["r"]
+
+
+def run_child(args: argparse.Namespace) -> None:
+    """``--child``: one crawl of mode ``a`` in this process; its figures printed."""
+    reactor = install_reactor()
+    server = LocalServer("fast")
+    outcome: dict[str, Figures] = {}
+    tmp = Path(tempfile.mkdtemp(prefix="rep-ab-"))
+
+    async def run() -> None:
+        outcome["f"] = await one_crawl(
+            server, args.a, args.shape, args.run, tmp, args.redis_url, args.warm
+        )
+
+    try:
+        succeeded = run_on_reactor(reactor, run)
+    finally:
+        server.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    if not succeeded:
+        sys.exit("crawl failed (see the traceback above)")
+    rate, cpu, steady, in_window = outcome["f"]
+    print_result({"rate": rate, "cpu": cpu, "steady": steady, "in_window": in_window})
 
 
 def main() -> None:
@@ -173,31 +262,32 @@ def main() -> None:
         default=0.1,
         help="share of the pages before the steady window starts (default 0.1)",
     )
+    parser.add_argument(
+        "--side-by-side",
+        action="store_true",
+        help="run the two modes at the same time, each in a process of its own, every "
+        "round (steadier on a busy machine)",
+    )
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--run", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--redis-url", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        run_child(args)
+        return
     load_before = os.getloadavg()
-    reactor = install_reactor()
-    server = LocalServer("fast")
     redis = None
     if "rep-redis" in (args.a, args.b) and shutil.which("redis-server"):
         from tests.redis_server import RedisServer
 
         redis = RedisServer(shutil.which("redis-server") or "redis-server")
         redis.start()
-    outcome: dict[str, Any] = {}
-
-    async def run() -> None:
-        url = redis.url if redis is not None else None
-        outcome["r"] = await ab(server, (args.a, args.b), args.shape, args.rounds, url, args.warm)
-
+    redis_url = redis.url if redis is not None else None
     try:
-        succeeded = run_on_reactor(reactor, run)
+        res = side_by_side(args, redis_url) if args.side_by_side else one_process(args, redis_url)
     finally:
-        server.stop()
         if redis is not None:
             redis.stop()
-    if not succeeded:
-        sys.exit("benchmark failed (see the traceback above)")
-    res = outcome["r"]
     n_origins, n_pages = SHAPES[args.shape]
     print(
         f"{args.shape}: {n_origins} origins x {n_pages} pages, {args.rounds} rounds; "
