@@ -65,7 +65,13 @@ from _harness import (
     run_on_reactor,
 )
 
-SHAPES = {"steady": (10, 300), "many": (100, 10)}
+SHAPES = {"steady": (10, 300), "links": (10, 300), "many": (100, 10)}
+# links: each origin's first LINKS pages are the start requests, and every page links to
+# the one LINKS further on, as a crawl that follows links keeps its downloader busy: up to
+# CONCURRENT_REQUESTS_PER_DOMAIN in flight per origin. In the other shapes every request
+# is a start request, which Scrapy takes one per turn of its loop, so with this fast
+# server only 2-3 requests are in flight, one origin at a time.
+LINKS = 8
 SETTINGS = {"CONCURRENT_REQUESTS": 32, "CONCURRENT_REQUESTS_PER_DOMAIN": 8}
 
 
@@ -106,9 +112,12 @@ def start_order(hosts: list[str], n_pages: int, url: Any) -> list[str]:
     return first + [url(h, f"/p{i}") for h in hosts for i in range(1, n_pages)]
 
 
-async def crawl(urls: list[str], settings: dict[str, Any], warm_pages: int) -> Any:
+async def crawl(
+    urls: list[str], settings: dict[str, Any], warm_pages: int, links: dict[str, str]
+) -> Any:
     """_harness.crawl's spider, which also notes the process CPU time at its
-    ``warm_pages``-th page (``cpu_warm``)."""
+    ``warm_pages``-th page (``cpu_warm``), and follows *links* (page -> next page)."""
+    from scrapy import Request
     from scrapy.crawler import Crawler, CrawlerRunner
     from scrapy.utils.defer import maybe_deferred_to_future
 
@@ -119,12 +128,16 @@ async def crawl(urls: list[str], settings: dict[str, Any], warm_pages: int) -> A
         robots_warm = 0
         robots_done = 0
 
-        def parse(self, response: Any) -> None:
+        def parse(self, response: Any) -> Any:
             super().parse(response)
             if self.pages == warm_pages:
                 self.cpu_warm = self.cpu_done
                 self.robots_warm = self.crawler.stats.get_value(ROBOTS_REQUESTS, 0)
             self.robots_done = self.crawler.stats.get_value(ROBOTS_REQUESTS, 0)
+            follow = links.get(response.url)
+            if follow is not None:
+                return [Request(follow, callback=self.parse, dont_filter=True)]
+            return None
 
     all_settings = {**QUIET, **settings}
     crawler = Crawler(SteadySpider, all_settings)
@@ -148,10 +161,19 @@ async def one_crawl(
     hosts = [f"ab{run}-{name}-{i}.test" for i in range(n_origins)]
     robots = {"robots": {"body": "User-agent: *\nDisallow: /x\n"}}
     server.configure({host: robots for host in hosts})
-    urls = start_order(hosts, n_pages, server.url)
+    links: dict[str, str] = {}
+    if shape == "links":
+        pages = [[server.url(h, f"/p{i}") for i in range(n_pages)] for h in hosts]
+        # (round robin: every origin's first contact comes first)
+        urls = [origin[i] for i in range(LINKS) for origin in pages]
+        links = {
+            page: origin[i + LINKS] for origin in pages for i, page in enumerate(origin[:-LINKS])
+        }
+    else:
+        urls = start_order(hosts, n_pages, server.url)
     settings = {**mode_settings(name, tmp, redis_url, run), **SETTINGS}
     gc.collect()
-    spider = await crawl(urls, settings, warm_pages)
+    spider = await crawl(urls, settings, warm_pages, links)
     assert spider.pages == total, f"{name}: {spider.pages} of {total} pages"
     rate = spider.pages / (max(spider.done_at.values()) - spider.started_at)
     # CPU from the spider's start to its last page: the crawler's start-up and close
