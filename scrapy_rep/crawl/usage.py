@@ -32,6 +32,8 @@ from scrapy_rep.policy.records import RULES
 from scrapy_rep.robotstxt._usage import LABELS, UNKNOWN, Usage, header_statement
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
     from scrapy.http import Response
@@ -211,12 +213,13 @@ _NOTHING_STATED: tuple[tuple[str, ...], str | None] = (tuple(UNKNOWN for _ in LA
 _CONTENT_USAGE = b"Content-Usage"  # (as Headers.normkey spells it: title case)
 
 
-def _content_usage(headers: Headers) -> list[bytes]:
+def _content_usage(headers: Headers) -> Sequence[bytes]:
     """``headers.getlist(b"Content-Usage")``, without its KeyError when the header is
     absent (nearly every response): Scrapy's Headers is a dict keyed by the
-    title-cased name."""
+    title-cased name. (An absent header is the shared empty tuple, not a new list per
+    response: one object fewer for the collector to count.)"""
     if type(headers) is Headers:
-        return dict.get(headers, _CONTENT_USAGE) or []
+        return dict.get(headers, _CONTENT_USAGE) or ()
     return headers.getlist(_CONTENT_USAGE)  # (a subclass: its own lookup)
 
 
