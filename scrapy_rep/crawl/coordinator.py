@@ -167,7 +167,9 @@ class OriginCoordinator(FetchSteps):
     # -- holding -----------------------------------------------------------------------
 
     def hold(self, origin: str, request: Request) -> None:
-        rt = self.runtime(origin)
+        # (every caller has just evaluated the origin, which created and touched its
+        # runtime: a plain lookup finds it)
+        rt = self.registry.lookup(origin) or self.runtime(origin)
         self.room.hold(origin, request)
         rt.delayed += 1
         self._inc("robotstxt/delayed")

@@ -1,4 +1,4 @@
-"""Held requests as bytes, serialised as Scrapy's disk queues serialise them.
+"""Held requests as bytes that Scrapy's own ``request_from_dict`` restores.
 
 Why bytes: a held ``Request`` is several objects the cyclic garbage collector tracks
 (the request, its bound callbacks, Scrapy's per-request caches), and every full
@@ -6,14 +6,24 @@ collection walks all of them. 40,000 held requests made the collector alone cost
 than the rest of the crawl's extra work (``benchmarks/bench_held.py``). A ``bytes`` is
 not tracked, and is also 4-5 times smaller.
 
-The format is exactly ``pickle.dumps(request.to_dict(spider=spider), protocol=4)``,
-what ``scrapy.squeues.PickleFifoDiskQueue`` writes under ``JOBDIR``, and decoding is
-Scrapy's own ``request_from_dict``. Only finding a callback's name is done here:
-``Request.to_dict`` looks it up with ``inspect.getmembers`` over the whole spider (about
-85 % of its cost); a bound method of the spider is found by its own name, checked to be
-the same function, and anything else (a private, mangled name, a lambda) goes through
-``to_dict`` unchanged, which names it or raises as Scrapy does. (A method with two
-names in the spider may be stored under the other one; both restore the same method.)
+The bytes are a pickled dict (protocol 4) of the kind ``Request.to_dict(spider=...)``
+returns, what ``scrapy.squeues.PickleFifoDiskQueue`` writes under ``JOBDIR``, and
+decoding is Scrapy's own ``request_from_dict``. Two shortcuts, both exact:
+
+- A callback's name: ``Request.to_dict`` looks it up with ``inspect.getmembers`` over
+  the whole spider (about 85 % of its cost); a bound method of the spider is found by
+  its own name, checked to be the same function, and anything else (a private, mangled
+  name, a lambda) goes through ``to_dict`` unchanged, which names it or raises as Scrapy
+  does. (A method with two names in the spider may be stored under the other one; both
+  restore the same method.)
+- A plain ``scrapy.Request`` (not a subclass, whose keyword defaults may differ) leaves
+  out every field still at its ``__init__`` default: ``request_from_dict`` passes only
+  the keys present to ``Request(...)``, which gives the left-out ones those same
+  defaults, so the restored request is the same. Reading the fields is then cheap:
+  ``to_dict`` reads every attribute through its property, and the lazily created ones
+  (``headers``, ``meta``, ...) allocate an empty container just to be copied. 102 bytes
+  instead of 231 for a followed link, and about 1 µs instead of 8. Subclasses
+  (``FormRequest``, ``JsonRequest``, ...) take ``to_dict`` as they are.
 """
 
 from __future__ import annotations
@@ -21,11 +31,13 @@ from __future__ import annotations
 import pickle
 from typing import TYPE_CHECKING, Any
 
+from scrapy import Request
+
 if TYPE_CHECKING:
-    from scrapy import Request
     from scrapy.crawler import Crawler
 
 _NOT_FOUND = object()
+_PROTOCOL = 4
 
 
 def _method_name(spider: Any, func: Any) -> Any:
@@ -41,6 +53,55 @@ def _method_name(spider: Any, func: Any) -> Any:
     return _NOT_FOUND
 
 
+def _lazy_fields() -> dict[str, str]:
+    """public name -> private attribute, for the container fields this Scrapy creates
+    only when first read (a property over a private attribute that is None until then:
+    ``meta`` and ``cb_kwargs`` in 2.14; also ``headers``, ``cookies``, ``flags`` in
+    2.19). Found by probing, not by version number."""
+    probe = Request("http://a.invalid/")
+    lazy: dict[str, str] = {}
+    for name in ("headers", "cookies", "meta", "flags", "cb_kwargs"):
+        private = "_" + name
+        if isinstance(getattr(Request, name, None), property) and (
+            getattr(probe, private, _NOT_FOUND) is None
+        ):
+            lazy[name] = private
+    return lazy
+
+
+_LAZY = _lazy_fields()
+_CONTAINERS = tuple((name, _LAZY.get(name)) for name in ("cookies", "meta", "flags", "cb_kwargs"))
+_HEADERS = _LAZY.get("headers")
+
+
+def plain_request_dict(request: Request, callback: Any, errback: Any) -> dict[str, Any]:
+    """What ``request_from_dict`` needs to rebuild ``request`` (a plain ``Request``):
+    its fields that differ from ``Request.__init__``'s defaults, the callbacks named."""
+    data: dict[str, Any] = {"url": request.url}
+    if callback is not None:
+        data["callback"] = callback
+    if errback is not None:
+        data["errback"] = errback
+    headers = getattr(request, _HEADERS) if _HEADERS else request.headers
+    if headers:
+        data["headers"] = dict(headers)
+    if request.body:
+        data["body"] = request.body
+    for name, private in _CONTAINERS:
+        value = getattr(request, private) if private else getattr(request, name)
+        if value:
+            data[name] = value
+    if request.encoding != "utf-8":
+        data["encoding"] = request.encoding
+    if request.method != "GET":
+        data["method"] = request.method
+    if request.priority:
+        data["priority"] = request.priority
+    if request.dont_filter:
+        data["dont_filter"] = request.dont_filter
+    return data
+
+
 class RequestCodec:
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
@@ -51,13 +112,17 @@ class RequestCodec:
         self._shared_blob: bytes | None = None
 
     def to_dict(self, request: Request) -> dict[str, Any]:
-        """``request.to_dict(spider=...)``, the same dict, found faster."""
+        """A dict ``request_from_dict`` turns back into ``request``: for a plain
+        ``Request`` its fields other than the defaults, else exactly
+        ``request.to_dict(spider=...)``, found faster."""
         spider = self.crawler.spider
         callback, errback = request.callback, request.errback
         cb_name = _method_name(spider, callback)
         eb_name = _method_name(spider, errback)
         if spider is None or cb_name is _NOT_FOUND or eb_name is _NOT_FOUND:
             return request.to_dict(spider=spider)
+        if type(request) is Request:
+            return plain_request_dict(request, cb_name, eb_name)
         # to_dict stores a callback that is not callable as it is: give it the names
         # for the duration of the call (no other code runs in between).
         request.callback, request.errback = cb_name, eb_name
@@ -70,9 +135,9 @@ class RequestCodec:
         """Raises what ``to_dict`` or pickle raise for a request that cannot be stored
         (a callback that is not a spider method, an object in meta pickle refuses)."""
         if request is not self._shared:
-            return pickle.dumps(self.to_dict(request), protocol=4)
+            return pickle.dumps(self.to_dict(request), protocol=_PROTOCOL)
         if self._shared_blob is None:
-            self._shared_blob = pickle.dumps(self.to_dict(request), protocol=4)
+            self._shared_blob = pickle.dumps(self.to_dict(request), protocol=_PROTOCOL)
         return self._shared_blob
 
     def decode(self, blob: bytes) -> Request:

@@ -38,7 +38,8 @@ NOT_SCHEDULED = Failure(IgnoreRequest("kept out of the scheduler until robots.tx
 class SchedulerBridge:
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
-        self._offsite: list[Any] = []
+        # Each OffsiteMiddleware, with a memo of its answers when it is Scrapy's own.
+        self._offsite: list[tuple[Any, _HostMemo | None]] = []
         # Released while the engine was closing (see reinject).
         self.late: list[Request] = []
 
@@ -63,7 +64,9 @@ class SchedulerBridge:
         downloader = getattr(self.crawler.engine, "downloader", None)
         manager = getattr(downloader, "middleware", None)
         self._offsite = [
-            mw for mw in getattr(manager, "middlewares", ()) if isinstance(mw, OffsiteMiddleware)
+            (mw, _HostMemo() if _is_scrapys_own(mw, OffsiteMiddleware) else None)
+            for mw in getattr(manager, "middlewares", ())
+            if isinstance(mw, OffsiteMiddleware)
         ]
 
     def offsite_drops(self, request: Request) -> bool:
@@ -73,7 +76,14 @@ class SchedulerBridge:
         if not self._offsite or request.dont_filter or request.meta.get("allow_offsite"):
             return False
         spider = self.crawler.spider
-        return any(not mw.should_follow(request, spider) for mw in self._offsite)
+        for mw, memo in self._offsite:
+            if memo is None:
+                follows = mw.should_follow(request, spider)
+            else:
+                follows = memo.should_follow(mw, request, spider)
+            if not follows:
+                return True
+        return False
 
     # -- deduplication -----------------------------------------------------------------
 
@@ -142,6 +152,54 @@ class SchedulerBridge:
         if failed:
             stats.inc_value("robotstxt/handback_failed", failed)
         return taken
+
+
+def _is_scrapys_own(mw: Any, offsite_class: type) -> bool:
+    """Scrapy's OffsiteMiddleware itself, its policy not replaced (``should_follow`` and
+    ``get_host_regex`` are documented extension points, overridable per request)."""
+    replaced = {"should_follow", "get_host_regex", "_update_host_regex"} & vars(mw).keys()
+    return type(mw) is offsite_class and not replaced
+
+
+class _HostMemo:
+    """Scrapy's own ``OffsiteMiddleware.should_follow`` answers from the request's host
+    name alone (``host_regex.search(urlparse_cached(request).hostname or "")``; the
+    ``dont_filter`` and ``allow_offsite`` exceptions are checked before), so its answer
+    for one host holds for every request to it, as long as ``host_regex`` is the same.
+    The memo is keyed by the URL up to the first ``/`` after ``://``, which contains the
+    part ``urlsplit`` takes the host from (the netloc ends at the first ``/``, ``?`` or
+    ``#``), without parsing the URL. Scrapy 2.19 rebuilds ``host_regex`` when the
+    spider's ``allowed_domains`` changes (``_update_host_regex``, which ``should_follow``
+    calls first); so does this memo, and it forgets everything when the regex changes.
+    Held requests arrive in runs per origin, so this saves parsing their URLs again.
+    """
+
+    MAX_HOSTS = 4096
+
+    def __init__(self) -> None:
+        self.regex: Any = None
+        self.answers: dict[str, bool] = {}
+
+    def should_follow(self, mw: Any, request: Request, spider: Any) -> bool:
+        update = getattr(mw, "_update_host_regex", None)
+        if update is not None:  # Scrapy 2.19: allowed_domains may change during the crawl
+            update(spider)
+        regex = getattr(mw, "host_regex", None)
+        url = request.url
+        start = url.find("://")
+        end = url.find("/", start + 3) if start >= 0 else -1
+        if regex is None or end < 0:
+            return bool(mw.should_follow(request, spider))
+        if regex is not self.regex:
+            self.regex = regex
+            self.answers.clear()
+        key = url[:end]
+        follows = self.answers.get(key)
+        if follows is None:
+            if len(self.answers) >= self.MAX_HOSTS:
+                self.answers.clear()
+            follows = self.answers[key] = bool(mw.should_follow(request, spider))
+        return follows
 
 
 class _unfiltered:

@@ -1,10 +1,11 @@
 """Held requests beyond the memory bound, on disk with Scrapy's own disk queues.
 
-The waiting room already holds requests serialised as ``scrapy.squeues.PickleFifoDiskQueue``
-serialises them under ``JOBDIR`` (``RequestCodec``: ``Request.to_dict``, pickled), so a
-spilled request comes back as the scheduler's own would, callbacks and all. Those bytes
-go as they are into ``queuelib``'s ``FifoDiskQueue``, the queue that
-``PickleFifoDiskQueue`` wraps, after the time the request started waiting (8 bytes):
+The waiting room already holds requests as bytes that Scrapy's ``request_from_dict``
+restores (``RequestCodec``: a pickled dict of the kind ``Request.to_dict`` gives, as
+``scrapy.squeues.PickleFifoDiskQueue`` writes under ``JOBDIR``), so a spilled request
+comes back as the scheduler's own would, callbacks and all. Those bytes go as they are
+into ``queuelib``'s ``FifoDiskQueue``, the queue that ``PickleFifoDiskQueue`` wraps,
+after the time the request started waiting (8 bytes):
 serialising again would double the cost. One queue per origin that has spilled
 requests, under ``JOBDIR/rep-held`` when JOBDIR is set, else in a temporary directory.
 A request that cannot be serialised (its callback is not a spider method) never gets

@@ -110,7 +110,9 @@ class WaitingRoom:
     def hold(self, origin: str, request: Request, since: float | None = None) -> None:
         when = self.clock() if since is None else since
         codec = self.codec
-        if codec is None:
+        if not self._ledger_forgets:  # a NullLedger: nothing to record, nothing to share
+            blob = self._encode(request)
+        elif codec is None:
             self.ledger.record(origin, (request,))
             blob = None
         else:
