@@ -1,14 +1,14 @@
 """A held request as an entry of the durable ledger (``store_ledger.py``), and back.
 
-An entry is (key, origin, blob). The blob is Scrapy's own serialisation
-(``Request.to_dict`` pickled, as Scrapy's disk queues store requests, through the
-waiting room's ``RequestCodec`` so a request is serialised once for both). The key
-makes duplicates collapse: the request fingerprint, or for a ``dont_filter`` request
-(which the scheduler keeps apart) a key of its own, unique across processes. A key is
-made once and kept in the request's meta (``LEDGER_KEY_META``), so a request held
-again after an adoption keeps its entry. A request that cannot be serialised (a
-callback that is not a spider method) has no blob: it waits in this process only,
-logged once at WARNING and counted.
+An entry is (key, origin, blob). The blob is Scrapy's own serialisation (a pickled dict
+of the kind ``Request.to_dict`` gives, as Scrapy's disk queues store requests, restored
+by ``request_from_dict``), made by the waiting room's ``RequestCodec`` so that a request
+is serialised once for both. The key makes duplicates collapse: the request fingerprint,
+or for a ``dont_filter`` request (which the scheduler keeps apart) a key of its own,
+unique across processes. A key is made once and kept in the request's meta
+(``LEDGER_KEY_META``), so a request held again after an adoption keeps its entry. A
+request that cannot be serialised (a callback that is not a spider method) has no blob:
+it waits in this process only, logged once at WARNING and counted.
 """
 
 from __future__ import annotations
@@ -78,7 +78,8 @@ class LedgerEntries:
     def blob(self, request: Request) -> bytes | None:
         """The request's bytes, or None (logged and counted) when it cannot be parked."""
         try:
-            # Scrapy's disk queues store Request.to_dict() pickled, and so do we: the
+            # Scrapy's disk queues store Request.to_dict() pickled, and so do we (a
+            # plain Request without its default fields, see RequestCodec): the
             # callback is kept by name, so it must be a method of the spider. The codec
             # gives the waiting room's bytes when it has just serialised the request.
             blob = self.codec.encode(request)
