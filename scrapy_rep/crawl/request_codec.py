@@ -72,6 +72,26 @@ def _lazy_fields() -> dict[str, str]:
 _LAZY = _lazy_fields()
 _CONTAINERS = tuple((name, _LAZY.get(name)) for name in ("cookies", "meta", "flags", "cb_kwargs"))
 _HEADERS = _LAZY.get("headers")
+# The fields plain_request_dict writes: a Scrapy whose Request has others (a later
+# release) takes to_dict for every request, so that no field is ever left behind.
+PLAIN_FIELDS = frozenset(
+    [
+        "url",
+        "callback",
+        "errback",
+        "headers",
+        "body",
+        "cookies",
+        "meta",
+        "flags",
+        "cb_kwargs",
+        "encoding",
+        "method",
+        "priority",
+        "dont_filter",
+    ]
+)
+_PLAIN_OK = frozenset(getattr(Request, "attributes", ())) == PLAIN_FIELDS
 
 
 def plain_request_dict(request: Request, callback: Any, errback: Any) -> dict[str, Any]:
@@ -121,7 +141,7 @@ class RequestCodec:
         eb_name = _method_name(spider, errback)
         if spider is None or cb_name is _NOT_FOUND or eb_name is _NOT_FOUND:
             return request.to_dict(spider=spider)
-        if type(request) is Request:
+        if type(request) is Request and _PLAIN_OK:
             return plain_request_dict(request, cb_name, eb_name)
         # to_dict stores a callback that is not callable as it is: give it the names
         # for the duration of the call (no other code runs in between).
