@@ -137,6 +137,19 @@ def run_on_reactor(reactor: Any, main: Callable[[], Coroutine[Any, Any, None]]) 
     return bool(succeeded)
 
 
+def run_serving(
+    reactor: Any, server: LocalServer, main: Callable[[], Coroutine[Any, Any, None]]
+) -> None:
+    """run_on_reactor with *server* stopped afterwards whatever happens; exits the
+    benchmark when *main* raised (its traceback is printed)."""
+    try:
+        succeeded = run_on_reactor(reactor, main)
+    finally:
+        server.stop()
+    if not succeeded:
+        sys.exit("benchmark failed (see the traceback above)")
+
+
 def make_spider_class() -> type:
     import scrapy
 

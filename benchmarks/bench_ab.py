@@ -63,6 +63,7 @@ from _harness import (
     median,
     print_result,
     run_on_reactor,
+    run_serving,
 )
 
 SHAPES = {"steady": (10, 300), "links": (10, 300), "many": (100, 10)}
@@ -240,12 +241,7 @@ def one_process(args: argparse.Namespace, redis_url: str | None) -> dict[str, li
             server, (args.a, args.b), args.shape, args.rounds, redis_url, args.warm
         )
 
-    try:
-        succeeded = run_on_reactor(reactor, run)
-    finally:
-        server.stop()
-    if not succeeded:
-        sys.exit("benchmark failed (see the traceback above)")
+    run_serving(reactor, server, run)
     return outcome["r"]
 
 

@@ -47,7 +47,7 @@ from _harness import (
     crawl,
     install_reactor,
     median,
-    run_on_reactor,
+    run_serving,
 )
 
 
@@ -238,12 +238,7 @@ def main() -> None:
         if args.only != "hol":
             outcome["over"] = await overhead(server, args.repeat)
 
-    try:
-        succeeded = run_on_reactor(reactor, run_all)
-    finally:
-        server.stop()
-    if not succeeded:
-        sys.exit("benchmark failed (see the traceback above)")
+    run_serving(reactor, server, run_all)
     report(outcome.get("hol"), outcome.get("over"), args.stall)
 
 

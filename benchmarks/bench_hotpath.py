@@ -34,7 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _harness import QUIET, REP, LocalServer, install_reactor, run_on_reactor
+from _harness import QUIET, REP, LocalServer, install_reactor, run_serving
 
 N_REQUESTS = 3_000
 SETTINGS = {"CONCURRENT_REQUESTS": 32, "CONCURRENT_REQUESTS_PER_DOMAIN": 8}
@@ -250,11 +250,8 @@ def main() -> None:
         base = server.url("hot.test", "")
         await maybe_deferred_to_future(CrawlerRunner(settings).crawl(crawler, base=base))
 
-    try:
-        succeeded = run_on_reactor(reactor, run)
-    finally:
-        server.stop()
-    if not succeeded or len(found) != args.rounds:
+    run_serving(reactor, server, run)
+    if len(found) != args.rounds:
         sys.exit("benchmark failed (see the traceback above)")
     print(f"{N_REQUESTS} requests of one origin, {args.rounds} rounds: µs of CPU per request")
     for name in found[0]:
