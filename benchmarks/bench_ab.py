@@ -4,15 +4,15 @@
     python benchmarks/bench_ab.py rep rep-redis --shape many --rounds 8
 
 Modes: off (ROBOTSTXT_OBEY off), null (off plus a downloader middleware of scrapy-rep's
-shape that does nothing: what Scrapy charges any such middleware), stock, rep (scrapy-
-rep, memory store), rep-sqlite, rep-redis (needs redis-server on PATH). The two modes
-alternate, A first in even rounds and B first in odd ones; the figure is the median of
-the per-round ratios B / A, for pages/s (wall clock) and for CPU time per page
-(``time.process_time()`` of this process, which runs the crawler; the server is another
-process), counted from the spider's start to its last page, so start-up and close are
-left out. With only two modes per round the pairs sit closer in time than in
-bench_crawl.py, so the machine's drift cancels better; CPU time per page does not count
-waits at all.
+shape that does nothing: what Scrapy charges any such middleware), stock, rep
+(scrapy-rep, memory store), rep-usage-off (rep with ``REP_USAGE_MODE = "off"``),
+rep-sqlite, rep-redis (needs redis-server on PATH). The two modes alternate, A first in
+even rounds and B first in odd ones; the figure is the median of the per-round ratios
+B / A, for pages/s (wall clock) and for CPU time per page (``time.process_time()`` of this
+process, which runs the crawler; the server is another process), counted from the
+spider's start to its last page, so start-up and close are left out. With only two modes
+per round the pairs sit closer in time than in bench_crawl.py, so the machine's drift
+cancels better; CPU time per page does not count waits at all.
 
 Two CPU windows are printed, side by side, from the same crawls:
 - *from start*: the spider's start to its last page (start-up and close left out),
@@ -85,6 +85,8 @@ def mode_settings(name: str, tmp: Path, redis_url: str | None, run: int) -> dict
         return STOCK
     if name == "rep":
         return REP
+    if name == "rep-usage-off":  # without the usage doc in every request's meta
+        return {**REP, "REP_USAGE_MODE": "off"}
     if name == "rep-sqlite":
         return {**REP, "REP_STORAGE": f"sqlite:{tmp / f'{run}.db'}"}
     if name == "rep-redis":
