@@ -32,7 +32,8 @@ average before and after (the figures are only as steady as the machine).
 ``--side-by-side`` runs each round's two crawls at the same time instead, each in a
 process of its own with its own server (``--child``): on a shared machine whose load
 comes and goes, the two then meet the same load at the same moments, where one after
-the other they meet whatever load each ~7 s slot brings.
+the other they meet whatever load each ~7 s slot brings. ``bench_instructions.py
+steady`` counts the same crawls in instructions instead, which the load does not move.
 """
 
 from __future__ import annotations

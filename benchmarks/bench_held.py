@@ -233,21 +233,26 @@ def _round_urls(server: LocalServer, held: int, run: int) -> tuple[list[str], li
     return pages, mixed
 
 
+def base_settings(memory_bound: int, store: str, durable: bool) -> dict[str, Any]:
+    """The settings of every scrapy-rep crawl of the benchmark."""
+    return {
+        **REP,
+        "CONCURRENT_REQUESTS": 64,
+        "REP_IDLE_WAIT": 0,
+        "REP_FETCH_TIMEOUT": 5,
+        "REP_MEMORY_MAX_HELD": memory_bound,
+        "REP_STORAGE": store,
+        "REP_DURABLE_WAITING": durable,
+    }
+
+
 def crawl_child(args: argparse.Namespace) -> None:
     """One crawl of one mode (``--child``), in a process of its own: no crawl inherits
     another's heap, garbage or warmed caches. Prints one RESULT line."""
 
     mode, run, held = args.child, args.round, args.held
     tmp = Path(tempfile.mkdtemp(prefix="bench-held-crawl-"))
-    base = {
-        **REP,
-        "CONCURRENT_REQUESTS": 64,
-        "REP_IDLE_WAIT": 0,
-        "REP_FETCH_TIMEOUT": 5,
-        "REP_MEMORY_MAX_HELD": args.memory_bound,
-        "REP_STORAGE": args.store,
-        "REP_DURABLE_WAITING": not args.no_durable,
-    }
+    base = base_settings(args.memory_bound, args.store, not args.no_durable)
     server = _PortOnly(args.port)
     pages, mixed = _round_urls(server, held, run)  # type: ignore[arg-type]
     domains = [HEALTHY_DOMAIN] if mode == "dropped" else [HEALTHY_DOMAIN, DOWN_DOMAIN]
