@@ -65,6 +65,18 @@ def counted(command: list[str], what: str) -> int:
     return int(found.group(1))
 
 
+def count_children(port: int, children: dict[Any, tuple[str, str]]) -> dict[Any, int]:
+    """Each child crawl (its ``--child`` spec, and what to call it) counted, two at a
+    time, by key."""
+
+    def run(child: tuple[str, str]) -> int:
+        spec, what = child
+        return counted([__file__, "--child", spec, "--port", str(port)], what)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(zip(children, pool.map(run, children.values()), strict=True))
+
+
 # -- steady ------------------------------------------------------------------------------
 
 
@@ -101,15 +113,12 @@ def steady(args: argparse.Namespace) -> None:
     try:
         body = {"robots": {"body": "User-agent: *\nDisallow: /x\n"}}
         server.configure({host: body for host in steady_hosts()})
-        jobs = [(mode, pages) for mode in modes for pages in (small, large)]
-
-        def run(job: tuple[str, int]) -> int:
-            mode, pages = job
-            command = [__file__, "--child", f"steady:{mode}:{pages}", "--port", str(server.port)]
-            return counted(command, f"the {mode} crawl of {pages} pages per origin")
-
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            counts = dict(zip(jobs, pool.map(run, jobs), strict=True))
+        jobs = {
+            (mode, pages): (f"steady:{mode}:{pages}", f"the {mode} crawl of {pages} pages")
+            for mode in modes
+            for pages in (small, large)
+        }
+        counts = count_children(server.port, jobs)
     finally:
         server.stop()
     pages_between = (large - small) * STEADY_ORIGINS
@@ -155,14 +164,9 @@ def held(args: argparse.Namespace) -> None:
         hosts = sorted({url.split("/")[2].split(":")[0] for url in pages})
         robots = {"robots": {"body": "User-agent: *\nDisallow: /private\n"}}
         server.configure({host: robots for host in hosts})
-        modes = ["held", "dropped", "empty"]
-
-        def run(mode: str) -> int:
-            command = [__file__, "--child", f"held:{mode}:{args.held}", "--port", str(server.port)]
-            return counted(command, f"the {mode} crawl")
-
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            counts = dict(zip(modes, pool.map(run, modes), strict=True))
+        modes = ("held", "dropped", "empty")
+        jobs = {mode: (f"held:{mode}:{args.held}", f"the {mode} crawl") for mode in modes}
+        counts = count_children(server.port, jobs)
     finally:
         server.stop()
     work = {m: counts[m] - counts["empty"] for m in ("held", "dropped")}
