@@ -89,14 +89,19 @@ def steady_child(mode: str, pages: int, port: int) -> None:
     from bench_ab import SETTINGS, crawl, mode_settings, start_order
 
     urls = start_order(steady_hosts(), pages, url_on(port))
-    settings = {**mode_settings(mode, Path(tempfile.gettempdir()), None, 0), **SETTINGS}
+    # (a directory of its own: a rep-sqlite child must not find another's store)
+    tmp = Path(tempfile.mkdtemp(prefix="rep-instructions-"))
+    settings = {**mode_settings(mode, tmp, None, 0), **SETTINGS}
 
     async def one() -> None:
         spider = await crawl(urls, settings, 1, {})
         assert spider.pages == len(urls), (mode, spider.pages, len(urls))
 
-    if not run_on_reactor(install_reactor(), one):
-        sys.exit(1)
+    try:
+        if not run_on_reactor(install_reactor(), one):
+            sys.exit(1)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def url_on(port: int) -> Any:
