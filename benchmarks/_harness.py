@@ -104,6 +104,16 @@ class LocalServer:
         self.proc.wait(timeout=10)
 
 
+class ServerAt:
+    """``LocalServer.url`` for a child process, which only knows the server's port."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+
+    def url(self, host: str, path: str) -> str:
+        return f"http://{host}:{self.port}{path}"
+
+
 def install_reactor() -> Any:
     from scrapy.utils.reactor import install_reactor as install
 

@@ -64,6 +64,7 @@ from _harness import (
     REP,
     STOCK,
     LocalServer,
+    ServerAt,
     child_result,
     install_reactor,
     median,
@@ -215,7 +216,7 @@ def _mode_settings(mode: str, base: dict[str, Any], tmp: Path, tag: str) -> dict
     return settings
 
 
-def _round_urls(server: LocalServer, held: int, run: int) -> tuple[list[str], list[str]]:
+def _round_urls(server: LocalServer | ServerAt, held: int, run: int) -> tuple[list[str], list[str]]:
     """(the healthy pages, the pages with the waiting requests interleaved) of a round:
     its own host names, so no crawl finds another's robots.txt in a store."""
     healthy = [f"ok{i}.r{run}.{HEALTHY_DOMAIN}" for i in range(800)]
@@ -246,6 +247,14 @@ def base_settings(memory_bound: int, store: str, durable: bool) -> dict[str, Any
     }
 
 
+def configure_round(server: LocalServer, run: int) -> None:
+    """The healthy origins of round *run* serve their robots.txt."""
+    pages, _ = _round_urls(server, 0, run)
+    hosts = sorted({url.split("/")[2].split(":")[0] for url in pages})
+    robots = {"robots": {"body": "User-agent: *\nDisallow: /private\n"}}
+    server.configure({host: robots for host in hosts})
+
+
 def crawl_child(args: argparse.Namespace) -> None:
     """One crawl of one mode (``--child``), in a process of its own: no crawl inherits
     another's heap, garbage or warmed caches. Prints one RESULT line."""
@@ -253,8 +262,7 @@ def crawl_child(args: argparse.Namespace) -> None:
     mode, run, held = args.child, args.round, args.held
     tmp = Path(tempfile.mkdtemp(prefix="bench-held-crawl-"))
     base = base_settings(args.memory_bound, args.store, not args.no_durable)
-    server = _PortOnly(args.port)
-    pages, mixed = _round_urls(server, held, run)  # type: ignore[arg-type]
+    pages, mixed = _round_urls(ServerAt(args.port), held, run)
     domains = [HEALTHY_DOMAIN] if mode == "dropped" else [HEALTHY_DOMAIN, DOWN_DOMAIN]
     outcome: dict[str, Any] = {}
 
@@ -285,16 +293,6 @@ def crawl_child(args: argparse.Namespace) -> None:
     print_result(outcome)
 
 
-class _PortOnly:
-    """``LocalServer.url`` for a child, which only knows the server's port."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-
-    def url(self, host: str, path: str) -> str:
-        return f"http://{host}:{self.port}{path}"
-
-
 def _run_child(args: argparse.Namespace, mode: str, run: int, port: int) -> dict[str, Any]:
     command = [
         sys.executable, __file__, "--child", mode, "--round", str(run), "--port", str(port),
@@ -316,10 +314,7 @@ def healthy_part(server: LocalServer, args: argparse.Namespace, modes: tuple[str
     stops: list[float] = []
     print(f"load average {os.getloadavg()[0]:.2f}", flush=True)
     for run in range(args.rounds):
-        pages, _ = _round_urls(server, 0, run)
-        hosts = sorted({url.split("/")[2].split(":")[0] for url in pages})
-        body = "User-agent: *\nDisallow: /private\n"
-        server.configure({h: {"robots": {"body": body}} for h in hosts})
+        configure_round(server, run)
         shift = run % len(modes)
         order = list(modes[shift:] + modes[:shift])
         if run % 2:

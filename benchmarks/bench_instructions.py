@@ -41,7 +41,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _harness import LocalServer, install_reactor, run_on_reactor
+from _harness import LocalServer, ServerAt, install_reactor, run_on_reactor
 
 COLLECTED = re.compile(r"==\d+== Collected : (\d+)")
 STEADY_ORIGINS = 10
@@ -88,7 +88,7 @@ def steady_child(mode: str, pages: int, port: int) -> None:
     """One steady crawl of *mode*, *pages* pages per origin (runs under callgrind)."""
     from bench_ab import SETTINGS, crawl, mode_settings, start_order
 
-    urls = start_order(steady_hosts(), pages, url_on(port))
+    urls = start_order(steady_hosts(), pages, ServerAt(port).url)
     # (a directory of its own: a rep-sqlite child must not find another's store)
     tmp = Path(tempfile.mkdtemp(prefix="rep-instructions-"))
     settings = {**mode_settings(mode, tmp, None, 0), **SETTINGS}
@@ -102,13 +102,6 @@ def steady_child(mode: str, pages: int, port: int) -> None:
             sys.exit(1)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def url_on(port: int) -> Any:
-    def url(host: str, path: str) -> str:
-        return f"http://{host}:{port}{path}"
-
-    return url
 
 
 def steady(args: argparse.Namespace) -> None:
@@ -165,10 +158,7 @@ def held(args: argparse.Namespace) -> None:
 
     server = LocalServer("fast")
     try:
-        pages, _ = bench_held._round_urls(server, 0, 0)
-        hosts = sorted({url.split("/")[2].split(":")[0] for url in pages})
-        robots = {"robots": {"body": "User-agent: *\nDisallow: /private\n"}}
-        server.configure({host: robots for host in hosts})
+        bench_held.configure_round(server, 0)
         modes = ("held", "dropped", "empty")
         jobs = {mode: (f"held:{mode}:{args.held}", f"the {mode} crawl") for mode in modes}
         counts = count_children(server.port, jobs)
