@@ -223,13 +223,21 @@ def print_result(outcome: dict[str, Any]) -> None:
     print(_RESULT + json.dumps(outcome), flush=True)
 
 
+def printed_result(stdout: str) -> dict[str, Any] | None:
+    """The figures a child printed with ``print_result``, if it printed them."""
+    for line in stdout.splitlines():
+        if line.startswith(_RESULT):
+            result: dict[str, Any] = json.loads(line[len(_RESULT) :])
+            return result
+    return None
+
+
 def child_result(command: list[str], what: str) -> dict[str, Any]:
     """Run *command* (a benchmark's own child crawl) and return the figures it printed
     with ``print_result``; exit with its stderr's tail if it printed none."""
     proc = subprocess.run(command, capture_output=True, text=True, check=False)
-    for line in proc.stdout.splitlines():
-        if line.startswith(_RESULT):
-            result: dict[str, Any] = json.loads(line[len(_RESULT) :])
-            return result
+    result = printed_result(proc.stdout)
+    if result is not None:
+        return result
     sys.stderr.write(proc.stderr[-4000:])
     sys.exit(f"{what} failed (exit {proc.returncode})")

@@ -23,7 +23,10 @@ for ``steady``, 25 for ``held``, two crawls at a time).
   ``dropped``, less a crawl with the same settings and no request (start-up and
   shutdown: the same for both). The figure counts the whole crawl, so ``held`` also
   carries the end of the crawl, where it drops its waiting requests in one line: the
-  ratio is a little above the timed one, which stops at the last healthy page.
+  ratio is a little above the timed one, which stops at the last healthy page. The
+  robots.txt downloads of each crawl are printed: one per origin, as in the timed
+  crawls (bench_held.py sets a retry backoff longer than any crawl, because a crawl
+  slowed down 50x would otherwise retry the unreachable origins several times more).
 """
 
 from __future__ import annotations
@@ -41,14 +44,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _harness import LocalServer, ServerAt, install_reactor, run_on_reactor
+from _harness import LocalServer, ServerAt, install_reactor, printed_result, run_on_reactor
 
 COLLECTED = re.compile(r"==\d+== Collected : (\d+)")
 STEADY_ORIGINS = 10
 
 
-def counted(command: list[str], what: str) -> int:
-    """Instructions executed by *command* (a child of this benchmark) under callgrind."""
+def counted(command: list[str], what: str) -> tuple[int, dict[str, Any]]:
+    """Instructions executed by *command* (a child of this benchmark) under callgrind,
+    and the figures it printed (``print_result``; empty if none)."""
     with tempfile.TemporaryDirectory(prefix="rep-instructions-") as tmp:
         valgrind = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/out"]
         proc = subprocess.run(
@@ -62,14 +66,16 @@ def counted(command: list[str], what: str) -> int:
     if proc.returncode != 0 or found is None:
         sys.stderr.write(proc.stderr[-4000:])
         sys.exit(f"{what} failed (exit {proc.returncode})")
-    return int(found.group(1))
+    return int(found.group(1)), printed_result(proc.stdout) or {}
 
 
-def count_children(port: int, children: dict[Any, tuple[str, str]]) -> dict[Any, int]:
+def count_children(
+    port: int, children: dict[Any, tuple[str, str]]
+) -> dict[Any, tuple[int, dict[str, Any]]]:
     """Each child crawl (its ``--child`` spec, and what to call it) counted, two at a
-    time, by key."""
+    time, by key: its instructions and the figures it printed."""
 
-    def run(child: tuple[str, str]) -> int:
+    def run(child: tuple[str, str]) -> tuple[int, dict[str, Any]]:
         spec, what = child
         return counted([__file__, "--child", spec, "--port", str(port)], what)
 
@@ -120,7 +126,7 @@ def steady(args: argparse.Namespace) -> None:
     finally:
         server.stop()
     pages_between = (large - small) * STEADY_ORIGINS
-    per_page = {m: (counts[(m, large)] - counts[(m, small)]) / pages_between for m in modes}
+    per_page = {m: (counts[(m, large)][0] - counts[(m, small)][0]) / pages_between for m in modes}
     print(f"steady: {STEADY_ORIGINS} origins x {small} and x {large} pages, marginal per page")
     reference = modes[0]
     for mode in modes:
@@ -164,10 +170,12 @@ def held(args: argparse.Namespace) -> None:
         counts = count_children(server.port, jobs)
     finally:
         server.stop()
-    work = {m: counts[m] - counts["empty"] for m in ("held", "dropped")}
+    work = {m: counts[m][0] - counts["empty"][0] for m in ("held", "dropped")}
     print(f"held: {args.held} waiting requests, whole crawl less start-up and shutdown")
     for mode in ("held", "dropped"):
-        print(f"{mode:>8} {work[mode]:>16,} instructions")
+        # (the same as in the timed crawls: bench_held.base_settings)
+        downloads = counts[mode][1].get("robots_downloads", "?")
+        print(f"{mode:>8} {work[mode]:>16,} instructions, {downloads} robots.txt downloads")
     extra = (work["held"] - work["dropped"]) / args.held
     print(
         f"held / dropped: {work['held'] / work['dropped']:.3f}x "
