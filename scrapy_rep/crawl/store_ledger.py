@@ -94,6 +94,9 @@ class StoreLedger:
         self._pending_add: dict[str, tuple[Parked, float]] = {}
         self._pending_remove: set[str] = set()
         self._stored: set[str] = set()  # written (or being written) under our owner id
+        # The batch a flush took and handed to the worker thread, until that thread's
+        # store call has run: a close() that gets the store first writes it instead.
+        self._in_flight: tuple[list[Parked], list[str]] | None = None
         self._adopted: list[tuple[str, Request]] = []
         self._io_lock = threading.Lock()  # one store call at a time, close() included
         self._busy = False
@@ -177,10 +180,16 @@ class StoreLedger:
         if locked and (self._failing or self._io_failed):
             self._io_lock.release()
             locked = False
+        # A flush whose worker thread had not reached the store yet leaves its batch
+        # here (_io does not write after close): written first, in the order taken, or
+        # its removals would be lost and the next run would crawl those requests again.
+        in_flight, self._in_flight = self._in_flight, None
+        batches = ([in_flight] if in_flight is not None else []) + [(add, remove)]
         try:
             if not locked:
                 raise ClusterError("the shared store was not answering")
-            self.cluster.park(self.owner, self.heartbeat, add, remove)
+            for batch_add, batch_remove in batches:
+                self.cluster.park(self.owner, self.heartbeat, batch_add, batch_remove)
             self.cluster.retire(self.owner, keep=not handed_back)
         except ClusterError as exc:
             self._log_store_trouble(
@@ -188,7 +197,7 @@ class StoreLedger:
                 "close (%s): %d change(s) not written; what is parked is adopted once the "
                 "heartbeat expires",
                 exc,
-                len(add) + len(remove),
+                sum(len(a) + len(r) for a, r in batches),
             )
         finally:
             if locked:
@@ -256,6 +265,7 @@ class StoreLedger:
             self._busy = False  # nothing ripe yet: no store call
             self._flush_soon()
             return
+        self._in_flight = (add, remove)
         deferred = threads.deferToThread(self._io, add, remove, adopt or looking)
         deferred.addCallbacks(self._written, self._write_failed, errbackArgs=(add, remove))
 
@@ -265,13 +275,16 @@ class StoreLedger:
     def _io(self, add: list[Parked], remove: list[str], adopt: bool) -> list[Parked]:
         with self._io_lock:
             if self._closed:
-                return []
+                return []  # close() wrote this batch (_in_flight)
             try:
                 self.cluster.park(self.owner, self.heartbeat, add, remove)
                 adopted = self.cluster.adopt(self.owner, self.heartbeat, BATCH) if adopt else []
             except ClusterError:
                 self._io_failed = True  # seen by close() before the reactor sees it
                 raise
+            finally:
+                # written, or put back by _write_failed: close() must not write it
+                self._in_flight = None
             self._io_failed = False
             return adopted
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -157,6 +158,32 @@ async def test_handed_back_requests_leave_the_store(spec: str, ledgers: list[Sto
     await until(lambda: len(store.parked()) == 1, "parked")
     ledger.close(handed_back=True)
     assert store.parked() == []
+    store.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_batch_taken_just_before_close_is_written_at_close(
+    spec: str, ledgers: list[StoreLedger]
+) -> None:
+    """A flush takes its batch on the reactor thread and writes it from a worker thread.
+    A close that comes in between used to drop that batch: forgotten requests stayed
+    parked, and the next run adopted and crawled them a second time. Whichever of the
+    two gets the store first, the batch is written once."""
+    ledger = new_ledger(spec, ledgers)
+    requests = [scrapy.Request(f"http://r.test/{i}") for i in range(3)]
+    ledger.record("http://r.test", requests)
+    store = view(spec)
+    await until(lambda: len(store.parked(ledger.owner)) == 3, "3 parked")
+    await until(lambda: not ledger._busy, "no write in flight")
+    ledger.forget("http://r.test", requests[:2])
+    # The worker thread's store call waits for the lock the test holds, so the close
+    # below starts while the forget's batch is taken but not written.
+    ledger._io_lock.acquire()
+    ledger._flush()
+    threading.Timer(0.3, ledger._io_lock.release).start()
+    ledger.close(handed_back=False)
+    assert [pickle.loads(blob)["url"] for _, _, blob in store.parked()] == ["http://r.test/2"]
+    await until(lambda: not ledger._busy, "the worker thread's answer")
     store.close()
 
 
