@@ -177,14 +177,17 @@ class StoreLedger:
         # The reactor waits for this: never longer than one store call's timeout (an
         # in-flight flush first), and not at all when the store was failing anyway.
         locked = self._io_lock.acquire(timeout=CLOSE_WAIT)
-        if locked and (self._failing or self._io_failed):
-            self._io_lock.release()
-            locked = False
         # A flush whose worker thread had not reached the store yet leaves its batch
         # here (_io does not write after close): written first, in the order taken, or
         # its removals would be lost and the next run would crawl those requests again.
-        in_flight, self._in_flight = self._in_flight, None
+        # (Without the lock, the worker is writing it.)
+        in_flight = None
+        if locked:
+            in_flight, self._in_flight = self._in_flight, None
         batches = ([in_flight] if in_flight is not None else []) + [(add, remove)]
+        if locked and (self._failing or self._io_failed):
+            self._io_lock.release()
+            locked = False
         try:
             if not locked:
                 raise ClusterError("the shared store was not answering")
