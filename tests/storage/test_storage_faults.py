@@ -148,6 +148,18 @@ def test_renew_extends_only_our_own_lease(store: RobotsStorage) -> None:
     assert store.lease_holder(ORIGIN) is None  # type: ignore[attr-defined]
 
 
+def test_lease_calls_that_arrive_after_close_raise_nothing(store: RobotsStorage) -> None:
+    """At close the lease renewer may still have a renewal in a worker thread, and the
+    coordinator releases its leases: either can reach the store after ``close()``. A
+    late call must not raise into the shutdown, and a renewal never takes a lease."""
+    assert store.acquire_lease(ORIGIN, "p1", 60)
+    store.release_lease(ORIGIN, "p1")
+    store.close()
+    assert not renew_lease(store, ORIGIN, "p1", 60)
+    store.release_lease(ORIGIN, "p1")
+    store.close()  # twice is harmless
+
+
 def test_many_threads_share_one_store(store: RobotsStorage) -> None:
     """The crawl calls the store from worker threads: concurrent calls on one instance
     raise nothing, and each lease goes to exactly one thread."""
