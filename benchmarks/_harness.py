@@ -71,7 +71,17 @@ SERVERS = {
 }
 
 
-class LocalServer:
+class ServerAt:
+    """A benchmark server's URLs, known from its port (all a child crawl knows)."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+
+    def url(self, host: str, path: str) -> str:
+        return f"http://{host}:{self.port}{path}"
+
+
+class LocalServer(ServerAt):
     def __init__(self, kind: str = "fast") -> None:
         self.kind = kind
         self.proc = subprocess.Popen(
@@ -85,7 +95,7 @@ class LocalServer:
         if not match:
             self.proc.kill()
             raise RuntimeError("mock server did not start")
-        self.port = int(match.group(1))
+        super().__init__(int(match.group(1)))
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
     def configure(self, hosts: dict[str, Any]) -> None:
@@ -96,22 +106,9 @@ class LocalServer:
         )
         self._opener.open(request, timeout=10).read()
 
-    def url(self, host: str, path: str) -> str:
-        return f"http://{host}:{self.port}{path}"
-
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(timeout=10)
-
-
-class ServerAt:
-    """``LocalServer.url`` for a child process, which only knows the server's port."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-
-    def url(self, host: str, path: str) -> str:
-        return f"http://{host}:{self.port}{path}"
 
 
 def install_reactor() -> Any:

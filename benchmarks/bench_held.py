@@ -218,7 +218,7 @@ def _mode_settings(mode: str, base: dict[str, Any], tmp: Path, tag: str) -> dict
     return settings
 
 
-def _round_urls(server: LocalServer | ServerAt, held: int, run: int) -> tuple[list[str], list[str]]:
+def _round_urls(server: ServerAt, held: int, run: int) -> tuple[list[str], list[str]]:
     """(the healthy pages, the pages with the waiting requests interleaved) of a round:
     its own host names, so no crawl finds another's robots.txt in a store."""
     healthy = [f"ok{i}.r{run}.{HEALTHY_DOMAIN}" for i in range(800)]
