@@ -6,6 +6,12 @@ once. Fetches beyond the bound wait in a FIFO of origins; an origin has at most 
 fetch, so FIFO order is round robin by origin. Per-slot limits still apply inside the
 downloader. A queued fetch starts (and only then takes its lease in a shared store)
 when a running one ends.
+
+Draining never recurses: with a shared store, a queued fetch often ends inside its own
+``start()`` (another process holds the origin's lease, or has just stored its answer,
+and the store answers without waiting), and that ``done()`` would start the next one
+one call deeper, until Python's recursion limit. ``done()`` inside a ``start()`` only
+frees the slot; the running drain loop takes the next fetch.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ class FetchQueue:
         self.running = 0
         self.peak = 0
         self._queued: OrderedDict[str, Callable[[], bool]] = OrderedDict()
+        self._draining = False
 
     def __len__(self) -> int:
         return len(self._queued)
@@ -52,14 +59,20 @@ class FetchQueue:
         self._queued.clear()
 
     def _pump(self) -> None:
-        while self._queued and self.running < self.limit:
-            _, start = self._queued.popitem(last=False)
-            self.running += 1
-            self.peak = max(self.peak, self.running)
-            try:
-                started = start()
-            except BaseException:
-                self.running -= 1
-                raise
-            if not started:
-                self.running -= 1
+        if self._draining:
+            return  # called from a start() below: the loop there takes the next fetch
+        self._draining = True
+        try:
+            while self._queued and self.running < self.limit:
+                _, start = self._queued.popitem(last=False)
+                self.running += 1
+                self.peak = max(self.peak, self.running)
+                try:
+                    started = start()
+                except BaseException:
+                    self.running -= 1
+                    raise
+                if not started:
+                    self.running -= 1
+        finally:
+            self._draining = False
