@@ -1,5 +1,5 @@
-"""Fetch leases in a shared store while a fetch runs (SPEC section 3 "leases"): renewed
-in a worker thread, and a long wait on another holder's lease said once per origin."""
+"""Fetch leases in a shared store while a fetch runs: renewed off the reactor thread,
+and a long wait on another holder's lease said once per origin."""
 
 from __future__ import annotations
 
@@ -64,12 +64,12 @@ class LeaseKeeper:
             renewer.stop()
 
     def _renew(self, origin: str) -> Deferred[Any]:
-        # In a worker thread (every store is thread-safe): a slow store must not stall
-        # the reactor. LoopingCall waits for the Deferred before the next renewal.
-        from twisted.internet.threads import deferToThread
-
-        renewing = deferToThread(
-            renew_lease, self.storage, origin, self.holder, self.config.lease_ttl
+        # Through the store's calls like every other store call: a slow store must not
+        # stall the reactor, and the crawl's stop waits for it only within a bound
+        # (store_calls.CLOSE_WAIT). LoopingCall waits for the Deferred before the next
+        # renewal.
+        renewing = self.calls.call(
+            renew_lease, self.storage, origin, self.holder, self.config.lease_ttl, key=origin
         )
         renewing.addCallback(self._renewed, origin)
         return renewing.addErrback(self._renew_failed, origin)

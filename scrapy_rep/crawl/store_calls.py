@@ -17,24 +17,83 @@ worker and back took 0.1-0.5 s (calls queue behind one another, and each stateme
 waits for the interpreter lock), where an answer at once takes tens of microseconds.
 Per origin, not globally: one call that had to wait must not send every later call
 of every origin to the worker's queue.
+
+Closing waits for the calls already made (a fetch's outcome is written, a lease is
+released) but never without bound: a call that cannot finish (a store that hangs)
+must not hang the crawler's stop on the reactor thread, nor, at interpreter exit, a
+non-daemon thread. The worker is a daemon thread; ``close`` waits at most
+``CLOSE_WAIT`` seconds for it and then says how many calls were left unanswered (a
+lease left behind ends within ``REP_LEASE_TTL``; a lost write only costs a refetch).
 """
 
 from __future__ import annotations
 
+import logging
+import queue
+import threading
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from twisted.internet import defer
+from twisted.python.failure import Failure
 
 from scrapy_rep.storage.base import MemoryStorage, WouldBlock
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from twisted.python.threadpool import ThreadPool
-
     from scrapy_rep.storage.base import RobotsStorage
 
+logger = logging.getLogger("scrapy_rep")
 _T = TypeVar("_T")
+
+#: How long closing waits for the store calls already made (seconds). Each call is
+#: bounded by the store itself (SQLite's busy timeout, Redis's socket timeout), and a
+#: locked SQLite store stops waiting after its first timeout: this is only reached by
+#: a store that hangs.
+CLOSE_WAIT = 10.0
+
+_Job = tuple["defer.Deferred[Any]", "Callable[..., Any]", tuple[Any, ...]]
+
+
+class StoreWorker:
+    """One daemon thread that runs store calls in the order they were given and hands
+    each answer to the reactor thread."""
+
+    def __init__(self, name: str = "scrapy-rep-store") -> None:
+        from twisted.internet import reactor
+
+        self._reactor: Any = reactor
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._work, name=name, daemon=True)
+        self._thread.start()
+
+    def run(self, function: Callable[..., _T], *args: Any) -> defer.Deferred[_T]:
+        deferred: defer.Deferred[_T] = defer.Deferred()
+        self._jobs.put((deferred, function, args))
+        return deferred
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            deferred, function, args = job
+            try:
+                result = function(*args)
+            except BaseException:
+                failure = Failure()  # type: ignore[no-untyped-call]
+                self._reactor.callFromThread(deferred.errback, failure)
+            else:
+                self._reactor.callFromThread(deferred.callback, result)
+
+    def stop(self, timeout: float) -> int:
+        """Let the calls already given run, waiting at most ``timeout`` seconds; the
+        number of calls still unanswered then (0: the thread has ended)."""
+        self._jobs.put(None)
+        self._thread.join(timeout)
+        if not self._thread.is_alive():
+            return 0
+        return max(self._jobs.qsize(), 1)  # (the stop marker is counted for the running one)
 
 
 class StoreCalls:
@@ -42,7 +101,7 @@ class StoreCalls:
         self.storage = storage
         self.direct = isinstance(storage, MemoryStorage)
         self._now: Callable[[], Any] | None = getattr(storage, "without_waiting", None)
-        self._pool: ThreadPool | None = None
+        self._worker: StoreWorker | None = None
         # key -> calls of that key given to the worker and not yet answered
         self._queued: dict[str | None, int] = {}
         self.answered_now = 0  # (for tests and benchmarks)
@@ -76,17 +135,13 @@ class StoreCalls:
         return deferred
 
     def _in_worker(self, function: Callable[..., _T], *args: Any) -> defer.Deferred[_T]:
-        from twisted.internet import reactor
-        from twisted.internet.threads import deferToThreadPool
+        if self._worker is None:
+            from twisted.internet import reactor
 
-        if self._pool is None:
-            from twisted.python.threadpool import ThreadPool
-
-            self._pool = ThreadPool(1, 1, name="scrapy-rep-store")
-            self._pool.start()
+            self._worker = StoreWorker()
             installed: Any = reactor
             installed.addSystemEventTrigger("during", "shutdown", self.close)
-        return deferToThreadPool(reactor, self._pool, function, *args)
+        return self._worker.run(function, *args)
 
     def _answered(self, result: _T, key: str | None) -> _T:
         self.answered_in_worker += 1
@@ -104,7 +159,17 @@ class StoreCalls:
             housekeeping = self.storage.housekeeping  # type: ignore[attr-defined]
             self._in_worker(housekeeping).addErrback(lambda _: None)
 
-    def close(self) -> None:
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.stop()
+    def close(self, timeout: float = CLOSE_WAIT) -> None:
+        worker, self._worker = self._worker, None
+        if worker is None:
+            return
+        left = worker.stop(timeout)
+        if left:
+            logger.warning(
+                "scrapy-rep: the robots.txt store (%s) did not answer %d call(s) within "
+                "%g s of the close; not waiting for them (a fetch lease left behind ends "
+                "within REP_LEASE_TTL; an unwritten robots.txt copy is fetched again)",
+                self.storage.describe(),
+                left,
+                timeout,
+            )
