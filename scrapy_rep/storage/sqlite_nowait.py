@@ -26,9 +26,10 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from scrapy_rep.storage.base import WouldBlock
+from scrapy_rep.storage.sqlite_locked import WRITES
 
 _T = TypeVar("_T")
 
@@ -64,7 +65,11 @@ class NoWaitPath:
         finally:
             self._local.now = False
 
-    def _run_now(self, query: Callable[[sqlite3.Connection], _T]) -> _T:
+    if TYPE_CHECKING:  # (sqlite_locked.LockedSpell's, a sibling mixin)
+
+        def _lock_over(self, conn: sqlite3.Connection) -> None: ...
+
+    def _run_now(self, what: str, query: Callable[[sqlite3.Connection], _T]) -> _T:
         if not self._lock.acquire(blocking=False):
             raise WouldBlock
         try:
@@ -78,6 +83,8 @@ class NoWaitPath:
                 raise WouldBlock from exc
             if conn.total_changes != before:
                 self._quick_writes += 1
+            if what in WRITES:
+                self._lock_over(conn)  # a write got the lock: a locked spell is over
             return result
         finally:
             self._lock.release()

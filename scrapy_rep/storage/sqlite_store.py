@@ -51,6 +51,7 @@ from scrapy_rep.storage.sqlite_file import (
     DEFAULT_FILENAME,
     read_records_read_only,
 )
+from scrapy_rep.storage.sqlite_locked import FAILED, WRITES, LockedSpell, is_busy
 from scrapy_rep.storage.sqlite_nowait import NoWaitPath
 from scrapy_rep.storage.sqlite_queries import (
     CLEAN_LEASES,
@@ -77,10 +78,10 @@ _MAX_LOGGED_KINDS = 64
 # subclasses, UnicodeDecodeError when a flipped byte lands in schema or text columns,
 # ValueError/OverflowError from values that do not convert.
 _DRIVER_ERRORS = (sqlite3.Error, ValueError, OverflowError)
-_FAILED = object()
+_FAILED = FAILED
 
 
-class SqliteStorage(NoWaitPath):
+class SqliteStorage(NoWaitPath, LockedSpell):
     """One SQLite file; one connection per instance, guarded by a lock (and one more
     for answers without waiting, ``NoWaitPath``)."""
 
@@ -111,6 +112,13 @@ class SqliteStorage(NoWaitPath):
         self._local = threading.local()
         self._quick: sqlite3.Connection | None = None
         self._quick_writes = 0
+        # Another process holding the write lock (sqlite_locked.LockedSpell)
+        self._locked_out = False
+        self._locked_since = 0.0
+        self._spells = 0
+        self._unsynced: set[str] = set()
+        self._next_write_back = 0.0
+        self.lock_waits = 0
         self._conn: sqlite3.Connection | None = self._open()
 
     # -- construction -------------------------------------------------------------
@@ -242,15 +250,20 @@ class SqliteStorage(NoWaitPath):
         Corruption found by a query moves the file aside and retries once on a fresh
         store (once per instance: a file that keeps failing is not moved again)."""
         if self.answering_now():
-            return self._run_now(query)
+            return self._run_now(what, query)
         with self._lock:
+            if self._locked_out and not self._closed:
+                return self._run_locked_out(what, query)
             for attempt in range(2):
                 conn = self._conn
                 if conn is None or self._closed:
                     return _FAILED
                 try:
-                    return query(conn)
+                    result = query(conn)
                 except sqlite3.DatabaseError as exc:
+                    if is_busy(exc):
+                        self._lock_found(what, exc)
+                        return _FAILED
                     if attempt == 0 and is_corruption(exc) and self._repair(exc):
                         continue
                     self._log_once(what, exc)
@@ -258,6 +271,12 @@ class SqliteStorage(NoWaitPath):
                     if attempt == 0 and isinstance(exc, UnicodeDecodeError) and self._repair(exc):
                         continue  # undecodable text in a table: the file is damaged
                     self._log_once(what, exc)
+                else:
+                    if what in WRITES and self._write_back_due():
+                        # decided while a write failed (disk full, I/O): the store
+                        # takes writes again
+                        self._write_back(conn)
+                    return result
                 return _FAILED
         return _FAILED  # pragma: no cover
 
@@ -301,6 +320,9 @@ class SqliteStorage(NoWaitPath):
     # -- RobotsStorage ----------------------------------------------------------------
 
     def get(self, origin: str) -> OriginRecord | None:
+        local = self._unsynced_copy(origin)
+        if local is not None:
+            return local  # decided here while the file could not take it: the newest
         raw = self._run("read", lambda conn: read_record(conn, origin))
         return self._decoded(origin, None if raw is _FAILED else raw)
 
@@ -336,10 +358,13 @@ class SqliteStorage(NoWaitPath):
     def put(self, origin: str, record: OriginRecord) -> None:
         blob = pack_record(record)
         failed = self._run("write", lambda conn: write_record(conn, origin, blob)) is _FAILED
-        if failed or len(self._fallback):
-            # The only copy when SQLite failed; otherwise it keeps a copy from an
-            # earlier failure in step, so it never answers with something older.
+        if failed:
+            self._keep_unsynced(origin, record)  # the only copy, written back later
+        elif len(self._fallback):
+            # It keeps a copy from an earlier failure in step, so it never answers
+            # with something older.
             self._fallback.put(origin, record)
+            self._unsynced.discard(origin)
 
     def acquire_lease(self, origin: str, holder: str, ttl: float) -> bool:
         result = self._run("lease", lambda conn: take_lease(conn, origin, holder, ttl, False))
@@ -365,10 +390,11 @@ class SqliteStorage(NoWaitPath):
         self._fallback.release_lease(origin, holder)
         write = self._run("write", lambda conn: store_and_release(conn, origin, blob, holder))
         if write is _FAILED:
-            self._fallback.put(origin, record)
+            self._keep_unsynced(origin, record)
             self._run("lease release", lambda conn: conn.execute(RELEASE_LEASE, (origin, holder)))
         elif len(self._fallback):
             self._fallback.put(origin, record)
+            self._unsynced.discard(origin)
 
     def renew_lease(self, origin: str, holder: str, ttl: float) -> bool:
         result = self._run("lease", lambda conn: take_lease(conn, origin, holder, ttl, True))
@@ -377,7 +403,7 @@ class SqliteStorage(NoWaitPath):
         return bool(result)
 
     def lease_holder(self, origin: str) -> str | None:
-        result = self._run("lease", lambda conn: read_lease(conn, origin))
+        result = self._run("lease read", lambda conn: read_lease(conn, origin))
         if result is _FAILED or result is None:
             return self._fallback.lease_holder(origin)
         assert isinstance(result, tuple)
@@ -388,15 +414,28 @@ class SqliteStorage(NoWaitPath):
         self._run("lease release", lambda conn: conn.execute(RELEASE_LEASE, (origin, holder)))
 
     def close(self) -> None:
-        with self._lock:
+        # Bounded: a call that hangs in another thread must not hang the crawl's stop
+        # (the process exits; SQLite's journal keeps the file consistent).
+        if not self._lock.acquire(timeout=self._busy_timeout + 2.0):
+            logger.warning(
+                "scrapy-rep: robots.txt store %s: a store call did not end in time; "
+                "closing without waiting for it",
+                self.path,
+            )
+            self._closed = True
+            return
+        try:
             if self._closed:
                 return
+            self._write_back_at_close()
             self._closed = True
             self._close_quick()
             if self._conn is not None:
                 with contextlib.suppress(sqlite3.Error):
                     self._conn.close()
             self._fallback.close()
+        finally:
+            self._lock.release()
 
     def describe(self) -> str:
         state = "" if self._conn is not None else " (unusable: process-local fallback)"

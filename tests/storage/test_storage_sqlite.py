@@ -219,6 +219,7 @@ def test_sqlite_runtime_errors_fall_back_and_log_once(
         for _ in range(3):
             store.put("https://a.test", RECORD)
             assert store.get("https://a.test") == RECORD  # from the fallback
+            assert store.get("https://b.test") is None  # a read that reaches SQLite
         assert store.acquire_lease("https://a.test", "p1", 60)
         assert not store.acquire_lease("https://a.test", "p2", 60)
     kinds = {r.getMessage().split(" failed")[0] for r in ours(caplog)}
