@@ -28,6 +28,7 @@ from scrapy_rep.crawl.coordinator import OriginCoordinator, _reactor
 from scrapy_rep.crawl.decide import Decider
 from scrapy_rep.crawl.fetcher import FETCH_META_KEY, RobotsFetcher
 from scrapy_rep.crawl.ledger import NullLedger, look_when_idle, make_ledger
+from scrapy_rep.crawl.release_retry import ReleaseRetry
 from scrapy_rep.crawl.request_codec import RequestCodec
 from scrapy_rep.crawl.scheduling import (
     NOT_SCHEDULED,
@@ -103,13 +104,22 @@ class RobotsTxtMiddleware:
             on_unserialisable=lambda _: self._inc("robotstxt/held_unserialisable"),
             codec=codec,
         )
+        # Released requests into the scheduler; one whose backend is down (scrapy-redis,
+        # Redis restarting) is waited out in the room (crawl/release_retry.py).
+        self.release = ReleaseRetry(
+            self.bridge.reinject,
+            self.room.hold_until,
+            self.clock,
+            self._inc,
+            config.logstats_interval,
+        )
         self.coordinator = OriginCoordinator(
             self.policy,
             self.storage,
             self.fetcher,
             self.clock,
             self.room,
-            self.bridge.reinject,
+            self.release.release,
             self._inc,
             releasable=self._may_proceed,
         )
@@ -230,11 +240,7 @@ class RobotsTxtMiddleware:
         if not self._may_proceed(evaluation):
             self.coordinator.hold(origin, request)
             return
-        try:
-            self.bridge.reinject(request)
-        except Exception:
-            self._inc("robotstxt/release_failed")
-            logger.error("scrapy-rep: could not re-inject %s", request, exc_info=True)
+        self.release.release(origin, request)  # never raises (crawl/release_retry.py)
 
     # -- download-time decision --------------------------------------------------------
 

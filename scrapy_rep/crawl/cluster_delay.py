@@ -50,13 +50,25 @@ WAIT_META_KEY = "rep_turn_wait"
 TURN_META_KEY = "rep_turn"
 #: Seconds of an origin's turns that may be reserved ahead of now.
 HORIZON = 30.0
-#: Added to the Crawl-delay between two turns. A request leaves at its turn plus the
-#: time it takes through the scheduler (scrapy-redis: two Redis round trips) and the
-#: downloader, which varies by tens of milliseconds on a loaded machine; Crawl-delay is
-#: a minimum spacing, so the turns are spaced by that much more.
-TURN_MARGIN = 0.05
+#: Added to the Crawl-delay between two turns. A request goes no later than ``LATE``
+#: after its turn (else it takes a new one), so two requests leave this middleware at
+#: least ``Crawl-delay + TURN_MARGIN - LATE`` apart; the rest of the margin covers the
+#: trip from here to the server (the downloader, the connection, the server's read),
+#: which varies by tens of milliseconds on a loaded machine. Crawl-delay is a minimum
+#: spacing between requests as the site sees them.
+TURN_MARGIN = 0.1
+#: How late after its turn a request may still go (see TURN_MARGIN).
+LATE = 0.03
 #: A timer that fires this early still counts as the turn (timer granularity).
 EARLY = 0.002
+#: A turn this close is waited for in ``process_request`` (holding a download slot
+#: that long), not back through the scheduler, whose trip could make it late; a
+#: request waiting in the room comes back NEAR / 2 before its turn.
+NEAR = 0.25
+#: The latest time (clock seconds) a request holding a turn may go.
+DEADLINE_META_KEY = "rep_turn_deadline"
+#: Reservations in a row for one request that all came back too late to be used.
+_MAX_TRIES = 3
 STAT = "robotstxt/cluster_delay/"
 _EPOCH_2001 = 978_307_200.0  # a wall-clock stamp is larger; a monotonic one (uptime) is not
 
@@ -104,53 +116,93 @@ class ClusterDelay:
     async def turn(self, request: Request, origin: str, evaluation: Evaluation) -> Request | None:
         """None: the request may be downloaded now. A request: send it back to the
         scheduler instead (return it from ``process_request``); it then waits in the
-        waiting room until its turn."""
+        waiting room until its turn.
+
+        A request goes between its turn and ``LATE`` after it, never later: one that
+        went later would follow its predecessor by more than the spacing, and the next
+        turn's holder would follow it by less than the Crawl-delay. A request that
+        finds its turn past that takes a new one (``robotstxt/cluster_delay/late``).
+        """
         delay = await self.crawl_delay(request, origin, evaluation)
         if not delay:
             return None
-        turn = request.meta.get(TURN_META_KEY)
+        meta = request.meta
+        turn = meta.pop(TURN_META_KEY, None)
         if turn is not None:
-            if turn <= self.clock() + EARLY:
-                del request.meta[TURN_META_KEY]
-                return None
-            return self._wait(request, float(turn), reserved=True)
-        not_before = self._slot_ready_in(request)
-        try:
-            reserved, wait = await maybe_deferred_to_future(
-                threads.deferToThread(
-                    self.cluster.reserve_turn, origin, delay + TURN_MARGIN, HORIZON, not_before
+            deadline = float(meta.pop(DEADLINE_META_KEY, float(turn) + LATE))
+            used, later = await self._at_turn(request, float(turn), deadline)
+            if used:
+                return later
+        for _ in range(_MAX_TRIES):
+            not_before = self._slot_ready_in(request)
+            try:
+                reserved, wait, asked, answered = await maybe_deferred_to_future(
+                    threads.deferToThread(self._reserve, origin, delay + TURN_MARGIN, not_before)
                 )
+            except ClusterError as exc:
+                self.stats.inc_value(f"{STAT}store_errors")
+                if not self._warned:
+                    self._warned = True
+                    logger.warning(
+                        "scrapy-rep: cannot reserve Crawl-delay turns in the shared store "
+                        "(%s): each process keeps the Crawl-delay on its own until it can",
+                        exc,
+                    )
+                return None
+            logger.debug(
+                "Crawl-delay turn of %s for %s: %s, in %.3f s (slot ready in %.3f s)",
+                origin,
+                request,
+                "reserved" if reserved else "horizon full",
+                wait,
+                not_before,
             )
-        except ClusterError as exc:
-            self.stats.inc_value(f"{STAT}store_errors")
-            if not self._warned:
-                self._warned = True
-                logger.warning(
-                    "scrapy-rep: cannot reserve Crawl-delay turns in the shared store (%s): "
-                    "each process keeps the Crawl-delay on its own until it can",
-                    exc,
-                )
-            return None
-        now = self.clock()
-        logger.debug(
-            "Crawl-delay turn of %s for %s: %s, in %.3f s (slot ready in %.3f s)",
-            origin,
-            request,
-            "reserved" if reserved else "horizon full",
-            wait,
-            not_before,
-        )
-        if reserved:
+            if not reserved:
+                # The horizon is full: ask again when there is room, one Crawl-delay
+                # after this process's previous request that found it full.
+                place = self._waiting_for_room.get(origin, 0)
+                self._waiting_for_room[origin] = place + 1
+                self.stats.inc_value(f"{STAT}horizon_full")
+                return self._wait(request, self.clock() + wait + place * delay, None)
             self.stats.inc_value(f"{STAT}turns")
-            if wait <= EARLY:
-                return None
-            return self._wait(request, now + wait, reserved=True)
-        # The horizon is full: ask again when there is room, one Crawl-delay after this
-        # process's previous request that found it full.
-        place = self._waiting_for_room.get(origin, 0)
-        self._waiting_for_room[origin] = place + 1
-        self.stats.inc_value(f"{STAT}horizon_full")
-        return self._wait(request, now + wait + place * delay, reserved=False)
+            # The store read its clock between ``asked`` and ``answered`` (ours), and the
+            # turn is ``wait`` after that read: going at ``answered + wait`` is never
+            # early, and ``asked + wait + LATE`` is never later than allowed.
+            used, later = await self._at_turn(request, answered + wait, asked + wait + LATE)
+            if used:
+                return later
+        # Every turn came back too late to use (a reactor stalled for longer than
+        # LATE each time): try again after one Crawl-delay.
+        return self._wait(request, self.clock() + delay, None)
+
+    def _reserve(self, origin: str, spacing: float, not_before: float) -> tuple[Any, ...]:
+        """In a worker thread: the reservation, with our clock read either side of it
+        (here, not on the reactor, so the reactor's delays do not widen the bracket)."""
+        asked = self.clock()
+        reserved, wait = self.cluster.reserve_turn(origin, spacing, HORIZON, not_before)
+        return reserved, wait, asked, self.clock()
+
+    async def _at_turn(
+        self, request: Request, turn: float, deadline: float
+    ) -> tuple[bool, Request | None]:
+        """A request whose turn is ``turn``: (True, None) goes now, (True, a request)
+        is sent back to wait for it, (False, None) is too late (the turn is lost)."""
+        now = self.clock()
+        ahead = turn - now
+        if ahead > NEAR:
+            return True, self._wait(request, turn - NEAR / 2, deadline, turn=turn)
+        if ahead > EARLY:
+            # Near: waited here rather than through the scheduler, whose trip takes
+            # long enough on a loaded machine to make the request late.
+            await _sleep(ahead)
+            now = self.clock()
+        if now <= deadline:
+            return True, None
+        self.stats.inc_value(f"{STAT}late")
+        logger.debug(
+            "Crawl-delay turn missed by %.3f s for %s: taking another", now - turn, request
+        )
+        return False, None
 
     def _slot_ready_in(self, request: Request) -> float:
         """Seconds until this process's download slot lets the request go (its delay
@@ -173,11 +225,16 @@ class ClusterDelay:
         now = time.monotonic() if lastseen < _EPOCH_2001 else time.time()
         return max(lastseen + longest - now, 0.0)
 
-    def _wait(self, request: Request, when: float, *, reserved: bool) -> Request:
+    def _wait(
+        self, request: Request, when: float, deadline: float | None, turn: float | None = None
+    ) -> Request:
+        """Send ``request`` back to wait until ``when``; with a ``deadline`` it holds a
+        turn (at ``turn``, else at ``when``) and goes then without reserving another."""
         self.stats.inc_value(f"{STAT}waited")
         meta = {**request.meta, WAIT_META_KEY: when}
-        if reserved:
-            meta[TURN_META_KEY] = when
+        if deadline is not None:
+            meta[TURN_META_KEY] = when if turn is None else turn
+            meta[DEADLINE_META_KEY] = deadline
         # dont_filter: the dupefilter saw it when it was first scheduled.
         return request.replace(dont_filter=True, meta=meta)
 
@@ -205,6 +262,12 @@ class ClusterDelay:
 
     def _on_spider_closed(self, spider: Any = None) -> None:
         self.cluster.close()
+
+
+async def _sleep(seconds: float) -> None:
+    from twisted.internet import reactor, task
+
+    await maybe_deferred_to_future(task.deferLater(reactor, seconds, lambda: None))
 
 
 def make_cluster_delay(

@@ -55,7 +55,7 @@ class OriginCoordinator(FetchSteps):
         fetcher: RobotsFetcher,
         clock: Callable[[], float],
         room: WaitingRoom,
-        release: Callable[[Request], None],
+        release: Callable[[str, Request], None],
         inc_stat: Callable[[str], None],
         releasable: Callable[[Evaluation], bool] | None = None,
     ) -> None:
@@ -220,7 +220,6 @@ class OriginCoordinator(FetchSteps):
         held = self.room.take(rt.origin)
         waiters, rt.waiters = rt.waiters, []
         self._waiter_count -= len(waiters)
-        failed = 0
         for request, since in held:
             waited = now - since
             rt.longest_wait = max(rt.longest_wait, waited)
@@ -228,21 +227,11 @@ class OriginCoordinator(FetchSteps):
             request.meta[WAITED_META_KEY] = request.meta.get(WAITED_META_KEY, 0.0) + waited
             rt.released += 1
             self._inc("robotstxt/released")
-            # Each re-injection is its own try: one request the scheduler cannot take
-            # (e.g. scrapy-redis cannot serialise its callback) must not lose the rest,
-            # nor be mistaken for a robots.txt failure.
-            try:
-                self._release(request)
-            except Exception:
-                failed += 1
-                self._inc("robotstxt/release_failed")
-                logger.error(
-                    "scrapy-rep: could not re-inject %s after robots.txt of %s was decided; "
-                    "the request is lost",
-                    request,
-                    rt.origin,
-                    exc_info=True,
-                )
+            # Never raises: one request the scheduler cannot take must not lose the rest,
+            # nor be mistaken for a robots.txt failure. A scheduler whose backend is down
+            # keeps it waiting; one that refuses the request itself drops it, logged and
+            # counted (crawl/release_retry.py).
+            self._release(rt.origin, request)
         for deferred in waiters:
             rt.released += 1
             self._inc("robotstxt/released")

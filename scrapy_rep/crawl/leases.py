@@ -100,14 +100,27 @@ class LeaseKeeper:
         asking.addErrback(lambda failure: self._log_lease_wait(None, origin, now - since))
 
     def _log_lease_wait(self, holder: str | None, origin: str, waited: float) -> None:
+        # The bound that holds is not REP_LEASE_TTL: a live holder renews its lease for
+        # as long as its fetch runs, and the fetch is one request per redirect hop
+        # (RFC 9309 2.3.1.2), each bounded by REP_FETCH_TIMEOUT. Only a holder that is
+        # gone stops renewing, and its lease then runs out within REP_LEASE_TTL. (The
+        # holder's own settings apply; ours are the best guess of them.)
+        config = self.config
+        requests = config.max_redirects + 1
         logger.info(
             "robots.txt of %s: waiting %.0f s so far for another process (%s) that holds "
-            "its fetch lease; if that holder is gone, the lease ends within "
-            "REP_LEASE_TTL (%g s)",
+            "its fetch lease. A live holder renews it while its fetch runs, so the wait "
+            "can last about %.0f s from the holder's start: up to REP_FETCH_TIMEOUT (%g s) "
+            "for each of up to %d request(s) (REP_MAX_REDIRECTS = %d), plus REP_LEASE_TTL "
+            "(%g s) if the holder dies meanwhile",
             origin,
             waited,
             "unknown" if holder is None else describe_holder(holder),
-            self.config.lease_ttl,
+            config.fetch_timeout * requests + config.lease_ttl,
+            config.fetch_timeout,
+            requests,
+            config.max_redirects,
+            config.lease_ttl,
         )
 
     def close(self) -> None:
