@@ -169,6 +169,8 @@ def _zstd_stdlib(data: bytes, limit: int) -> Decoded:
 
 
 def _zstandard(data: bytes, limit: int) -> Decoded:
+    # Its stream reader bounds each read; it ends quietly at the end of the input, so a
+    # frame that ends early gives its decoded part without being flagged as cut.
     assert _ZSTANDARD is not None
     out = _Output(limit)
     reader = _ZSTANDARD.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True)
