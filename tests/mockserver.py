@@ -26,8 +26,12 @@ ResponseSpec keys (all optional): ``status``, ``body``, ``body_b64``, ``headers`
 ``gzip``, ``size``, ``tail``, ``delay``, ``stall_after``, ``stall``, ``reset_after``,
 ``truncate_after``, ``bad_chunking``, ``redirect``, ``links``, ``hold`` (a gate name:
 the response waits until the test opens that gate, so a test waits on a condition
-instead of a clock) with ``hold_max`` (at most this many seconds, default 60). See
-``build_response`` and ``send_response`` for their exact meaning.
+instead of a clock) with ``hold_max`` (at most this many seconds, default 60),
+``stream_size`` (announce that many bytes and generate them while sending: ``body``,
+then filler rules, until the client hangs up) and ``bomb`` (``{"coding": "gzip" |
+"deflate" | "br" | "zstd", "size": n}``: ``body`` then newlines up to ``n`` decoded
+bytes, compressed in bounded memory). See ``build_response`` and ``send_response`` for
+their exact meaning.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ import struct
 import sys
 import threading
 import time
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -188,8 +193,91 @@ def build_response(
     if spec.get("gzip"):
         body = gzip.compress(body)
         headers["Content-Encoding"] = "gzip"
+    if "bomb" in spec:
+        coding = str(spec["bomb"]["coding"])
+        body = bomb(coding, body, int(spec["bomb"]["size"]))
+        headers["Content-Encoding"] = coding
+    if "stream_size" in spec:
+        headers["Content-Length"] = str(int(spec["stream_size"]))
     headers.update({str(k): str(v) for k, v in spec.get("headers", {}).items()})
     return status, headers, body
+
+
+_BOMBS: dict[tuple[str, bytes, int], bytes] = {}
+_BOMB_STEP = 1024 * 1024
+
+
+def _deflate_bomb(coding: str, head: bytes, size: int) -> bytes:
+    """gzip (RFC 1952) or zlib (RFC 1950) wrapping of raw deflate. Each MiB of newlines is
+    compressed once: after a full flush the compressor starts afresh, so every full MiB
+    compresses to the same bytes, which are repeated (the checksum is computed apart)."""
+    codec = zlib.compressobj(9, zlib.DEFLATED, -15)
+    parts = [codec.compress(head), codec.flush(zlib.Z_FULL_FLUSH)]
+    step = b"\n" * _BOMB_STEP
+    full, rest = divmod(size - len(head), _BOMB_STEP)
+    segment = codec.compress(step) + codec.flush(zlib.Z_FULL_FLUSH) if full else b""
+    parts.append(segment * full)
+    parts.append(codec.compress(step[:rest]) + codec.flush())
+    checksum = zlib.crc32 if coding == "gzip" else zlib.adler32
+    value = checksum(head)
+    for _ in range(full):
+        value = checksum(step, value)
+    value = checksum(step[:rest], value)
+    deflated = b"".join(parts)
+    if coding == "gzip":
+        header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+        return header + deflated + struct.pack("<II", value, size & 0xFFFFFFFF)
+    return b"\x78\x01" + deflated + struct.pack(">I", value)
+
+
+def _compressor(coding: str) -> tuple[Any, Any]:
+    """(compress(chunk) -> bytes, finish() -> bytes) for brotli or zstd."""
+    if coding == "br":
+        import brotli
+
+        codec = brotli.Compressor(quality=1)
+        return codec.process, codec.finish
+    if coding == "zstd":
+        try:
+            from compression import zstd
+        except ImportError:
+            from backports import zstd
+        codec = zstd.ZstdCompressor()
+        return codec.compress, lambda: codec.flush(zstd.ZstdCompressor.FLUSH_FRAME)
+    raise ValueError(f"unknown bomb coding {coding!r}")
+
+
+def bomb(coding: str, head: bytes, size: int) -> bytes:
+    """``head`` then newlines up to ``size`` bytes, compressed with ``coding``: made one
+    MiB at a time (the decoded file never exists in memory) and kept for the next call."""
+    key = (coding, head, size)
+    if key not in _BOMBS:
+        if coding in ("gzip", "deflate"):
+            _BOMBS[key] = _deflate_bomb(coding, head, size)
+        else:
+            compress, finish = _compressor(coding)
+            parts = [compress(head)]
+            step = b"\n" * _BOMB_STEP
+            left = size - len(head)
+            while left > 0:
+                parts.append(compress(step[: min(left, _BOMB_STEP)]))
+                left -= _BOMB_STEP
+            parts.append(finish())
+            _BOMBS[key] = b"".join(parts)
+    return _BOMBS[key]
+
+
+def streamed_chunks(head: bytes, size: int) -> Any:
+    """``head`` then filler rules, ``size`` bytes in all, generated 64 KiB at a time."""
+    yield head
+    sent = len(head)
+    index = 0
+    while sent < size:
+        lines = [FILLER_LINE.format(i).encode("ascii") for i in range(index, index + 2900)]
+        index += 2900
+        chunk = b"".join(lines)[: size - sent]
+        yield chunk
+        sent += len(chunk)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -319,6 +407,12 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
             self.hang_up()
             return
+        if "stream_size" in spec and self.command != "HEAD":
+            for chunk in streamed_chunks(body_to_send, int(spec["stream_size"])):
+                self.wfile.write(chunk)  # an OSError once the client hangs up ends it
+            self.wfile.flush()
+            self.close_connection = True
+            return
         if "stall_after" in spec or "stall" in spec:
             cut = int(spec.get("stall_after", 0))
             self.wfile.write(body_to_send[:cut])
@@ -361,6 +455,8 @@ ALLOWED_KEYS = {
     "links",
     "hold",
     "hold_max",
+    "stream_size",
+    "bomb",
 }
 
 

@@ -20,6 +20,7 @@ from scrapy_rep.crawl.leases import LeaseKeeper
 from scrapy_rep.crawl.registry import RuntimeRegistry
 from scrapy_rep.crawl.runtime import WAITED_META_KEY, OriginRuntime
 from scrapy_rep.crawl.store_calls import StoreCalls
+from scrapy_rep.crawl.unreachable_log import UnreachableWarnings
 from scrapy_rep.policy.records import OriginRecord
 from scrapy_rep.policy.robots_policy import FALLBACK, FRESH, STALE, Evaluation, RobotsPolicy
 from scrapy_rep.storage.base import new_holder
@@ -85,6 +86,9 @@ class OriginCoordinator(FetchSteps):
         self.holder = new_holder()
         # Fetches in flight renew their lease (SPEC section 3 "leases").
         self.leases = LeaseKeeper(storage, self.holder, config, self.calls, clock)
+        self.unreachable_warnings = UnreachableWarnings(
+            config.logstats_interval, lambda delay, flush: _reactor().callLater(delay, flush)
+        )
         self.closed = False
 
     # -- queries -----------------------------------------------------------------------
@@ -282,6 +286,7 @@ class OriginCoordinator(FetchSteps):
 
     def close(self) -> None:
         self.closed = True
+        self.unreachable_warnings.close()
         self.leases.close()
         self.fetches.clear()
         for rt in self.registry.runtimes():

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from scrapy_rep.crawl.registry import RuntimeRegistry
     from scrapy_rep.crawl.runtime import OriginRuntime
     from scrapy_rep.crawl.store_calls import StoreCalls
+    from scrapy_rep.crawl.unreachable_log import UnreachableWarnings
     from scrapy_rep.crawl.waiting_room import WaitingRoom
     from scrapy_rep.policy.robots_policy import RobotsPolicy
     from scrapy_rep.storage.base import RobotsStorage
@@ -54,6 +55,7 @@ class FetchSteps:
     holder: str
     closed: bool
     give_up: Callable[[str, list[Request], str], None] | None
+    unreachable_warnings: UnreachableWarnings
     _inc: Callable[[str], None]
     _fetches_pending: int
     _waiter_count: int
@@ -198,8 +200,11 @@ class FetchSteps:
             if self.give_up is not None and not self.closed:
                 self._give_up(rt, outcome.detail)
                 return
-            # WARNING, with the error's text (Scrapy's middleware: ERROR)
-            logger.warning(unreachable_line(rt.origin, outcome, record, waiting, now, self.policy))
+            # WARNING, with the error's text (Scrapy's middleware: ERROR); after the
+            # first few origins, one summary line per LOGSTATS_INTERVAL
+            self.unreachable_warnings.warn(
+                rt.origin, unreachable_line(rt.origin, outcome, record, waiting, now, self.policy)
+            )
         elif record.unreachable:
             logger.debug(
                 "robots.txt of %s still unreachable (%s); next try in %.0f s",

@@ -7,7 +7,11 @@ from a page fetch is the budget (SPEC section 2):
   "SHOULD follow at least five consecutive redirects"), not by RedirectMiddleware;
 - there are no immediate retries (``dont_retry``): the policy's backoff replaces them;
 - ``REP_FETCH_TIMEOUT`` is the timeout;
-- the body is cut at ``REP_MAX_SIZE`` by a ``bytes_received`` handler (RFC 9309 2.5).
+- the body is cut at ``REP_MAX_SIZE`` by a ``bytes_received`` handler (RFC 9309 2.5),
+  whatever ``Content-Length`` announces: Scrapy's own size limit, which cancels a download
+  announced larger than it, is lifted while the request is at the download handler;
+- a compressed body is decoded here, up to ``REP_MAX_SIZE`` (crawl/robots_body.py), not
+  by Scrapy's HttpCompressionMiddleware, which refuses a decompression bomb as a whole.
 
 Stats (SPEC section 4): Scrapy's own keys count one per robots.txt download as a whole,
 as its middleware counts them (its redirects and retries happen inside one download);
@@ -27,6 +31,7 @@ from scrapy.exceptions import IgnoreRequest, StopDownload
 from scrapy.http.request import NO_CALLBACK
 
 from scrapy_rep.crawl import compat
+from scrapy_rep.crawl.robots_body import accept_encoding, content_codings, decodable, decode
 from scrapy_rep.policy.config import Config
 from scrapy_rep.policy.origin import robots_url
 from scrapy_rep.policy.records import ALLOW_ALL, UNREACHABLE
@@ -44,9 +49,19 @@ logger = logging.getLogger("scrapy_rep")
 
 FETCH_META_KEY = "rep_robots_fetch"
 _BYTES_META_KEY = "rep_robots_bytes"
+# How many body bytes the download may take: set from the response's headers.
+_WIRE_CAP_META_KEY = "rep_robots_wire_cap"
+# The content codings the response came with, decoded here (taken off its headers).
+_CODINGS_META_KEY = "rep_robots_codings"
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-# Decompressed bodies may be larger than the wire bytes we cap; this bounds a gzip bomb.
+# Scrapy's size limits for the robots.txt request whenever it is not at the download
+# handler: they bound what HttpCompressionMiddleware would decode of a response that a
+# middleware answered without a download (none of our signals see it).
 _DECOMPRESSED_FACTOR = 64
+# A compressed body may take this many times REP_MAX_SIZE on the wire: a file that does
+# not compress (random bytes) grows by a few bytes per 16-64 KiB block in every codec,
+# so twice the limit always holds the compressed form of the limit's worth of text.
+_COMPRESSED_WIRE_FACTOR = 2
 # How long an allow-all answer caused by the crawler's own refusal lasts: 0 is clamped
 # to REP_MIN_TTL, so the crawler is asked again soon (its refusal may be temporary).
 _REFUSED_MAX_AGE = 0.0
@@ -84,6 +99,9 @@ class RobotsFetcher:
             priority=1000,
             callback=NO_CALLBACK,
             dont_filter=True,
+            # Only what _classify can decode, in bounded memory (HttpCompressionMiddleware
+            # keeps a header that is already set).
+            headers={"Accept-Encoding": accept_encoding()},
             meta={
                 "dont_obey_robotstxt": True,
                 FETCH_META_KEY: origin,
@@ -99,14 +117,54 @@ class RobotsFetcher:
             },
         )
 
-    def _on_bytes_received(self, data: bytes, request: Request, spider: Any = None) -> None:
+    def _signal_receivers(self) -> tuple[tuple[Callable[..., None], object], ...]:
+        return (
+            (self._on_reached_downloader, signals.request_reached_downloader),
+            (self._on_headers_received, signals.headers_received),
+            (self._on_bytes_received, signals.bytes_received),
+            (self._on_response_downloaded, signals.response_downloaded),
+        )
+
+    def _on_reached_downloader(self, request: Request, **_: Any) -> None:
         if FETCH_META_KEY not in request.meta:
             return
-        received = request.meta.get(_BYTES_META_KEY, 0) + len(data)
-        request.meta[_BYTES_META_KEY] = received
-        if received > self.config.max_size:
+        # RFC 9309 2.5: a file over the limit is not an error, its first part is parsed.
+        # The handler cancels a download whose Content-Length is over download_maxsize
+        # (0 = no limit); _on_bytes_received stops it at the limit instead.
+        request.meta["download_maxsize"] = 0
+        request.meta["download_warnsize"] = 0
+
+    def _on_headers_received(self, headers: Any, request: Request, **_: Any) -> None:
+        if FETCH_META_KEY not in request.meta:
+            return
+        compressed = content_codings(headers.getlist(b"Content-Encoding"))
+        factor = _COMPRESSED_WIRE_FACTOR if compressed else 1
+        request.meta[_WIRE_CAP_META_KEY] = self.config.max_size * factor
+
+    def _on_bytes_received(self, data: bytes, request: Request, **_: Any) -> None:
+        meta = request.meta
+        if FETCH_META_KEY not in meta:
+            return
+        received = meta.get(_BYTES_META_KEY, 0) + len(data)
+        meta[_BYTES_META_KEY] = received
+        cap = meta.get(_WIRE_CAP_META_KEY, self.config.max_size * _COMPRESSED_WIRE_FACTOR)
+        if received > cap:
             # RFC 9309 2.5: a file over the limit is not an error; parse what fits.
             raise StopDownload(fail=False)
+
+    def _on_response_downloaded(self, response: Response, request: Request, **_: Any) -> None:
+        meta = request.meta
+        if FETCH_META_KEY not in meta:
+            return
+        maxsize = self.config.max_size * _DECOMPRESSED_FACTOR
+        meta["download_maxsize"] = meta["download_warnsize"] = maxsize
+        codings = content_codings(response.headers.getlist(b"Content-Encoding"))
+        if decodable(codings):
+            # Sent before the downloader middlewares see the response: without the
+            # header, HttpCompressionMiddleware passes it on as it came, and _classify
+            # decodes it up to REP_MAX_SIZE (a coding it cannot decode stays for Scrapy).
+            del response.headers[b"Content-Encoding"]
+            meta[_CODINGS_META_KEY] = codings
 
     def _trigger_for(self, origin: str) -> Request | None:
         noted = self.trigger
@@ -122,14 +180,16 @@ class RobotsFetcher:
         trigger = trigger or self._trigger_for(origin)
         signal_manager = self.crawler.signals
         if not self._in_flight:
-            signal_manager.connect(self._on_bytes_received, signal=signals.bytes_received)
+            for receiver, signal in self._signal_receivers():
+                signal_manager.connect(receiver, signal=signal)
         self._in_flight += 1
         try:
             outcome, answered = await self._fetch(origin, retry)
         finally:
             self._in_flight -= 1
             if not self._in_flight:
-                signal_manager.disconnect(self._on_bytes_received, signal=signals.bytes_received)
+                for receiver, signal in self._signal_receivers():
+                    signal_manager.disconnect(receiver, signal=signal)
         if outcome.kind == UNREACHABLE:
             self._retrying[origin] = trigger
         else:
@@ -160,8 +220,9 @@ class RobotsFetcher:
             stats.inc_value("robotstxt/download_count")
             if hop:
                 stats.inc_value("robotstxt/redirect_count")
+            request = self._request(url, origin)
             try:
-                response = await self.crawler.engine.download_async(self._request(url, origin))
+                response = await self.crawler.engine.download_async(request)
             except IgnoreRequest as exc:
                 outcome = self._refused(origin, url, exc)
                 break
@@ -194,7 +255,7 @@ class RobotsFetcher:
                 # a redirect chain that ends nowhere is an IgnoreRequest there.
                 stats.inc_value("robotstxt/response_count")
                 stats.inc_value(f"robotstxt/response_status_count/{response.status}")
-            outcome = self._classify(response, url)
+            outcome = self._classify(response, request, origin, url)
             answered = True
             break
         assert outcome is not None  # the loop always sets it: its last hop breaks
@@ -225,22 +286,63 @@ class RobotsFetcher:
             ALLOW_ALL, "refused by the crawler", max_age=_REFUSED_MAX_AGE, final_url=url
         )
 
-    def _classify(self, response: Response, url: str) -> FetchOutcome:
+    def _classify(
+        self, response: Response, request: Request, origin: str, url: str
+    ) -> FetchOutcome:
         headers = {
             key.decode("latin-1").lower(): value.decode("latin-1")
             for key, value in ((k, response.headers.get(k)) for k in response.headers)
             if value is not None
         }
-        body = response.body
-        truncated = "download_stopped" in response.flags or len(body) > self.config.max_size
-        outcome = classify_status(
-            response.status,
-            headers,
-            body[: self.config.max_size],
-            self.clock(),
-            truncated=truncated,
-        )
+        body, truncated, coded = self._body(response, request, origin)
+        outcome = classify_status(response.status, headers, body, self.clock(), truncated=truncated)
         if truncated:
             assert self.crawler.stats is not None
             self.crawler.stats.inc_value("robotstxt/truncated")
+            logger.info(
+                "scrapy-rep: robots.txt of %s is larger than REP_MAX_SIZE = %d bytes%s: its "
+                "first %d bytes apply (RFC 9309 2.5)",
+                origin,
+                self.config.max_size,
+                f" once decoded from {coded}" if coded else "",
+                len(body),
+            )
         return replace(outcome, final_url=url)
+
+    def _body(self, response: Response, request: Request, origin: str) -> tuple[bytes, bool, str]:
+        """The body to parse, at most REP_MAX_SIZE bytes, whether the file goes on
+        beyond it, and the codings it was decoded from."""
+        limit = self.config.max_size
+        stopped = "download_stopped" in response.flags
+        raw = response.body
+        codings: list[bytes] = request.meta.get(_CODINGS_META_KEY) or []
+        if not codings:
+            return raw[:limit], stopped or len(raw) > limit, ""
+        names = ", ".join(c.decode("latin-1") for c in codings)
+        decoded = decode(raw, codings, limit, cut=stopped)
+        if decoded.error is None:
+            return decoded.body, decoded.cut, names
+        assert self.crawler.stats is not None
+        if decoded.body:
+            # A stream that breaks part way: what it gave is the file's first part.
+            self.crawler.stats.inc_value("robotstxt/decode_error")
+            logger.info(
+                "scrapy-rep: robots.txt of %s breaks off in its %s stream after %d "
+                "decoded bytes (%s): those apply",
+                origin,
+                names,
+                len(decoded.body),
+                decoded.error,
+            )
+            return decoded.body, True, names
+        # Nothing decodes: a server that labels a plain file as compressed. Its bytes
+        # are the best guess of the file (a binary body has no rules: all allowed).
+        self.crawler.stats.inc_value("robotstxt/decode_error")
+        logger.warning(
+            "scrapy-rep: robots.txt of %s says Content-Encoding: %s but does not decode "
+            "(%s): its bytes are parsed as they came",
+            origin,
+            names,
+            decoded.error,
+        )
+        return raw[:limit], stopped or len(raw) > limit, ""
