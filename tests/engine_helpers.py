@@ -12,5 +12,5 @@ def compiled_robots(body: str | bytes, agent: str = "bot") -> RobotsTxt:
     token = robots._token(agent)
     if token is not None:
         robots._group(token)
-        assert isinstance(robots._groups[token], tuple)
+        assert not isinstance(robots._groups[token], list)
     return robots

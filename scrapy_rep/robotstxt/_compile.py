@@ -208,7 +208,7 @@ def compile_steps(
         lits, lit_parents, lit_codes = plain_literals(literal, patterns, codes, packed)
     chain = ranked_chain(lit_parents, lit_codes) if starred else None
     if not wild:
-        yield lits, lit_parents, (), array("i"), (), (), lit_codes, array("i"), chain, None, None
+        yield Group(lits, lit_parents, chain, lit_codes)
         return
     if steps:
         yield None
@@ -295,16 +295,16 @@ def compile_steps(
         quick = tuple(dict.fromkeys(texts))
     if steps:
         yield None
-    yield (
+    yield Group(
         lits,
         lit_parents,
-        tuple(distinct),
-        wild_parents,
-        buckets,
-        tuple(map(wild_patterns.__getitem__, order)),
-        lit_codes,
-        starts,
         chain,
-        index,
-        quick,
+        lit_codes,
+        wild_guards=tuple(distinct),
+        wild_parents=wild_parents,
+        bucket_starts=starts,
+        probes=buckets,
+        wild_patterns=tuple(map(wild_patterns.__getitem__, order)),
+        probe_index=index,
+        quick_probes=quick,
     )

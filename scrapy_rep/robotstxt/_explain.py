@@ -125,7 +125,7 @@ class Explaining:
         """The Decision of compiled rule *n* of *token*'s group (-1: none matches)."""
         if n < 0:
             return Decision(True, None, None, (token,), "no-matching-rule")
-        return self._decision(token, group[6][n] & _MARK, pattern_at(group, n))
+        return self._decision(token, group.codes[n] & _MARK, pattern_at(group, n))
 
     def _decision(self, token: str, mark: int, pattern: bytes) -> Decision:
         """The Decision of the rule of line *mark* >> 1 (disallow if its low bit is

@@ -16,7 +16,12 @@ import re
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
-from scrapy_rep.robotstxt._issues import INVALID_VALUE, RULE_OUTSIDE_GROUP, IssueLog
+from scrapy_rep.robotstxt._issues import (
+    INVALID_VALUE,
+    RULE_OUTSIDE_GROUP,
+    SIGNAL_FOR_EVERYONE,
+    IssueLog,
+)
 
 __all__ = [
     "EXTENSION_FIELDS",
@@ -208,5 +213,10 @@ def interpret_steps(
                 preamble_summary.merge(summarise(signals[low : low + step], invalid))
         outside = (e.line for e in preamble if e.field != "content-signal")
         log.found.extend((line, RULE_OUTSIDE_GROUP) for line in outside)
+        # applied, but not as RFC 9309 §2.2 reads a line outside a group: a site owner
+        # reading the report sees that it reaches every crawler
+        # (an invalid one is reported as such: it reaches no one)
+        bad = set(invalid)
+        log.found.extend((e.line, SIGNAL_FOR_EVERYONE) for e in signals if e.line not in bad)
     log.found.extend((line, INVALID_VALUE) for line in invalid)
     yield summaries, preamble_summary

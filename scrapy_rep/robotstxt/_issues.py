@@ -29,6 +29,9 @@ ISSUE_KINDS: dict[str, str] = {
     "size-limit": "the file is longer than the size limit: parsing stopped at this byte offset",
     "line-too-long": "the line is longer than 16,663 bytes: the rest of it was ignored",
     "rule-outside-group": "a rule before the first user-agent line: ignored (RFC 9309 §2.2.2)",
+    "signal-for-everyone": (
+        "a Content-Signal line before the first user-agent line: applied to every crawler"
+    ),
     "unknown-field": "a field this parser does not know: ignored",
     "not-a-field": "neither a field, a comment nor a blank line: ignored",
     "markup": "the file looks like a web page: lines that cannot hold a field were skipped",
@@ -42,6 +45,7 @@ _NAMES = tuple(ISSUE_KINDS)
     SIZE_LIMIT,
     LINE_TOO_LONG,
     RULE_OUTSIDE_GROUP,
+    SIGNAL_FOR_EVERYONE,
     UNKNOWN_FIELD,
     NOT_A_FIELD,
     MARKUP,

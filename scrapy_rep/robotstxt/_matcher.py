@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_right
+from dataclasses import dataclass, field
 from typing import TypeAlias
 
 from scrapy_rep.robotstxt._escapes import normalise_pattern, normalised_rules
@@ -93,42 +94,40 @@ def match_pieces(pieces: tuple[bytes, ...], anchored: bool, path: bytes) -> bool
 # general matcher runs.
 # ---------------------------------------------------------------------------
 
-# (literal guards, sorted; their parents; wildcard guards, sorted; their parents;
-#  the probes of each bucket's rules (as str), the patterns of the wildcard rules bucket by
-#  bucket; codes: the
-#  literals' then the wildcards'; where each guard's bucket starts (and the end);
-#  each literal's deciding rule on its chain or None when that is always itself;
-#  the probe index of a group of many wildcard rules (see _probes); the distinct
-#  probes of all the wildcard rules when they are few and none is empty, else None:
-#  a path holding none of them is matched by no wildcard rule, one C call, see
-#  RobotsTxt.allowed)
-Group: TypeAlias = tuple[
-    tuple[bytes, ...],
-    "array[int]",
-    tuple[bytes, ...],
-    "array[int]",
-    tuple[tuple[str, ...], ...],
-    tuple[bytes, ...],
-    "array[int]",
-    "array[int]",
-    "array[int] | None",
-    "ProbeIndex | None",
-    "tuple[str, ...] | None",
-]
 
-EMPTY_GROUP: Group = (
-    (),
-    array("i"),
-    (),
-    array("i"),
-    (),
-    (),
-    array("q"),
-    array("i"),
-    None,
-    None,
-    None,
-)
+@dataclass(frozen=True, slots=True)
+class Group:
+    """One crawler's group compiled (see _compile.compile_steps): plain tuples and
+    arrays in named slots, read on every check (a slot is one C-level load)."""
+
+    #: the distinct literal guards (plain-prefix patterns), sorted
+    literals: tuple[bytes, ...]
+    #: each literal guard's longest proper prefix among them (-1: none)
+    literal_parents: array[int]
+    #: each literal's deciding rule on its chain of prefixes, or None when that is
+    #: always itself (see _compile.ranked_chain)
+    literal_winners: array[int] | None
+    #: one code per rule, the literals' then the wildcard rules' (see above)
+    codes: array[int]
+    #: the distinct wildcard guards (each rule's part before its first "*"), sorted
+    wild_guards: tuple[bytes, ...] = ()
+    #: each wildcard guard's longest proper prefix among them (-1: none)
+    wild_parents: array[int] = field(default_factory=lambda: array("i"))
+    #: where each wildcard guard's bucket of rules starts (and, last, the end)
+    bucket_starts: array[int] = field(default_factory=lambda: array("i"))
+    #: per bucket, the probe (as str) of each of its rules, by precedence
+    probes: tuple[tuple[str, ...], ...] = ()
+    #: the wildcard rules' normalised patterns, bucket by bucket
+    wild_patterns: tuple[bytes, ...] = ()
+    #: the probes of a group of many wildcard rules, indexed (see ProbeIndex)
+    probe_index: ProbeIndex | None = None
+    #: the distinct probes of all the wildcard rules when they are few and none is
+    #: empty, else None: a path holding none of them is matched by no wildcard rule
+    #: (one C call, see RobotsTxt.allowed)
+    quick_probes: tuple[str, ...] | None = None
+
+
+EMPTY_GROUP = Group((), array("i"), None, array("q"))
 # Split wildcard patterns, shared: the same few ("/*?", "/*.pdf$") recur across
 # sites, and a pattern is split only when a path passes its guard and probe.
 _SPLIT: dict[bytes, tuple[tuple[bytes, ...], bool]] = {}
@@ -156,12 +155,12 @@ def literal_rule(group: Group, path: bytes) -> int:
     shares with *path* every one of them: so one bisect and a short walk up the
     chain of prefixes find the longest, in C calls but for the walk.
     """
-    lits = group[0]
+    lits = group.literals
     n = bisect_right(lits, path) - 1
-    parents = group[1]
+    parents = group.literal_parents
     while n >= 0 and not path.startswith(lits[n]):
         n = parents[n]
-    chain = group[8]
+    chain = group.literal_winners
     return n if chain is None or n < 0 else chain[n]
 
 
@@ -188,18 +187,18 @@ def wild_rule(group: Group, path: bytes, best: int, text: str | None = None) -> 
     Walks the wildcard guards that *path* starts with (as literal_rule does) and, in
     each one's bucket, tries the rules that would outrank the best so far.
     """
-    guards = group[2]
+    guards = group.wild_guards
     k = bisect_right(guards, path) - 1
     if k < 0:
         return best
-    codes = group[6]
-    base = len(group[0])
+    codes = group.codes
+    base = len(group.literals)
     floor = codes[best] >> 33 if best >= 0 else -1
-    parents, probes, starts = group[3], group[4], group[7]
+    parents, probes, starts = group.wild_parents, group.probes, group.bucket_starts
     if text is None:
         text = path.decode("ascii")  # normalised paths are ASCII
     # what probes are looked for in: the path, or the set of probes present in it
-    index = group[9]
+    index = group.probe_index
     haystack: str | frozenset[str] | set[str] | None = (
         text if index is None or not index_pays(index, len(text)) else None
     )
@@ -219,7 +218,7 @@ def wild_rule(group: Group, path: bytes, best: int, text: str | None = None) -> 
                 rank = codes[base + i] >> 33
                 if rank <= floor:
                     break  # the bucket is sorted by precedence: none left can win
-                full = group[5][i]
+                full = group.wild_patterns[i]
                 pieces, anchored = _SPLIT.get(full) or _split(full)
                 if len(pieces) == 2:
                     # one "*": the guard is the first piece, already a prefix
@@ -245,10 +244,10 @@ def best_rule(group: Group, path: bytes, text: str | None = None) -> int:
     (the hot path of a crawl's checks); explain() calls it.
     """
     best = literal_rule(group, path)
-    wild = group[2]
+    wild = group.wild_guards
     if not wild or not path.startswith(wild):
         return best  # no wildcard guard is a prefix of the path
-    quick = group[10]
+    quick = group.quick_probes
     if quick is not None:
         if text is None:
             text = path.decode("ascii")  # normalised paths are ASCII
@@ -262,9 +261,9 @@ def pattern_at(group: Group, n: int) -> bytes:
 
     A literal is stored without trailing "*"s; its precedence says how many.
     """
-    lits = group[0]
+    lits = group.literals
     if n >= len(lits):
-        return group[5][n - len(lits)]
-    code = group[6][n]
+        return group.wild_patterns[n - len(lits)]
+    code = group.codes[n]
     length = ((code >> 33) + (code & 1)) // 2
     return lits[n] + b"*" * (length - len(lits[n]))

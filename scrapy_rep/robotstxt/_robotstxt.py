@@ -250,7 +250,7 @@ class RobotsTxt(Explaining, ExtensionQueries, SteppedWork):
         group = None
         if token is not None:
             found = self._groups[token]
-            if isinstance(found, tuple):  # compiled already: the common case
+            if found.__class__ is Group:  # compiled already: the common case
                 group = found
             else:
                 scan = self._scan(token)
@@ -305,10 +305,10 @@ class RobotsTxt(Explaining, ExtensionQueries, SteppedWork):
         agent, group = self._memo
         if user_agent != agent:
             found = self._first_use(url, user_agent)
-            if not isinstance(found, tuple):
+            if found.__class__ is not Group:
                 return found is not False  # a scan's verdict, or None: no group applies
             group = found
-        elif group.__class__ is not tuple:
+        elif group.__class__ is not Group:
             # None: no group applies; a token: its group is being scanned
             return group is None or self._scanned(url, user_agent, group)  # type: ignore[arg-type]
         # path_and_text() (_urls), inlined: the common URL, plain ASCII http(s) or
@@ -321,19 +321,21 @@ class RobotsTxt(Explaining, ExtensionQueries, SteppedWork):
             path = plain_path(_text(url))
             text = None
         # best_rule() (_matcher), inlined: the hot path
-        lits = group[0]
+        lits = group.literals
         best = bisect_right(lits, path) - 1
         if best >= 0:
-            parents = group[1]
+            parents = group.literal_parents
             while not path.startswith(lits[best]):
                 best = parents[best]
                 if best < 0:
                     break
             else:
-                if group[8] is not None:
-                    best = group[8][best]
-        if group[2] and path.startswith(group[2]):
-            quick = group[10]
+                winners = group.literal_winners
+                if winners is not None:
+                    best = winners[best]
+        wild = group.wild_guards
+        if wild and path.startswith(wild):
+            quick = group.quick_probes
             if quick is None:
                 best = wild_rule(group, path, best, text)
             else:
@@ -342,7 +344,7 @@ class RobotsTxt(Explaining, ExtensionQueries, SteppedWork):
                 # no probe in the path: no wildcard rule can match (see _matcher.Group)
                 if any(map(text.__contains__, quick)):
                     best = wild_rule(group, path, best, text)
-        if best < 0 or not group[6][best] & 1:  # the low bit is set for disallow rules
+        if best < 0 or not group.codes[best] & 1:  # the low bit is set for disallow rules
             return True
         # is_robots_txt(path), inlined: /robots.txt is always allowed (RFC 9309 2.2.2)
         return path[:11] == b"/robots.txt" and (len(path) == 11 or path[11] == 0x3F)

@@ -1,16 +1,18 @@
 """Usage preferences: IETF AIPREF ``Content-Usage`` and Cloudflare ``Content-Signal``.
 
 Preferences say what a crawler may do with content, never whether it may fetch it:
-Allow and Disallow still decide fetching (draft-ietf-aipref-vocab §3.3, SPEC §5).
+Allow and Disallow still decide fetching (draft-ietf-aipref-vocab §3.3, docs/usage.md).
 
 Sources, each a *statement of preference*:
 - ``Content-Usage: [path] <dictionary>`` rules of the chosen group
   (draft-ietf-aipref-attach §3): the longest matching path wins, matched like
-  Allow/Disallow (RFC 9309 §2.2.2); rules with equally long paths are combined.
-  A value without a leading ``/`` applies to the whole site (path ``/``).
+  Allow/Disallow (RFC 9309 §2.2.2); only rules with identical paths are combined.
+  A value without a leading ``/`` has a path of 0 octets: it matches every URL and
+  is shorter than any written path, ``/`` included (draft-ietf-aipref-attach-05 §3.1).
 - ``Content-Signal: [path] search=yes, ai-train=no, ai-input=..., use=...`` lines of
   the chosen group (Cloudflare's Content Signals); lines before any user-agent line
-  apply to every crawler, as the parser has always read them.
+  apply to every crawler (as crawler-commons reads them), and the parser lists each
+  in the file's diagnostics (see _issues).
 - The ``Content-Usage`` HTTP response header (draft-ietf-aipref-attach §2).
 
 The Content-Usage value is an RFC 9651 Dictionary parsed by ``http_sf``; the rules of
@@ -301,7 +303,8 @@ def header_statement(values: Sequence[bytes]) -> Statement | None:
 
 @dataclass(frozen=True, slots=True)
 class _Rules:
-    """Path-scoped statements of one kind, longest pattern first."""
+    """Path-scoped statements of one kind, longest pattern first (b"" for a rule
+    written without a path: it matches every path, after all the others)."""
 
     rules: tuple[tuple[bytes, Statement], ...]
 
@@ -327,7 +330,9 @@ def _rules(lines: Iterable[Line], name: str) -> _Rules:
             continue
         value = _as_bytes(raw)
         m = _PATH_AND_VALUE.fullmatch(value)
-        path, preference = (m.group(1), m.group(2)) if m else (b"/", value)
+        # a rule without a path has a path of 0 octets (draft-ietf-aipref-attach-05
+        # §3.1): it applies everywhere, and any written path, "/" too, is longer
+        path, preference = (m.group(1), m.group(2)) if m else (b"", value)
         statement = reader(preference, line)
         # the source shows the whole line value, path included
         statement = Statement(

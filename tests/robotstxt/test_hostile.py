@@ -66,7 +66,7 @@ def test_long_probes_filtered_by_grams_are_still_found() -> None:
     probe = "a" * 40 + "X" + "a" * 40
     rules = "".join(f"Disallow: /*{'a' * 40}X{n}{'a' * 40}\n" for n in range(200))
     robots = compiled_robots("User-agent: *\n" + rules + f"Disallow: /*{probe}\n")
-    assert robots._groups["*"][9] is not None  # type: ignore[index]  # the probe index
+    assert robots._groups["*"].probe_index is not None  # type: ignore[union-attr]
     assert robots.allowed("/" + "a" * 2000, "bot")
     assert not robots.allowed("/" + "a" * 100 + "X" + "a" * 100, "bot")
     assert len(probe) > GRAM

@@ -148,7 +148,7 @@ def test_scans_are_counted_per_group() -> None:
     assert robots.allowed("/x", "A")  # the last scan
     assert isinstance(robots._groups["a"], list)
     assert not robots.allowed("/a", "a")  # compiles "a"
-    assert isinstance(robots._groups["a"], tuple)
+    assert not isinstance(robots._groups["a"], list)
     assert isinstance(robots._groups["*"], list)
 
 

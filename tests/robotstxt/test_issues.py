@@ -54,9 +54,28 @@ def test_each_kind_with_line_and_text() -> None:
 
 def test_extension_lines_before_any_group() -> None:
     body = "Crawl-delay: 5\nContent-Signal: search=yes\nUser-agent: *\nDisallow: /\n"
-    assert kinds(body) == [(1, "rule-outside-group", "Crawl-delay: 5")]
-    # a content signal before any group is a file-wide default, not an issue
+    assert kinds(body) == [
+        (1, "rule-outside-group", "Crawl-delay: 5"),
+        (2, "signal-for-everyone", "Content-Signal: search=yes"),
+    ]
+    # a content signal before any group is a file-wide default, and listed as one
     assert RobotsTxt.parse(body).content_signals("bot") == {"search": True}
+
+
+def test_a_content_signal_before_any_group_is_listed_and_still_applies() -> None:
+    body = (
+        "Content-Signal: ai-train=no\n"  # 1: applies to every crawler
+        "Content-Signal: nonsense\n"  # 2: invalid, so it applies to none
+        "User-agent: *\nDisallow: /x\n"
+    )
+    robots = RobotsTxt.parse(body)
+    assert kinds(body) == [
+        (1, "signal-for-everyone", "Content-Signal: ai-train=no"),
+        (2, "invalid-value", "Content-Signal: nonsense"),
+    ]
+    assert robots.issue_counts == {"signal-for-everyone": 1, "invalid-value": 1}
+    assert robots.content_signals("anybot") == {"ai-train": False}
+    assert robots.usage("/page", "anybot").value("train-ai") == "n"
 
 
 def test_counts_and_order() -> None:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from scrapy_rep.robotstxt._compile import DEDUP_FROM
 from scrapy_rep.robotstxt._forest import parents
 from scrapy_rep.robotstxt._matcher import (
+    Group,
     match_pieces,
     normalise_pattern,
     normalised_rules,
@@ -65,8 +66,8 @@ def test_repeated_wildcard_rules_are_kept_once() -> None:
     body = "User-agent: *\nAllow: /*a\n" + rule * 5000 + "Allow: /" + "*a" * 10 + "*b\n"
     robots = compiled_robots(body)
     group = robots._groups["*"]
-    assert isinstance(group, tuple)
-    assert len(group[5]) == 3  # "/*a", the disallow once, the allow of the same length
+    assert isinstance(group, Group)
+    assert len(group.wild_patterns) == 3  # "/*a", the disallow once, the allow of the same length
     assert robots.allowed("/" + "a" * 2000, "bot")  # only "Allow: /*a" matches
     decision = robots.explain("/" + "a" * 20 + "b", "bot")
     assert (decision.allowed, decision.line) == (True, 5003)  # allow wins the tie
@@ -193,8 +194,8 @@ def test_large_group_keeps_the_first_copy_of_each_repeated_rule() -> None:
     body = "User-agent: *\n" + "\n".join(rules * 3 + filler + rules) + "\n"
     robots = compiled_robots(body)
     group = robots._groups["*"]
-    assert isinstance(group, tuple)
-    assert len(group[5]) == 2  # the two "/a*b" rules, one of each kind
+    assert isinstance(group, Group)
+    assert len(group.wild_patterns) == 2  # the two "/a*b" rules, one of each kind
     # lines: 1 is "User-agent"; the first copies are on lines 2-6, the filler from 17
     expect = {"/axb": (True, 3), "/lit/1": (False, 4), "/x": (True, 5), "/f7": (False, 24)}
     for path, (allowed, line) in expect.items():

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from scrapy_rep import RobotsTxt
 from scrapy_rep.robotstxt._compile import STEPS_FROM, compile_group, compile_steps
 from scrapy_rep.robotstxt._forest import WALK_STEP
+from scrapy_rep.robotstxt._matcher import Group
 from scrapy_rep.robotstxt._parser import run_rules
 from scrapy_rep.robotstxt._probes import GRAMS_STEP
 from tests.robotstxt.test_properties import lines as robots_lines
@@ -215,7 +216,7 @@ def test_a_group_compiled_between_steps_is_kept() -> None:
     next(steps)
     assert robots.allowed("/1", "bot") is False  # compiles it now
     group = robots._groups["*"]
-    assert isinstance(group, tuple)
+    assert isinstance(group, Group)
     run(steps)
     assert robots._groups["*"] is group
     assert robots.allowed("/x", "bot") is True

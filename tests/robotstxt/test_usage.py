@@ -262,3 +262,38 @@ def test_content_usage_lines_are_generic_extension_lines() -> None:
     assert robots.issue_counts == {"rule-outside-group": 1}
     assert robots.usage("/", "bot").value("train-ai") == UNKNOWN
     assert robots.usage("/a", "bot").value("search") == N
+
+
+def test_a_rule_without_a_path_is_shorter_than_slash() -> None:
+    # draft-ietf-aipref-attach-05 §3.1: a rule without a path has a path of 0 octets;
+    # the longest match wins and only identical paths combine
+    for body in (
+        b"User-agent: *\nContent-Usage: train-ai=n\nContent-Usage: / train-ai=y\n",
+        b"User-agent: *\nContent-Usage: / train-ai=y\nContent-Usage: train-ai=n\n",
+    ):
+        robots = RobotsTxt.parse(body)
+        usage = robots.usage("https://example.com/x", "bot")
+        assert usage.value("train-ai") == Y
+        assert [s.value for s in usage.preferences["train-ai"].sources] == ["/ train-ai=y"]
+    # without a "/" rule, the path-less rule applies to every path
+    robots = RobotsTxt.parse(b"User-agent: *\nContent-Usage: train-ai=n\n")
+    assert robots.usage("/", "bot").value("train-ai") == N
+    assert robots.usage("/deep/page?q=1", "bot").value("train-ai") == N
+    # two path-less rules have identical paths: they combine, most restrictively
+    robots = RobotsTxt.parse(
+        b"User-agent: *\nContent-Usage: train-ai=y, search=y\nContent-Usage: train-ai=n\n"
+    )
+    usage = robots.usage("/x", "bot")
+    assert usage.value("train-ai") == N and usage.value("search") == Y
+
+
+def test_a_content_signal_without_a_path_is_shorter_than_slash() -> None:
+    robots = RobotsTxt.parse(
+        b"User-agent: *\nContent-Signal: ai-train=no\nContent-Signal: / ai-train=yes\n"
+    )
+    assert robots.usage("/x", "bot").value("train-ai") == Y
+    # the file-wide (path-less) line and the group's path-less line combine
+    robots = RobotsTxt.parse(
+        b"Content-Signal: search=no\nUser-agent: *\nContent-Signal: search=yes\n"
+    )
+    assert robots.usage("/x", "bot").value("search") == N
