@@ -27,7 +27,7 @@ from scrapy_rep.crawl.closing import WaitingAtClose
 from scrapy_rep.crawl.coordinator import OriginCoordinator, _reactor
 from scrapy_rep.crawl.decide import Decider
 from scrapy_rep.crawl.fetcher import FETCH_META_KEY, RobotsFetcher
-from scrapy_rep.crawl.ledger import NullLedger, look_when_idle, make_ledger
+from scrapy_rep.crawl.ledger import NullLedger, look_when_idle, make_ledger, waiting_fate_line
 from scrapy_rep.crawl.request_codec import RequestCodec
 from scrapy_rep.crawl.scheduling import (
     NOT_SCHEDULED,
@@ -157,6 +157,9 @@ class RobotsTxtMiddleware:
             "for their origin's first robots.txt answer",
             self.storage.describe(),
         )
+        if not self.one_shot:
+            # Said once, before any stop: whether waiting requests outlive the run.
+            logger.info("%s", waiting_fate_line(config, crawler.settings, self.ledger))
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -332,6 +335,10 @@ class RobotsTxtMiddleware:
             return
         for origin, request in adopted:
             self._inc("robotstxt/adopted")
+            # As any scheduled request: a URL this run has also found is crawled once.
+            if self.bridge.adopted_seen_before(request):
+                self._inc("robotstxt/adopted_filtered")
+                continue
             self._admit(origin, request)
 
     def _on_spider_idle(self, spider: Spider) -> None:
@@ -386,7 +393,7 @@ class RobotsTxtMiddleware:
         self.room.close()
         # Requests released after the scheduler closed (robots.txt answered late).
         self.closing.empty_room(handing_back=False)
-        self.ledger.close(handed_back)
+        self.closing.finish(handed_back)
         from scrapy_rep.crawl.report import log_summary
 
         audit = None
