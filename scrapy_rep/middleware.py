@@ -27,7 +27,13 @@ from scrapy_rep.crawl.closing import WaitingAtClose
 from scrapy_rep.crawl.coordinator import OriginCoordinator, _reactor
 from scrapy_rep.crawl.decide import Decider
 from scrapy_rep.crawl.fetcher import FETCH_META_KEY, RobotsFetcher
-from scrapy_rep.crawl.ledger import NullLedger, look_when_idle, make_ledger, waiting_fate_line
+from scrapy_rep.crawl.ledger import (
+    NullLedger,
+    look_when_idle,
+    make_ledger,
+    passed_hook,
+    waiting_fate_line,
+)
 from scrapy_rep.crawl.request_codec import RequestCodec
 from scrapy_rep.crawl.scheduling import (
     NOT_SCHEDULED,
@@ -92,6 +98,9 @@ class RobotsTxtMiddleware:
         self.fetcher = RobotsFetcher(crawler, config, self.clock)
         codec = RequestCodec(crawler)  # held requests as bytes (crawl/request_codec.py)
         self.ledger = make_ledger(crawler, config, self.storage, codec)
+        # A durable ledger is told of dont_filter requests that do not wait, so that an
+        # earlier run's parked copy of one is not crawled on top of it.
+        self._note_passed = passed_hook(self.ledger)
         self.bridge = SchedulerBridge(crawler)
         self.room = WaitingRoom(
             self.ledger,
@@ -187,6 +196,8 @@ class RobotsTxtMiddleware:
         fresh = self.registry.fresh(origin, self.clock())
         if fresh is not None and self._may_proceed(fresh[1]):
             request.meta[SCHEDULED_META_KEY] = True
+            if request.dont_filter and self._note_passed is not None:
+                self._note_passed(request)
             return None
         # Offsite drops it anyway (its receiver already raised): neither hold it nor
         # let it cause a robots.txt fetch.
@@ -198,6 +209,8 @@ class RobotsTxtMiddleware:
             # (an origin unloaded from RAM reads its copy back from the store:
             # process_request waits for that read, if it has not landed by then)
             request.meta[SCHEDULED_META_KEY] = True
+            if request.dont_filter and self._note_passed is not None:
+                self._note_passed(request)
             return None
         if self.one_shot and evaluation.wake_at is not None:
             self._give_up(origin, [], "unreachable")

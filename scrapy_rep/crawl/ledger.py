@@ -191,6 +191,13 @@ def is_durable(ledger: HeldLedger) -> bool:
     return bool(getattr(ledger, "durable", False))
 
 
+def passed_hook(ledger: HeldLedger) -> Callable[[Request], None] | None:
+    """A durable ledger's ``passed(request)``, told of each dont_filter request that
+    goes on without waiting (so an adopted copy of it is not crawled again); else None."""
+    hook = getattr(ledger, "passed", None)
+    return hook if callable(hook) else None
+
+
 def look_when_idle(ledger: HeldLedger, crawler: Crawler, admit: Callable[[], None]) -> bool:
     """An idle spider asks a durable ledger to look for requests a dead process or an
     earlier run parked, at once rather than at the next periodic adoption. True: keep

@@ -75,12 +75,17 @@ class LedgerEntries:
         if key is not None:
             meta[LEDGER_KEY_META] = key
             return key
+        key = self.identity(request)
+        meta[LEDGER_KEY_META] = key
+        return key
+
+    def identity(self, request: Request) -> str:
+        """The key ``request`` would get, computed afresh (its meta is not touched)."""
         fingerprinter: Any = self.crawler.request_fingerprinter
         # (the dupefilter computed it a moment ago for this object: Scrapy caches it)
-        key = fingerprinter.fingerprint(request).hex()
+        key: str = fingerprinter.fingerprint(request).hex()
         if request.dont_filter:
             key = f"{key}.{self._own_bytes_digest(request)}"
-        meta[LEDGER_KEY_META] = key
         return key
 
     def _own_bytes_digest(self, request: Request) -> str:

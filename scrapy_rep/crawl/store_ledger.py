@@ -96,6 +96,9 @@ class StoreLedger:
         self._stored: set[str] = set()  # written (or being written) under our owner id
         # key -> copies held in this process (recorded and not yet forgotten)
         self._holds: dict[str, int] = {}
+        # Identities of the dont_filter requests this run has held or let through (the
+        # dupefilter does not see those): an adopted copy of one is not crawled again.
+        self._dont_filter_seen: set[str] = set()
         # The batch a flush took and handed to the worker thread, until that thread's
         # store call has run: a close() that gets the store first writes it instead.
         self._in_flight: tuple[list[Parked], list[str]] | None = None
@@ -127,6 +130,8 @@ class StoreLedger:
             # request re-parked after an adoption) share one entry, counted here so the
             # entry goes only with the last copy.
             self._holds[key] = self._holds.get(key, 0) + 1
+            if request.dont_filter:
+                self._dont_filter_seen.add(key)
             self._pending_remove.discard(key)
             if key not in self._stored and key not in self._pending_add:
                 self._pending_add[key] = ((key, origin, blob), now)
@@ -154,12 +159,15 @@ class StoreLedger:
         again is removed by the next flush, or the next run would crawl it again. An
         adopted request this process already holds a copy of (the same identity, e.g.
         a start request that this run yielded again) is not handed out: the entry stays,
-        as the one of the copy held here."""
+        as the one of the copy held here. Nor is a dont_filter request this run has
+        already crawled (``passed``, or held and let go): the dupefilter cannot tell."""
         adopted, self._adopted = self._adopted, []
         handed: list[tuple[str, Request]] = []
         for origin, request in adopted:
             key = request.meta.pop(LEDGER_KEY_META, None)
-            if isinstance(key, str) and key in self._holds:
+            if isinstance(key, str) and (key in self._holds or key in self._dont_filter_seen):
+                if key not in self._holds:
+                    self._pending_remove.add(key)  # the copy held here is gone: so is this
                 self.stats.inc_value(f"{STAT}adopted_duplicate")
                 logger.debug("scrapy-rep: an adopted copy of a held request collapses: %s", request)
                 continue
@@ -169,6 +177,13 @@ class StoreLedger:
             handed.append((origin, request))
         self._flush_soon()
         return handed
+
+    def passed(self, request: Request) -> None:
+        """A dont_filter request went on to the scheduler without waiting: an adopted
+        copy of it (the same start request, parked by an earlier run) is then not
+        crawled a second time. The dupefilter does this for the other requests."""
+        if request.dont_filter:
+            self._dont_filter_seen.add(self.entries.identity(request))
 
     def look_when_idle(self, landed: Callable[[], None]) -> bool:
         """The spider has nothing else to do: look for requests parked by a dead
