@@ -220,6 +220,9 @@ class StoreLedger:
         # its removals would be lost and the next run would crawl those requests again.
         # (Without the lock, the worker is writing it.)
         in_flight = None
+        # A batch the worker thread is writing now (the lock not taken): whether it lands
+        # is not known here, so its requests are not said to be kept.
+        writing = None if locked else self._in_flight
         if locked:
             in_flight, self._in_flight = self._in_flight, None
         batches = ([in_flight] if in_flight is not None else []) + [(add, remove)]
@@ -252,6 +255,8 @@ class StoreLedger:
         # close could not write (each park is one transaction: all of it or none).
         unwritten = {key for batch_add, _ in batches[written:] for key, _, _ in batch_add}
         unwritten.update(self._pending_add)  # (put back by a failed flush, never written)
+        if writing is not None:
+            unwritten.update(key for key, _, _ in writing[0])
         return sum(
             copies
             for key, copies in self._holds.items()

@@ -8,6 +8,7 @@ feeds and the stats are the evidence."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import signal
@@ -21,12 +22,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest_twisted
+import scrapy
+from twisted.internet import defer
 
 from scrapy_rep.crawl.store_ledger import open_cluster
 from tests.conftest import RESOLVER_SETTING
 from tests.crawl.test_crawl_storage_shared import start_process
 from tests.crawl.test_waiting_adoption import NextRun, owners_alive
 from tests.crawl_helpers import REP, pages_of
+from tests.crawl_storage_helpers import wait_until
 from tests.scrapy_compat import RESOLVER_SETTING_NAME
 
 ALLOW_ALL = "User-agent: *\nAllow: /\n"
@@ -152,6 +156,28 @@ def test_a_stopped_run_drops_its_waiting_request_and_the_next_crawls_each_page_o
     assert sorted(items) == sorted([start, own, elsewhere])  # each item once
     assert received(mockserver, elsewhere) == 1  # the site saw one GET
     assert received(mockserver, own) == 2  # once per run, as Scrapy crawls without JOBDIR
+
+
+def test_a_kept_request_adopted_by_the_next_run_passes_its_dupefilter(
+    mockserver: Any, tmp_path: Path, subprocess_env: dict[str, str]
+) -> None:
+    """REP_DURABLE_WAITING = True, no JOBDIR: run 1 keeps its waiting request in the
+    store; run 2 adopts it and also finds the same link again. The adopted request goes
+    through run 2's dupefilter like any scheduled request: the page is crawled once."""
+    project = make_project(tmp_path / "project")
+    start, own, elsewhere = two_origin_site(mockserver)
+    durable = ("-s", "REP_DURABLE_WAITING=True")
+
+    log, _ = scrapy_crawl(project, subprocess_env, start, "run1.jsonl", *durable)
+    assert "outlive this run (REP_DURABLE_WAITING = True)" in log
+    assert stat_in_log(log, "robotstxt/kept_in_store") == 1
+
+    other = elsewhere.split("//", 1)[1].split(":", 1)[0]
+    mockserver.configure(other, {"robots": {"body": ALLOW_ALL}})
+    log, items = scrapy_crawl(project, subprocess_env, start, "run2.jsonl", *durable)
+    assert stat_in_log(log, "robotstxt/ledger/adopted") == 1
+    assert sorted(items) == sorted([start, own, elsewhere])  # each item once
+    assert received(mockserver, elsewhere) == 1
 
 
 def test_with_jobdir_the_waiting_request_is_crawled_once_in_the_resumed_run(
@@ -318,16 +344,24 @@ def test_kill_9_restarts_leave_one_parked_copy_per_dont_filter_request(
         "-s", "REP_RETRY_BACKOFF=0.5",
         "-s", "REP_MAX_RETRY_BACKOFF=1",
         "-s", "LOG_LEVEL=INFO",
+        "-s", "LOGSTATS_INTERVAL=10",
     )  # fmt: skip
     for _ in range(5):
         # (one tag for every run: the same start requests, as a restarted spider yields)
         proc, _, log = start_process(tmp_path, subprocess_env, spec, "same", urls, durable)
         try:
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + 90
             while True:
                 per_pid = parked_per_owner_pid(cluster_file, NextRun.name)
-                # this run parked its own, and nothing of the runs before is left apart
-                if per_pid.get(proc.pid, 0) >= len(urls) and set(per_pid) == {proc.pid}:
+                # This run parked its own, nothing of the runs before is left apart, and
+                # it has been up for a LogStats interval (10 s), longer than its first
+                # hand-out of adopted requests (every 5 s), so a re-parked copy would be
+                # in the store by now.
+                if (
+                    per_pid.get(proc.pid, 0) >= len(urls)
+                    and set(per_pid) == {proc.pid}
+                    and log.read_text().count("[scrapy.extensions.logstats] INFO") >= 2
+                ):
                     break
                 assert proc.poll() is None, log.read_text()[-3000:]
                 assert time.monotonic() < deadline, f"parked per pid: {per_pid}"
@@ -336,6 +370,7 @@ def test_kill_9_restarts_leave_one_parked_copy_per_dont_filter_request(
         finally:
             proc.kill()  # SIGKILL: the store is all that is left
             proc.wait()
+        assert sum(parked_per_owner_pid(cluster_file, NextRun.name).values()) == len(urls)
     assert pages_of(mockserver, host) == []
 
     mockserver.configure(host, {"robots": {"body": ALLOW_ALL}})
@@ -348,3 +383,71 @@ def test_kill_9_restarts_leave_one_parked_copy_per_dont_filter_request(
     crawled = Counter(p.split("?")[0] for p in pages_of(mockserver, host))
     assert crawled == Counter(paths)  # each exactly once
     assert parked_per_owner_pid(cluster_file, NextRun.name) == {}
+
+
+# -- a store that takes no more writes at close -------------------------------------------
+
+
+def parked_rows(cluster_file: Path) -> int:
+    try:
+        with sqlite3.connect(cluster_file) as conn:
+            return int(conn.execute("SELECT COUNT(*) FROM parked").fetchone()[0])
+    except sqlite3.OperationalError:  # not created yet
+        return 0
+
+
+@pytest_twisted.ensureDeferred
+async def test_what_is_called_kept_is_what_the_store_holds_when_writes_fail(
+    mockserver: Any, run_crawl: Any, host: str, tmp_path: Path
+) -> None:
+    """Durable waiting; 5 requests are parked, then the store stops taking writes (a
+    real SQLite lock held by another connection until the crawl has ended) and 3 more
+    start waiting. At close the log and ``robotstxt/kept_in_store`` say 5, what the
+    store holds, and the 3 it never took are counted as dropped, not as kept."""
+    mockserver.configure(host, {"robots": {"status": 503}})
+    db = tmp_path / "store.db"
+    cluster_file = Path(f"{db}.cluster")
+    first = [mockserver.url(host, f"/a{i}") for i in range(5)]
+    second = [mockserver.url(host, f"/b{i}") for i in range(3)]
+
+    class TwoBatches(scrapy.Spider):
+        name = "two_batches"
+        go_on = False
+
+        async def start(self) -> Any:
+            for url in first:
+                yield scrapy.Request(url, callback=self.parse)
+            while not TwoBatches.go_on:
+                await asyncio.sleep(0.05)
+            for url in second:
+                yield scrapy.Request(url, callback=self.parse)
+
+        def parse(self, response: Any) -> None:
+            pass
+
+    settings = {
+        **REP,
+        "REP_STORAGE": f"sqlite:{db}",
+        "REP_DURABLE_WAITING": True,
+        "REP_IDLE_WAIT": 0,
+        "REP_RETRY_BACKOFF": 0.5,
+        "REP_MAX_RETRY_BACKOFF": 1,
+    }
+    crawl = defer.ensureDeferred(run_crawl([], settings=settings, spider_cls=TwoBatches))
+    lock = None
+    try:
+        await wait_until(lambda: parked_rows(cluster_file) == 5, "5 parked", timeout=60)
+        lock = sqlite3.connect(cluster_file, isolation_level=None, timeout=0)
+        lock.execute("BEGIN EXCLUSIVE")  # no other connection writes until ROLLBACK
+        TwoBatches.go_on = True
+        crawler = await crawl
+    finally:
+        TwoBatches.go_on = True
+        if lock is not None:
+            lock.execute("ROLLBACK")
+            lock.close()
+    assert parked_rows(cluster_file) == 5
+    assert crawler.stat("robotstxt/kept_in_store") == 5
+    assert crawler.logged("5 request(s) waiting on robots.txt kept in the shared store")
+    assert crawler.stat("robotstxt/dropped_at_close") == 3
+    assert pages_of(mockserver, host) == []
