@@ -27,7 +27,13 @@ from scrapy_rep.crawl.closing import WaitingAtClose
 from scrapy_rep.crawl.coordinator import OriginCoordinator, _reactor
 from scrapy_rep.crawl.decide import Decider
 from scrapy_rep.crawl.fetcher import FETCH_META_KEY, RobotsFetcher
-from scrapy_rep.crawl.ledger import NullLedger, look_when_idle, make_ledger
+from scrapy_rep.crawl.ledger import (
+    NullLedger,
+    look_when_idle,
+    make_ledger,
+    passed_hook,
+    waiting_fate_line,
+)
 from scrapy_rep.crawl.release_retry import ReleaseRetry
 from scrapy_rep.crawl.request_codec import RequestCodec
 from scrapy_rep.crawl.scheduling import (
@@ -93,6 +99,9 @@ class RobotsTxtMiddleware:
         self.fetcher = RobotsFetcher(crawler, config, self.clock)
         codec = RequestCodec(crawler)  # held requests as bytes (crawl/request_codec.py)
         self.ledger = make_ledger(crawler, config, self.storage, codec)
+        # A durable ledger is told of dont_filter requests that do not wait, so that an
+        # earlier run's parked copy of one is not crawled on top of it.
+        self._note_passed = passed_hook(self.ledger)
         self.bridge = SchedulerBridge(crawler)
         self.room = WaitingRoom(
             self.ledger,
@@ -167,6 +176,9 @@ class RobotsTxtMiddleware:
             "for their origin's first robots.txt answer",
             self.storage.describe(),
         )
+        if not self.one_shot:
+            # Said once, before any stop: whether waiting requests outlive the run.
+            logger.info("%s", waiting_fate_line(config, crawler.settings, self.ledger))
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -194,6 +206,8 @@ class RobotsTxtMiddleware:
         fresh = self.registry.fresh(origin, self.clock())
         if fresh is not None and self._may_proceed(fresh[1]):
             request.meta[SCHEDULED_META_KEY] = True
+            if request.dont_filter and self._note_passed is not None:
+                self._note_passed(request)
             return None
         # Offsite drops it anyway (its receiver already raised): neither hold it nor
         # let it cause a robots.txt fetch.
@@ -205,6 +219,8 @@ class RobotsTxtMiddleware:
             # (an origin unloaded from RAM reads its copy back from the store:
             # process_request waits for that read, if it has not landed by then)
             request.meta[SCHEDULED_META_KEY] = True
+            if request.dont_filter and self._note_passed is not None:
+                self._note_passed(request)
             return None
         if self.one_shot and evaluation.wake_at is not None:
             self._give_up(origin, [], "unreachable")
@@ -338,6 +354,10 @@ class RobotsTxtMiddleware:
             return
         for origin, request in adopted:
             self._inc("robotstxt/adopted")
+            # As any scheduled request: a URL this run has also found is crawled once.
+            if self.bridge.adopted_seen_before(request):
+                self._inc("robotstxt/adopted_filtered")
+                continue
             self._admit(origin, request)
 
     def _on_spider_idle(self, spider: Spider) -> None:
@@ -392,7 +412,7 @@ class RobotsTxtMiddleware:
         self.room.close()
         # Requests released after the scheduler closed (robots.txt answered late).
         self.closing.empty_room(handing_back=False)
-        self.ledger.close(handed_back)
+        self.closing.finish(handed_back)
         from scrapy_rep.crawl.report import log_summary
 
         audit = None

@@ -43,6 +43,9 @@ class WaitingAtClose:
         self.ledger = ledger
         self.registry = registry
         self.clock = clock
+        # Requests left to a durable ledger at close, per origin: said to be kept only
+        # once the ledger has written them (finish), as many as it did write.
+        self._left_to_ledger: dict[str, int] = {}
 
     def fate(self) -> str:
         if self.bridge.persists():
@@ -88,8 +91,15 @@ class WaitingAtClose:
         # Counting is all the other fates need: held requests stay bytes for them.
         entries = self.room.take_everything(forget=not durable, restore=handing_back)
         now = self.clock()
-        entries += [(origin_of_memo(r.url) or "", r, now) for r in self.bridge.late]
+        late = [(origin_of_memo(r.url) or "", r) for r in self.bridge.late]
         self.bridge.late = []
+        if durable:
+            # Released after the engine began closing (a robots.txt answer that landed
+            # during the shutdown): the release forgot their entries, and no scheduler
+            # took them. Recorded again, so what the store keeps is what is called kept.
+            for origin, request in late:
+                self.ledger.record(origin, (request,))
+        entries += [(origin, r, now) for origin, r in late]
         if not entries:
             return
         requests: list[Any] = [request for _, request, _ in entries]
@@ -105,22 +115,53 @@ class WaitingAtClose:
                 "JOBDIR" if self.crawler.settings.get("JOBDIR") else "persistent scheduler",
             )
         elif durable:
-            self.stats.inc_value("robotstxt/kept_in_store", len(requests))
+            for origin, count in per_origin.items():
+                self._left_to_ledger[origin] = self._left_to_ledger.get(origin, 0) + count
+        else:
+            self._dropped(
+                per_origin,
+                "the spider closed while they waited on robots.txt (set JOBDIR, use a "
+                "persistent scheduler, or set REP_DURABLE_WAITING = True, to keep them)",
+            )
+
+    def finish(self, handed_back: bool) -> None:
+        """The last step of the close (``spider_closed``): the ledger writes what is
+        pending, and only then are the requests left to it said to be kept, as many as
+        its store now holds; the others are counted as dropped."""
+        left = sum(self._left_to_ledger.values())
+        in_store = self.ledger.close(handed_back and not left)
+        if not left:
+            return
+        kept = left if in_store is None else min(in_store, left)
+        if kept:
+            self.stats.inc_value("robotstxt/kept_in_store", kept)
             logger.info(
                 "scrapy-rep: %d request(s) waiting on robots.txt kept in the shared store "
                 "for another process or the next run",
-                len(requests),
+                kept,
             )
-        else:
-            self._count_outcome(per_origin, "dropped_at_close")
-            top = sorted(per_origin.items(), key=lambda item: -item[1])[:5]
-            self.stats.inc_value("robotstxt/dropped_at_close", len(requests))
-            logger.info(
-                "scrapy-rep: dropped %d request(s), the spider closed while they waited on "
-                "robots.txt (set JOBDIR, or use a persistent scheduler, to keep them): %s",
-                len(requests),
-                ", ".join(f"{origin} ({n})" for origin, n in top),
+        if kept < left:
+            # Not written (the store failed at close, see the WARNING above) or never
+            # storable: gone with this process, so counted as dropped, not kept.
+            per_origin = self._left_to_ledger if not kept else {"": left - kept}
+            self._dropped(
+                per_origin,
+                "they waited on robots.txt and the shared store did not take them (not "
+                "written at close, or not storable)",
             )
+        self._left_to_ledger = {}
+
+    def _dropped(self, per_origin: dict[str, int], why: str) -> None:
+        count = sum(per_origin.values())
+        self._count_outcome(per_origin, "dropped_at_close")
+        top = sorted(per_origin.items(), key=lambda item: -item[1])[:5]
+        self.stats.inc_value("robotstxt/dropped_at_close", count)
+        logger.info(
+            "scrapy-rep: dropped %d request(s), %s: %s",
+            count,
+            why,
+            ", ".join(f"{origin} ({n})" for origin, n in top if origin) or "origins not known",
+        )
 
     def _note_still_waiting(
         self, entries: Sequence[tuple[str, Request | bytes, float]], now: float

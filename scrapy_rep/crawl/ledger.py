@@ -9,6 +9,13 @@ handed back to a persistent scheduler at a graceful stop). A shared ledger (bran
 A ledger may set ``durable = True``: its records outlive this process, so at close the
 requests it still holds are not counted as dropped (another process, or the next run,
 adopts them) and ``forget`` is not called for them.
+
+Waiting requests outlive the run only where the crawl itself does (docs/waiting.md):
+Scrapy keeps its own queue and its dupefilter past a run only under ``JOBDIR`` or with
+a scheduler that persists (scrapy-redis with ``SCHEDULER_PERSIST``). Keeping waiting
+requests of a crawl that starts afresh each run would have the next run crawl them on
+top of the same pages it finds again. So ``REP_DURABLE_WAITING`` unset means: durable
+exactly when the crawl persists; ``True`` or ``False`` is the user's explicit choice.
 """
 
 from __future__ import annotations
@@ -43,9 +50,10 @@ class HeldLedger(Protocol):
         enter the room as held requests of this process."""
         ...
 
-    def close(self, handed_back: bool) -> None:
+    def close(self, handed_back: bool) -> int | None:
         """The spider closes; ``handed_back``: the room's requests went back to a
-        persistent scheduler."""
+        persistent scheduler. A durable ledger returns how many of the requests it still
+        holds its records now keep (None: all of them)."""
         ...
 
 
@@ -63,17 +71,83 @@ class NullLedger:
     def adopt(self) -> Iterable[tuple[str, Request]]:
         return ()
 
-    def close(self, handed_back: bool) -> None:
-        pass
+    def close(self, handed_back: bool) -> int | None:
+        return 0
+
+
+def crawl_persistence(settings: Any) -> str | None:
+    """Why this crawl outlives a run (its queue and dupefilter are kept), or None:
+    ``JOBDIR``, or a scheduler other than Scrapy's own with ``SCHEDULER_PERSIST``
+    (scrapy-redis reads that setting; Scrapy's own scheduler does not)."""
+    if settings.get("JOBDIR"):
+        return "JOBDIR is set"
+    scheduler = settings.get("SCHEDULER")
+    if not isinstance(scheduler, str):
+        scheduler = f"{getattr(scheduler, '__module__', '')}.{getattr(scheduler, '__name__', '')}"
+    if _truthy(settings.get("SCHEDULER_PERSIST")) and not scheduler.startswith("scrapy.core."):
+        return "the scheduler persists (SCHEDULER_PERSIST)"
+    return None
+
+
+def _truthy(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)
+
+
+def durability_choice(config: Config, settings: Any) -> tuple[bool, str]:
+    """Whether waiting requests are to be recorded in the shared store, and why."""
+    if config.durable_waiting is True:
+        return True, "REP_DURABLE_WAITING = True"
+    if config.durable_waiting is False:
+        return False, "REP_DURABLE_WAITING = False"
+    persists = crawl_persistence(settings)
+    if persists is not None:
+        return True, persists
+    return False, "the crawl does not persist: no JOBDIR, no persistent scheduler"
 
 
 def make_ledger(
     crawler: Crawler, config: Config, storage: Any, codec: RequestCodec | None = None
 ) -> HeldLedger:
     """The ledger for this crawl: held requests recorded in a shared store (Redis, or
-    SQLite for processes on one machine) so a ``kill -9`` loses none; else none.
-    ``codec``: the waiting room's, so a request is serialised once for both."""
+    SQLite for processes on one machine) so a ``kill -9`` loses none, when waiting
+    requests are to outlive the run (``durability_choice``); else none. ``codec``: the
+    waiting room's, so a request is serialised once for both."""
+    wanted, _ = durability_choice(config, crawler.settings)
+    if not wanted:
+        return NullLedger()
     return make_store_ledger(crawler, config, storage, codec) or NullLedger()
+
+
+def waiting_fate_line(config: Config, settings: Any, ledger: HeldLedger) -> str:
+    """The start-up INFO line: what becomes of requests waiting on robots.txt when the
+    crawl stops, and why (said once, so a user knows before the first stop)."""
+    wanted, why = durability_choice(config, settings)
+    persists = crawl_persistence(settings)
+    head = "scrapy-rep: requests waiting on robots.txt"
+    if is_durable(ledger):
+        if persists is not None:
+            return (
+                f"{head} outlive this run ({why}): a graceful stop hands them back to the "
+                "scheduler, and the shared store keeps them against a kill -9"
+            )
+        return (
+            f"{head} outlive this run ({why}): they are kept in the shared store, and "
+            "another process or the next run adopts them"
+        )
+    if wanted:
+        why += ", but REP_STORAGE is not a store shared across processes (or could not be opened)"
+    if persists is not None:
+        return (
+            f"{head} outlive this run ({persists}): a graceful stop hands them back to the "
+            f"scheduler; they are not recorded in the store ({why}), so a kill -9 loses them"
+        )
+    return (
+        f"{head} when the crawl stops are dropped, with one summary line and "
+        f"robotstxt/dropped_at_close ({why}); set JOBDIR, or REP_DURABLE_WAITING = True, "
+        "to keep them"
+    )
 
 
 def make_store_ledger(
@@ -84,12 +158,13 @@ def make_store_ledger(
 ) -> StoreLedger | None:
     """A StoreLedger when ``REP_STORAGE`` is shared across processes (Redis, SQLite),
     else None. A store that cannot be opened for it is logged, and requests then wait
-    in this process only. ``REP_DURABLE_WAITING = False`` asks for that too."""
+    in this process only. ``REP_DURABLE_WAITING = False`` asks for that too. (Whether
+    the crawl wants one at all is ``make_ledger``'s choice.)"""
     from scrapy_rep.crawl.shared_store import open_cluster
     from scrapy_rep.crawl.store_ledger import StoreLedger
     from scrapy_rep.storage.cluster import ClusterError
 
-    if not config.durable_waiting:
+    if config.durable_waiting is False:
         return None
     try:
         cluster = open_cluster(config.storage, crawler.spidercls.name)
@@ -114,6 +189,13 @@ def make_store_ledger(
 
 def is_durable(ledger: HeldLedger) -> bool:
     return bool(getattr(ledger, "durable", False))
+
+
+def passed_hook(ledger: HeldLedger) -> Callable[[Request], None] | None:
+    """A durable ledger's ``passed(request)``, told of each dont_filter request that
+    goes on without waiting (so an adopted copy of it is not crawled again); else None."""
+    hook = getattr(ledger, "passed", None)
+    return hook if callable(hook) else None
 
 
 def look_when_idle(ledger: HeldLedger, crawler: Crawler, admit: Callable[[], None]) -> bool:

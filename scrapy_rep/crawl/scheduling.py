@@ -103,6 +103,28 @@ class SchedulerBridge:
         )
         return True
 
+    def adopted_seen_before(self, request: Request) -> bool:
+        """``seen_before`` for a request adopted from another process or an earlier run.
+        A dupefilter that outlives the run or is shared by processes (``JOBDIR``'s, a
+        shared scheduler's such as scrapy-redis) recorded the request when it was first
+        held, so there it is recorded again (copies found from now on are filtered) but
+        never dropped; a dupefilter of this run alone decides as for any request."""
+        if request.dont_filter:
+            return False
+        if not self.dupefilter_outlives_run():
+            return self.seen_before(request)
+        df = getattr(self.scheduler(), "df", None)
+        if df is not None:
+            df.request_seen(request)
+        return False
+
+    def dupefilter_outlives_run(self) -> bool:
+        """JOBDIR (the dupefilter's file), or a scheduler that says whether it persists
+        (scrapy-redis keeps its dupefilter in Redis, shared by its processes)."""
+        if self.crawler.settings.get("JOBDIR"):
+            return True
+        return hasattr(self.scheduler(), "persist")
+
     # -- re-injection and hand-back ----------------------------------------------------
 
     def reinject(self, request: Request) -> None:

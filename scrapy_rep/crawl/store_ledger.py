@@ -94,6 +94,11 @@ class StoreLedger:
         self._pending_add: dict[str, tuple[Parked, float]] = {}
         self._pending_remove: set[str] = set()
         self._stored: set[str] = set()  # written (or being written) under our owner id
+        # key -> copies held in this process (recorded and not yet forgotten)
+        self._holds: dict[str, int] = {}
+        # Identities of the dont_filter requests this run has held or let through (the
+        # dupefilter does not see those): an adopted copy of one is not crawled again.
+        self._dont_filter_seen: set[str] = set()
         # The batch a flush took and handed to the worker thread, until that thread's
         # store call has run: a close() that gets the store first writes it instead.
         self._in_flight: tuple[list[Parked], list[str]] | None = None
@@ -115,13 +120,21 @@ class StoreLedger:
     # -- HeldLedger --------------------------------------------------------------------
 
     def record(self, origin: str, requests: Sequence[Request]) -> None:
+        now = time.monotonic()
         for request in requests:
             key = self.entries.key(request)
             blob = self.entries.blob(request)
             if blob is None:
                 continue
+            # Copies with one identity (a dont_filter request yielded again, or the same
+            # request re-parked after an adoption) share one entry, counted here so the
+            # entry goes only with the last copy.
+            self._holds[key] = self._holds.get(key, 0) + 1
+            if request.dont_filter:
+                self._dont_filter_seen.add(key)
             self._pending_remove.discard(key)
-            self._pending_add[key] = ((key, origin, blob), time.monotonic())
+            if key not in self._stored and key not in self._pending_add:
+                self._pending_add[key] = ((key, origin, blob), now)
         self._flush_soon()
 
     def forget(self, origin: str, requests: Sequence[Request]) -> None:
@@ -130,6 +143,10 @@ class StoreLedger:
             key = request.meta.pop(LEDGER_KEY_META, None)
             if not isinstance(key, str):
                 continue  # never recorded here (or already forgotten)
+            left = self._holds.pop(key, 0) - 1
+            if left > 0:
+                self._holds[key] = left  # another copy still waits here: the entry stays
+                continue
             if self._pending_add.pop(key, None) is not None and key not in self._stored:
                 continue  # never written: nothing to remove
             if key in self._stored:
@@ -139,15 +156,34 @@ class StoreLedger:
     def adopt(self) -> Iterable[tuple[str, Request]]:
         """The caller holds each adopted request again (``record`` keeps its entry) or
         schedules it at once, in the same reactor turn: the entry of one not recorded
-        again is removed by the next flush, or the next run would crawl it again."""
+        again is removed by the next flush, or the next run would crawl it again. An
+        adopted request this process already holds a copy of (the same identity, e.g.
+        a start request that this run yielded again) is not handed out: the entry stays,
+        as the one of the copy held here. Nor is a dont_filter request this run has
+        already crawled (``passed``, or held and let go): the dupefilter cannot tell."""
         adopted, self._adopted = self._adopted, []
-        for _, request in adopted:
+        handed: list[tuple[str, Request]] = []
+        for origin, request in adopted:
             key = request.meta.pop(LEDGER_KEY_META, None)
+            if isinstance(key, str) and (key in self._holds or key in self._dont_filter_seen):
+                if key not in self._holds:
+                    self._pending_remove.add(key)  # the copy held here is gone: so is this
+                self.stats.inc_value(f"{STAT}adopted_duplicate")
+                logger.debug("scrapy-rep: an adopted copy of a held request collapses: %s", request)
+                continue
             if isinstance(key, str):
                 self.entries.handed_out(request, key)
                 self._pending_remove.add(key)
+            handed.append((origin, request))
         self._flush_soon()
-        return adopted
+        return handed
+
+    def passed(self, request: Request) -> None:
+        """A dont_filter request went on to the scheduler without waiting: an adopted
+        copy of it (the same start request, parked by an earlier run) is then not
+        crawled a second time. The dupefilter does this for the other requests."""
+        if request.dont_filter:
+            self._dont_filter_seen.add(self.entries.identity(request))
 
     def look_when_idle(self, landed: Callable[[], None]) -> bool:
         """The spider has nothing else to do: look for requests parked by a dead
@@ -165,11 +201,13 @@ class StoreLedger:
         self._flush()  # (when a write is in flight, the look follows it)
         return True
 
-    def close(self, handed_back: bool) -> None:
+    def close(self, handed_back: bool) -> int:
         """Write what is pending, then stop beating. Requests still parked stay for
-        adoption unless they were handed back to a persistent scheduler."""
+        adoption unless they were handed back to a persistent scheduler. Returns how
+        many of the requests still held here the store now keeps: those whose entry was
+        written, not those whose write failed (what the log calls kept is true)."""
         if self._closed:
-            return
+            return 0
         self._closed = True
         if self._loop is not None and self._loop.running:
             self._loop.stop()
@@ -182,17 +220,22 @@ class StoreLedger:
         # its removals would be lost and the next run would crawl those requests again.
         # (Without the lock, the worker is writing it.)
         in_flight = None
+        # A batch the worker thread is writing now (the lock not taken): whether it lands
+        # is not known here, so its requests are not said to be kept.
+        writing = None if locked else self._in_flight
         if locked:
             in_flight, self._in_flight = self._in_flight, None
         batches = ([in_flight] if in_flight is not None else []) + [(add, remove)]
         if locked and (self._failing or self._io_failed):
             self._io_lock.release()
             locked = False
+        written = 0
         try:
             if not locked:
                 raise ClusterError("the shared store was not answering")
             for batch_add, batch_remove in batches:
                 self.cluster.park(self.owner, self.heartbeat, batch_add, batch_remove)
+                written += 1
             self.cluster.retire(self.owner, keep=not handed_back)
         except ClusterError as exc:
             self._log_store_trouble(
@@ -200,12 +243,25 @@ class StoreLedger:
                 "close (%s): %d change(s) not written; what is parked is adopted once the "
                 "heartbeat expires",
                 exc,
-                sum(len(a) + len(r) for a, r in batches),
+                sum(len(a) + len(r) for a, r in batches[written:]),
             )
         finally:
             if locked:
                 self._io_lock.release()
             self.cluster.close()
+        if handed_back:
+            return 0
+        # In the store: every entry written before (_stored), less the adds that the
+        # close could not write (each park is one transaction: all of it or none).
+        unwritten = {key for batch_add, _ in batches[written:] for key, _, _ in batch_add}
+        unwritten.update(self._pending_add)  # (put back by a failed flush, never written)
+        if writing is not None:
+            unwritten.update(key for key, _, _ in writing[0])
+        return sum(
+            copies
+            for key, copies in self._holds.items()
+            if key in self._stored and key not in unwritten
+        )
 
     def _log_store_trouble(self, message: str, *args: Any) -> None:
         """WARNING, unless the robots.txt store already warned of the same outage (one

@@ -83,6 +83,14 @@ def _boolean(settings: Mapping[str, Any], name: str, default: bool) -> bool:
     raise SettingError(f"{name} must be True or False, got {raw!r}")
 
 
+def _optional_boolean(settings: Mapping[str, Any], name: str) -> bool | None:
+    """True, False, or None when unset (or set to None or ""): the component decides."""
+    raw = settings.get(name)
+    if raw is None or (isinstance(raw, str) and raw.strip() == ""):
+        return None
+    return _boolean(settings, name, False)
+
+
 def _choice(settings: Mapping[str, Any], name: str, default: str, choices: tuple[str, ...]) -> str:
     raw = settings.get(name)
     if raw is None:
@@ -245,9 +253,11 @@ class Config:
     logstats_interval: float = 60.0
     # how long a crashed process's parked requests wait before another adopts them
     cluster_heartbeat: float = 30.0
-    # waiting requests also recorded in a shared store (Redis, SQLite), so a kill -9
-    # loses none and the next run adopts what a stopped one kept
-    durable_waiting: bool = True
+    # Waiting requests also recorded in a shared store (Redis, SQLite), so a kill -9
+    # loses none and the next run adopts what a stopped one kept. None (the default):
+    # only where the crawl itself persists (JOBDIR, a persistent scheduler), as Scrapy
+    # keeps its own queue only there (docs/waiting.md "When the spider closes").
+    durable_waiting: bool | None = None
 
     @property
     def lease_renew_every(self) -> float:
@@ -329,5 +339,5 @@ class Config:
             cluster_heartbeat=_number(
                 settings, "REP_CLUSTER_HEARTBEAT", 30.0, strictly_positive=True
             ),
-            durable_waiting=_boolean(settings, "REP_DURABLE_WAITING", True),
+            durable_waiting=_optional_boolean(settings, "REP_DURABLE_WAITING"),
         )

@@ -44,7 +44,9 @@ class ClusterError(Exception):
 
 class ClusterStore(Protocol):
     def park(self, owner: str, ttl: float, add: Sequence[Parked], remove: Sequence[str]) -> None:
-        """Beat ``owner``'s heartbeat, then add and remove its parked requests."""
+        """Beat ``owner``'s heartbeat, then add and remove its parked requests. Parking
+        is idempotent per key across owners: an entry of the same key under another
+        owner is taken over (one parked copy per request)."""
         ...
 
     def adopt(self, owner: str, ttl: float, limit: int) -> list[Parked]:
@@ -111,6 +113,22 @@ end
 return out
 """
 
+# KEYS: owners set. ARGV: me, key prefix, then the keys being parked by me. The same
+# keys under other owners are removed: parking takes a request over, one copy per key.
+_TAKE_OVER_LUA = """
+local keys = {}
+for i = 3, #ARGV do keys[#keys + 1] = ARGV[i] end
+for _, owner in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  if owner ~= ARGV[1] then
+    local hash = ARGV[2] .. 'parked:' .. owner
+    for i = 1, #keys, 500 do
+      redis.call('HDEL', hash, unpack(keys, i, math.min(i + 499, #keys)))
+    end
+  end
+end
+return 0
+"""
+
 # KEYS: the origin's turn key. ARGV: spacing, horizon, not_before. Returns {reserved, wait} as
 # strings (Lua numbers become integers in replies). Redis' own clock: no skew.
 _TURN_LUA = """
@@ -145,6 +163,7 @@ class RedisCluster:
         self._owners = f"{self.prefix}owners"
         self._adopt = client.register_script(_ADOPT_LUA)
         self._turn = client.register_script(_TURN_LUA)
+        self._take_over = client.register_script(_TAKE_OVER_LUA)
 
     @classmethod
     def from_url(cls, url: str, spider: str) -> RedisCluster:
@@ -173,6 +192,11 @@ class RedisCluster:
             pipe.set(self._alive_key(owner), b"1", px=max(1, int(ttl * 1000)))
             pipe.sadd(self._owners, owner)
             if add:
+                self._take_over(
+                    keys=[self._owners],
+                    args=[owner, self.prefix, *(key for key, _, _ in add)],
+                    client=pipe,
+                )
                 pipe.hset(
                     hash_key, mapping={key: _envelope(origin, blob) for key, origin, blob in add}
                 )

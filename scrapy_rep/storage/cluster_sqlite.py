@@ -21,6 +21,7 @@ CREATE TABLE IF NOT EXISTS owners (
 CREATE TABLE IF NOT EXISTS parked (
     spider TEXT NOT NULL, owner TEXT NOT NULL, key TEXT NOT NULL, origin TEXT NOT NULL,
     blob BLOB NOT NULL, PRIMARY KEY (spider, owner, key));
+CREATE INDEX IF NOT EXISTS parked_by_key ON parked (spider, key);
 CREATE TABLE IF NOT EXISTS turns (
     spider TEXT NOT NULL, origin TEXT NOT NULL, next_at REAL NOT NULL,
     PRIMARY KEY (spider, origin));
@@ -73,6 +74,13 @@ class SqliteCluster:
             conn.execute(
                 "INSERT OR REPLACE INTO owners (spider, owner, alive_until) VALUES (?, ?, ?)",
                 (self.spider, owner, time.time() + ttl),
+            )
+            # Idempotent per request, whoever parked it: the entry of the same key
+            # under another owner (a dead run's copy of a start request this run yields
+            # again) is taken over, not kept beside it to be adopted and crawled again.
+            conn.executemany(
+                "DELETE FROM parked WHERE spider = ? AND key = ? AND owner != ?",
+                [(self.spider, key, owner) for key, _, _ in add],
             )
             conn.executemany(
                 "INSERT OR REPLACE INTO parked (spider, owner, key, origin, blob) "

@@ -102,17 +102,25 @@ async def test_held_requests_are_parked_and_removed(spec: str, ledgers: list[Sto
 
 
 @pytest_twisted.ensureDeferred
-async def test_duplicates_collapse_and_dont_filter_requests_do_not(
+async def test_copies_of_one_request_share_one_entry_until_the_last_leaves(
     spec: str, ledgers: list[StoreLedger]
 ) -> None:
+    """One parked copy per request: duplicates collapse (the fingerprint), and so do
+    identical dont_filter requests (their own bytes), while a dont_filter request that
+    differs is its own entry. The entry goes with the last copy held here."""
     ledger = new_ledger(spec, ledgers)
     same = [scrapy.Request("http://a.test/same") for _ in range(3)]
     apart = [scrapy.Request("http://a.test/apart", dont_filter=True) for _ in range(2)]
-    ledger.record("http://a.test", same + apart)
+    other = scrapy.Request("http://a.test/apart", dont_filter=True, meta={"page": 2})
+    ledger.record("http://a.test", [*same, *apart, other])
     store = view(spec)
-    await until(lambda: len(store.parked(ledger.owner)) == 3, "1 + 2 entries")
+    await until(lambda: len(store.parked(ledger.owner)) == 3, "3 entries")
     ledger.forget("http://a.test", apart[:1])
-    await until(lambda: len(store.parked(ledger.owner)) == 2, "one dont_filter entry gone")
+    ledger.forget("http://a.test", [other])
+    await until(lambda: len(store.parked(ledger.owner)) == 2, "the other one gone")
+    assert sorted(key.count(".") for key, _, _ in store.parked(ledger.owner)) == [0, 1]
+    ledger.forget("http://a.test", apart[1:])
+    await until(lambda: len(store.parked(ledger.owner)) == 1, "the last copy gone")
     store.close()
 
 

@@ -51,6 +51,7 @@ async def test_spilled_dont_filter_requests_of_a_killed_process_are_crawled_once
     extra = (
         "-s", "REP_MEMORY_MAX_HELD=2",
         "-s", "REP_CLUSTER_HEARTBEAT=1",
+        "-s", "REP_DURABLE_WAITING=True",
         "-s", "REP_RETRY_BACKOFF=0.5",
         "-s", "REP_MAX_RETRY_BACKOFF=1",
         "-s", "LOG_LEVEL=INFO",
@@ -76,7 +77,12 @@ async def test_spilled_dont_filter_requests_of_a_killed_process_are_crawled_once
         # The killed holder's heartbeat runs out (REP_CLUSTER_HEARTBEAT = 1 s).
         await wait_until(lambda: owners_alive(Path(f"{db}.cluster")) == 0, "a dead owner")
 
-        settings = {**REP, "REP_STORAGE": spec, "REP_CLUSTER_HEARTBEAT": 1}
+        settings = {
+            **REP,
+            "REP_STORAGE": spec,
+            "REP_CLUSTER_HEARTBEAT": 1,
+            "REP_DURABLE_WAITING": True,
+        }
         crawler = await run_crawl([], settings=settings, spider_cls=NextRun)
         received = Counter(p.split("?")[0] for p in pages_of(mockserver, host))
         assert received == Counter(paths)  # each exactly once

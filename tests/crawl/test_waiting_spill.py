@@ -80,7 +80,12 @@ async def test_dont_filter_requests_beyond_the_bound_leave_nothing_parked(
     spill like any request, each is crawled, and nothing is left parked."""
     mockserver.configure(host, {"robots": [{"status": 503}, {"body": DISALLOW_PRIVATE}]})
     store = f"sqlite:{tmp_path / 'store.db'}"
-    settings: dict[str, Any] = {**REP, "REP_STORAGE": store, "REP_MEMORY_MAX_HELD": 2}
+    settings: dict[str, Any] = {
+        **REP,
+        "REP_STORAGE": store,
+        "REP_DURABLE_WAITING": True,
+        "REP_MEMORY_MAX_HELD": 2,
+    }
     urls = [mockserver.url(host, f"/same?{i % 3}") for i in range(12)]
 
     class Start(CallbackSpider):
@@ -108,7 +113,12 @@ async def test_spilled_dont_filter_requests_are_each_crawled_once_and_not_again(
 
     mockserver.configure(host, {"robots": [{"status": 503}, {"body": DISALLOW_PRIVATE}]})
     store = f"sqlite:{tmp_path / 'store.db'}"
-    settings: dict[str, Any] = {**REP, "REP_STORAGE": store, "REP_MEMORY_MAX_HELD": 3}
+    settings: dict[str, Any] = {
+        **REP,
+        "REP_STORAGE": store,
+        "REP_DURABLE_WAITING": True,
+        "REP_MEMORY_MAX_HELD": 3,
+    }
     paths = [f"/d{i}" for i in range(30)]
 
     class Start(CallbackSpider):
