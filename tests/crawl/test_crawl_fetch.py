@@ -191,6 +191,43 @@ async def test_request_after_expiry_is_decided_by_the_refetched_rules(
     assert decision["waited"] > 0
 
 
+@pytest_twisted.ensureDeferred
+async def test_audit_mode_waits_only_for_the_first_answer_after_expiry_too(
+    mockserver: Any, run_crawl: Any, host: str
+) -> None:
+    """REP_ENFORCE = False waits only for an origin's first robots.txt answer: after
+    expiry its requests go ahead while the refetch runs, recorded by the expired copy
+    (source ``expired``), as audit mode always did."""
+    mockserver.configure(
+        host,
+        {
+            "robots": [
+                {
+                    "body": "User-agent: *\nDisallow: /old\n",
+                    "headers": {"Cache-Control": "max-age=1"},
+                },
+                {"body": "User-agent: *\nDisallow: /new\n", "delay": 1},
+            ]
+        },
+    )
+
+    def u(path: str) -> str:
+        return mockserver.url(host, path)
+
+    crawler = await run_crawl(
+        settings={**REP, "REP_ENFORCE": False, "REP_MIN_TTL": 1, "REP_FETCH_TIMEOUT": 10},
+        spider_cls=PhasedSpider,
+        spider_kwargs={"phases": [[u("/a")], [u("/old-1")]], "pauses": [2.0]},
+    )
+    robots_t = times_of(mockserver, host, "/robots.txt")
+    assert len(robots_t) == 2
+    assert crawler.stat("robotstxt/delayed") == 1  # /a, before the first answer
+    assert times_of(mockserver, host, "/old-1")[0] < robots_t[1] + 1.0
+    late = next(r for r in crawler.spider.responses if r.url == u("/old-1"))
+    assert late.meta["robotstxt_decision"]["source"] == "expired"
+    assert crawler.stat("robotstxt/audit/would_forbid") == 1
+
+
 class SteadySpider(ListSpider):
     """One origin crawled steadily across its copy's refresh-ahead time and its expiry,
     on ``clock`` (the crawl's REP_CLOCK), which it moves forward:
