@@ -22,7 +22,14 @@ from scrapy_rep.crawl.runtime import WAITED_META_KEY, OriginRuntime
 from scrapy_rep.crawl.store_calls import StoreCalls
 from scrapy_rep.crawl.unreachable_log import UnreachableWarnings
 from scrapy_rep.policy.records import OriginRecord
-from scrapy_rep.policy.robots_policy import FALLBACK, FRESH, STALE, Evaluation, RobotsPolicy
+from scrapy_rep.policy.robots_policy import (
+    FALLBACK,
+    FRESH,
+    STALE,
+    Evaluation,
+    RobotsPolicy,
+    refresh_ahead_at,
+)
 from scrapy_rep.storage.base import new_holder
 
 if TYPE_CHECKING:
@@ -145,8 +152,12 @@ class OriginCoordinator(FetchSteps):
                 rt.undecided = (evaluation.wake_at, rt.record, evaluation)
         self._note_source(rt, evaluation)
         record = rt.record
-        if evaluation.source == FRESH and record is not None and not evaluation.fetch_due:
-            rt.fresh = (record.expires_at, record, evaluation)
+        if evaluation.source == FRESH and record is not None:
+            # The per-request fast path reuses this until the refresh-ahead time; once
+            # the refetch runs, until the copy expires (its answer replaces the record,
+            # which ends the reuse sooner). Past expiry the policy holds requests.
+            until = record.expires_at if rt.fetching else refresh_ahead_at(record)
+            rt.fresh = (until, record, evaluation)
         return evaluation
 
     def _load(self, rt: OriginRuntime) -> None:

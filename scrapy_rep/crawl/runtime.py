@@ -30,7 +30,8 @@ class OriginRuntime:
     # REP_UNREACHABLE_FALLBACK's verdict, once it applied to this origin (for the summary)
     fallback_applied: str = ""
     # (valid until, the record it was made from, the evaluation): a fresh copy's
-    # evaluation cannot change before the copy expires, so requests reuse it
+    # evaluation cannot change before its refresh-ahead time (or, once its refetch
+    # runs, before it expires), so requests reuse it until then
     fresh: tuple[float, OriginRecord, Evaluation] | None = None
     # the same for an undecided origin: (until, record, evaluation), until its next wake
     undecided: tuple[float, OriginRecord | None, Evaluation] | None = None
@@ -53,7 +54,8 @@ class OriginRuntime:
 
     def fresh_evaluation(self, now: float) -> Evaluation | None:
         """The evaluation of the fresh copy while it still applies at ``now`` (the
-        same record, not expired), else None."""
+        same record, before its refresh-ahead time, or before expiry while its refetch
+        runs), else None: one comparison per request."""
         fresh = self.fresh
         if fresh is not None and self.record is fresh[1] and now < fresh[0]:
             return fresh[2]

@@ -10,6 +10,12 @@ The rules come from RFC 9309 section 2.3.1 and Google's documented crawler behav
 failures make the origin unreachable, so its requests wait while robots.txt is retried with
 backoff; after ``unreachable_wait`` (12 h) the last good copy applies if it is younger than
 ``stale_max_age`` (30 days), else ``unreachable_fallback``.
+
+A good copy applies only while it is fresh: Google caches robots.txt "up to 24 hours",
+longer only "where refreshing the cached version is not possible" (an unreachable
+origin, above). So that a steady crawl never waits on a refresh, a request in the last
+tenth of the copy's lifetime (at most its last 5 minutes) starts the refetch while the
+copy still applies; a request after expiry waits for the refetch as for a first fetch.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ DISALLOW_ALL = "disallow-all"
 
 # Where the copy that decides comes from, for logs, meta and the summary.
 FRESH = "fresh"  # a good copy within its TTL
-EXPIRED = "expired"  # a good copy past its TTL, kept while it is refetched (RFC 9309 2.4)
+EXPIRED = "expired"  # a good copy past its TTL: audit mode records by it while it is refetched
 STALE = "stale"  # the last good copy, used after the unreachable wait
 FALLBACK = "fallback"  # unreachable for too long with no usable copy
 
@@ -34,6 +40,13 @@ FALLBACK = "fallback"  # unreachable for too long with no usable copy
 # site (0) nor park the crawl for ever.
 RETRY_AFTER_MIN = 1.0
 RETRY_AFTER_MAX = 900.0
+
+# Refresh ahead: the refetch starts in the last tenth of a copy's lifetime, never more
+# than 5 minutes before it expires (docs/behaviour.md, "Caching"). A tenth leaves a
+# 60 s copy (REP_MIN_TTL) 6 s to be refetched, more than a robots.txt fetch takes on a
+# healthy site; the cap keeps a 24 h copy in use for all but its last 5 minutes.
+REFRESH_AHEAD_SHARE = 0.1
+REFRESH_AHEAD_MAX = 300.0
 
 _MAX_AGE = re.compile(r"(?:^|[,\s])max-age\s*=\s*\"?(\d{1,12})\"?", re.IGNORECASE)
 
@@ -60,8 +73,18 @@ class Evaluation:
     kind: str | None = None  # RULES, ALLOW_ALL or DISALLOW_ALL when ready
     body: bytes = b""
     source: str = ""  # FRESH, EXPIRED, STALE or FALLBACK when ready
-    fetch_due: bool = False  # a (re)fetch should start now
+    fetch_due: bool = False  # a (re)fetch should start now (a fresh copy: a refresh ahead)
     wake_at: float | None = None  # when not ready: when to look again
+
+
+def refresh_ahead_at(record: OriginRecord) -> float:
+    """When a request for ``record``'s origin starts the refetch of its good copy: the
+    start of the copy's last tenth of lifetime, at most ``REFRESH_AHEAD_MAX`` before it
+    expires. A record without a fetch time (not written by ``after_fetch``) refreshes at
+    expiry."""
+    fetched_at = record.fetched_at if record.fetched_at is not None else record.expires_at
+    lifetime = max(record.expires_at - fetched_at, 0.0)
+    return record.expires_at - min(lifetime * REFRESH_AHEAD_SHARE, REFRESH_AHEAD_MAX)
 
 
 def parse_max_age(cache_control: str | None) -> float | None:
@@ -129,13 +152,22 @@ class RobotsPolicy:
         if not record.unreachable:
             if record.kind is None:  # not produced by after_fetch; treat as unknown
                 return Evaluation(ready=False, fetch_due=True)
-            expired = now >= record.expires_at
+            if now < record.expires_at:
+                return Evaluation(
+                    ready=True,
+                    kind=record.kind,
+                    body=record.body,
+                    source=FRESH,
+                    fetch_due=now >= refresh_ahead_at(record),
+                )
+            if self.config.enforce:
+                # Never decided by an expired copy: the origin is undecided until the
+                # refetch answers, as before its first fetch.
+                return Evaluation(ready=False, fetch_due=True)
+            # Audit mode waits only for an origin's first answer (docs/behaviour.md,
+            # "Audit mode"): it records by the expired copy while that is refetched.
             return Evaluation(
-                ready=True,
-                kind=record.kind,
-                body=record.body,
-                source=EXPIRED if expired else FRESH,
-                fetch_due=expired,
+                ready=True, kind=record.kind, body=record.body, source=EXPIRED, fetch_due=True
             )
         assert record.unreachable_since is not None
         retry_at = record.next_retry_at if record.next_retry_at is not None else now

@@ -1,8 +1,9 @@
 """Real crawls for the robots.txt body (size limit, encodings) and for caching.
 
-SPEC section 2: the size limit, max-age driven refetches (the expired rules apply
-while the refetch is in flight), a refetch that ends unreachable (requests wait, then
-the last good copy applies), and the implicit allow of /robots.txt.
+The size limit, max-age driven refetches (no request is decided by an expired copy:
+requests after expiry wait for the refetch, and a steady crawl refreshes the copy
+ahead of expiry so that it never waits), a refetch that ends unreachable (requests
+wait, then the last good copy applies), and the implicit allow of /robots.txt.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pytest_twisted
 from scrapy.http import Request
 
 from tests.conftest import ListSpider
+from tests.crawl.test_crawl_storage import ShiftedClock
 from tests.crawl_helpers import DISALLOW_PRIVATE, REP, pages_of, times_of
 
 
@@ -145,19 +147,20 @@ async def test_robots_that_disallows_itself(mockserver: Any, run_crawl: Any, hos
 
 
 @pytest_twisted.ensureDeferred
-async def test_max_age_expiry_refetches_mid_crawl(
+async def test_request_after_expiry_is_decided_by_the_refetched_rules(
     mockserver: Any, run_crawl: Any, host: str
 ) -> None:
-    """``max-age=1``: the copy expires mid-crawl and is refetched once. While the refetch
-    is in flight (the server holds it 1 s) the old rules apply; later requests get the
-    new rules."""
+    """``max-age=2``, then the rules change on the server: requests 4.3 s later wait for
+    the refetch, as for a first fetch, and are decided by the NEW rules; none is decided
+    by the expired copy. (The refetch is answered after 1 s, so a request let through
+    by the expired copy would have reached the server before that answer.)"""
     mockserver.configure(
         host,
         {
             "robots": [
                 {
                     "body": "User-agent: *\nDisallow: /old\n",
-                    "headers": {"Cache-Control": "public, max-age=1"},
+                    "headers": {"Cache-Control": "public, max-age=2"},
                 },
                 {"body": "User-agent: *\nDisallow: /new\n", "delay": 1},
             ]
@@ -167,24 +170,152 @@ async def test_max_age_expiry_refetches_mid_crawl(
     def u(path: str) -> str:
         return mockserver.url(host, path)
 
-    phases = [[u("/old-0"), u("/new-0")], [u("/old-1"), u("/new-1")], [u("/old-2"), u("/new-2")]]
+    phases = [[u("/old-0"), u("/new-0")], [u("/old-1"), u("/new-1")]]
     crawler = await run_crawl(
-        settings={**REP, "REP_MIN_TTL": 1, "REP_FETCH_TIMEOUT": 3},
+        settings={**REP, "REP_MIN_TTL": 1, "REP_FETCH_TIMEOUT": 10},
         spider_cls=PhasedSpider,
-        spider_kwargs={"phases": phases, "pauses": [1.5, 1.5]},
+        spider_kwargs={"phases": phases, "pauses": [4.3]},
     )
     robots_t = times_of(mockserver, host, "/robots.txt")
     assert len(robots_t) == 2
     assert crawler.stat("robotstxt/refetch") == 1
-    assert sorted(pages_of(mockserver, host)) == ["/new-0", "/new-1", "/old-2"]
-    assert crawler.stat("robotstxt/forbidden") == 3
-    # /new-1 was decided by the old rules: it is the request that found the copy expired
-    # and started the refetch, and it reached the server before the refetch was answered
-    # (the answer was held 1 s). It races the refetch to the server, so only the upper
-    # bound is certain.
-    new_1 = times_of(mockserver, host, "/new-1")[0]
-    assert new_1 < robots_t[1] + 1.0
-    assert times_of(mockserver, host, "/old-2")[0] >= robots_t[1] + 1.0
+    # /new-1 was dropped by the new rules, /old-1 allowed by them.
+    assert sorted(pages_of(mockserver, host)) == ["/new-0", "/old-1"]
+    assert crawler.stat("robotstxt/forbidden") == 2
+    # /old-1 waited for the refetch's answer (held 1 s by the server).
+    assert times_of(mockserver, host, "/old-1")[0] >= robots_t[1] + 1.0
+    assert crawler.stat("robotstxt/delayed") == 4  # two before each fetch's answer
+    late = next(r for r in crawler.spider.responses if r.url == u("/old-1"))
+    decision = late.meta["robotstxt_decision"]
+    assert (decision["source"], decision["allowed"]) == ("fresh", True)
+    assert decision["waited"] > 0
+
+
+@pytest_twisted.ensureDeferred
+async def test_audit_mode_waits_only_for_the_first_answer_after_expiry_too(
+    mockserver: Any, run_crawl: Any, host: str
+) -> None:
+    """REP_ENFORCE = False waits only for an origin's first robots.txt answer: after
+    expiry its requests go ahead while the refetch runs, recorded by the expired copy
+    (source ``expired``), as audit mode always did."""
+    mockserver.configure(
+        host,
+        {
+            "robots": [
+                {
+                    "body": "User-agent: *\nDisallow: /old\n",
+                    "headers": {"Cache-Control": "max-age=1"},
+                },
+                {"body": "User-agent: *\nDisallow: /new\n", "delay": 1},
+            ]
+        },
+    )
+
+    def u(path: str) -> str:
+        return mockserver.url(host, path)
+
+    crawler = await run_crawl(
+        settings={**REP, "REP_ENFORCE": False, "REP_MIN_TTL": 1, "REP_FETCH_TIMEOUT": 10},
+        spider_cls=PhasedSpider,
+        spider_kwargs={"phases": [[u("/a")], [u("/old-1")]], "pauses": [2.0]},
+    )
+    robots_t = times_of(mockserver, host, "/robots.txt")
+    assert len(robots_t) == 2
+    assert crawler.stat("robotstxt/delayed") == 1  # /a, before the first answer
+    assert times_of(mockserver, host, "/old-1")[0] < robots_t[1] + 1.0
+    late = next(r for r in crawler.spider.responses if r.url == u("/old-1"))
+    assert late.meta["robotstxt_decision"]["source"] == "expired"
+    assert crawler.stat("robotstxt/audit/would_forbid") == 1
+
+
+class SteadySpider(ListSpider):
+    """One origin crawled steadily across its copy's refresh-ahead time and its expiry,
+    on ``clock`` (the crawl's REP_CLOCK), which it moves forward:
+
+    1. ``/a``: the first fetch (its copy lives ``lifetime`` seconds);
+    2. the clock moves 95 % into that lifetime (its last tenth): ``/b-N``, one at a
+       time, until one is decided by the refetched copy (its decision names a line,
+       ``Allow: /b-``, that only the refetched file has);
+    3. the clock moves past the first copy's expiry: ``/c-0`` to ``/c-4``.
+    """
+
+    name = "steady"
+
+    def __init__(self, base: str, clock: ShiftedClock, lifetime: float, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.base = base
+        self.clock = clock
+        self.lifetime = lifetime
+
+    def request(self, path: str) -> Request:
+        return Request(self.base + path, callback=self.parse, errback=self.on_error)
+
+    async def settled(self, count: int) -> None:
+        # a condition, bounded generously; the test's assertions tell what went wrong
+        for _ in range(600):
+            if len(self.responses) + len(self.failures) >= count:
+                return
+            await asyncio.sleep(0.05)
+
+    async def start(self) -> AsyncIterator[Any]:
+        yield self.request("/a")
+        await self.settled(1)
+        self.clock.offset += 0.95 * self.lifetime
+        for number in range(100):
+            yield self.request(f"/b-{number}")
+            await self.settled(2 + number)
+            decision = self.responses[-1].meta.get("robotstxt_decision", {})
+            if decision.get("line") is not None:
+                break
+        self.clock.offset += 0.1 * self.lifetime
+        for number in range(5):
+            yield self.request(f"/c-{number}")
+
+
+@pytest_twisted.ensureDeferred
+async def test_steady_crawl_refreshes_ahead_of_expiry_and_never_waits(
+    mockserver: Any, run_crawl: Any, host: str
+) -> None:
+    """A request in the last tenth of the copy's lifetime starts the refetch and is
+    decided by the copy that still applies; the refetched copy is in place before the
+    first one expires, so no request after the first fetch waits (REP_CLOCK moves the
+    crawl's time; the crawl, the server and the fetches are real)."""
+    lifetime = 1000.0
+    first = "User-agent: *\nDisallow: /private\n"
+    refetched = "User-agent: *\nAllow: /b-\nAllow: /c-\nDisallow: /private\n"
+    age = {"Cache-Control": f"max-age={lifetime:.0f}"}
+    mockserver.configure(
+        host, {"robots": [{"body": first, "headers": age}, {"body": refetched, "headers": age}]}
+    )
+    clock = ShiftedClock()
+    base = mockserver.url(host, "/").rstrip("/")
+    crawler = await run_crawl(
+        settings={**REP, "REP_CLOCK": clock},
+        spider_cls=SteadySpider,
+        spider_kwargs={"base": base, "clock": clock, "lifetime": lifetime},
+    )
+    robots_t = times_of(mockserver, host, "/robots.txt")
+    assert len(robots_t) == 2
+    assert crawler.stat("robotstxt/refetch") == 1
+    # Only /a waited (for the first fetch); nothing was sent back to wait either.
+    assert crawler.stat("robotstxt/delayed") == 1
+    assert not crawler.stat("robotstxt/requeued")
+    pages = pages_of(mockserver, host)
+    assert pages[0] == "/a" and sorted(pages[-5:]) == [f"/c-{n}" for n in range(5)]
+    # The server saw the refetch before any request from after the first copy's expiry.
+    assert robots_t[1] < times_of(mockserver, host, "/c-0")[0]
+    decisions = {
+        r.url.removeprefix(base): r.meta["robotstxt_decision"] for r in crawler.spider.responses
+    }
+    assert len(decisions) == len(pages)
+    # /b-0 started the refetch and was decided by the first copy, which still applied.
+    assert (decisions["/b-0"]["source"], decisions["/b-0"]["line"]) == ("fresh", None)
+    for path, decision in decisions.items():
+        assert decision["source"] == "fresh"
+        if path != "/a":
+            assert decision["waited"] == 0.0, path
+        if path.startswith("/c-"):
+            assert decision["line"] == 3, path  # the refetched copy's Allow: /c-
 
 
 @pytest_twisted.ensureDeferred
@@ -210,7 +341,7 @@ async def test_refetch_unreachable_waits_then_uses_last_good_copy(
     wait = 2.0
     phases = [
         [u("/public-0"), u("/private-0")],
-        [u("/public-1")],  # starts the refetch (decided before or after the 503)
+        [u("/public-1")],  # starts the refetch and waits for it: a 503
         [u("/public-2"), u("/private-2")],  # arrive while the origin is unreachable
     ]
     crawler = await run_crawl(
@@ -237,9 +368,10 @@ async def test_refetch_unreachable_waits_then_uses_last_good_copy(
 async def test_scheduled_requests_wait_when_refetch_turns_unreachable(
     mockserver: Any, run_crawl: Any, host: str
 ) -> None:
-    """Requests that passed the gate under the expired copy, but reach the downloader
-    after the refetch came back 503, are not decided by the expired copy: they go back
-    to wait (requeued), then the last good copy decides them after the wait."""
+    """Requests that passed the gate while the copy was fresh, but reach the downloader
+    after it expired (its refetch came back 503), are not decided by the expired copy:
+    they go back to wait (requeued), then the last good copy decides them after the
+    wait."""
     slow = {"delay": 0.3}
     mockserver.configure(
         host,
@@ -256,23 +388,23 @@ async def test_scheduled_requests_wait_when_refetch_turns_unreachable(
         return mockserver.url(host, path)
 
     wait = 1.5
-    later = [u("/p1"), u("/private/1"), u("/p2"), u("/private/2"), u("/p3")]
+    # One download at a time, 0.3 s each: all pass the gate at once under the fresh
+    # copy, and the later ones sit in the scheduler until well after it expired (1 s).
+    pages = [f"/p{n}" for n in range(8)]
+    urls = [u(p) for p in [pages[0], "/private/1", pages[1], "/private/2", *pages[2:]]]
     crawler = await run_crawl(
+        urls,
         settings={
             **REP,
             "REP_MIN_TTL": 1,
             "REP_UNREACHABLE_WAIT": wait,
-            # One download at a time: the later requests sit in the scheduler, already
-            # past the gate, while the refetch fails.
             "CONCURRENT_REQUESTS": 1,
         },
-        spider_cls=PhasedSpider,
-        spider_kwargs={"phases": [[u("/p0")], later], "pauses": [1.5]},
     )
     robots_t = times_of(mockserver, host, "/robots.txt")
     assert crawler.stat("robotstxt/refetch") == 1
     assert crawler.stat("robotstxt/requeued", 0) >= 1
-    assert sorted(pages_of(mockserver, host)) == ["/p0", "/p1", "/p2", "/p3"]
+    assert sorted(pages_of(mockserver, host)) == pages
     assert crawler.stat("robotstxt/forbidden") == 2
     assert crawler.stat("robotstxt/stale_used") == 1
     # Only a page already in the downloader when the 503 came back went ahead early.

@@ -95,8 +95,8 @@ async def test_previous_runs_copy_applies_after_the_unreachable_wait(
     gate: defer.Deferred[None] = defer.Deferred()
     probe: list[GatedSpider] = []
     phases = [
-        # The expired copy decides this one while the refetch is in flight (allowed
-        # either way); it starts the refetch.
+        # No copy decides this one before the refetch answers (the stored copy has
+        # expired); it starts the refetch, which answers 503, so it waits too.
         [mockserver.url(host, "/trigger")],
         # Scheduled once the refetch came back 503: these must wait.
         [mockserver.url(host, "/public"), mockserver.url(host, "/private/x")],
@@ -111,7 +111,8 @@ async def test_previous_runs_copy_applies_after_the_unreachable_wait(
     await wait_until(lambda: bool(probe) and probe[0].stat("robotstxt/unreachable") == 1, "503")
     spider = probe[0]
     gate.callback(None)
-    await wait_until(lambda: spider.stat("robotstxt/delayed") >= 2, "the requests to be held")
+    # (/trigger is held too, from before the 503)
+    await wait_until(lambda: spider.stat("robotstxt/delayed") >= 3, "the requests to be held")
     # They stay held across further robots.txt retries (each one another 503).
     retries = mockserver.count(host, "/robots.txt")
     await wait_until(lambda: mockserver.count(host, "/robots.txt") >= retries + 2, "two retries")
@@ -135,9 +136,12 @@ async def test_previous_runs_copy_applies_after_the_unreachable_wait(
     assert not crawler.stat("robotstxt/dropped_at_close")
 
 
-async def run_until_held(run_crawl: Any, settings: dict[str, Any], urls: list[str]) -> Any:
-    """Crawl ``urls`` until all of them wait on robots.txt, then stop the crawl (a
-    restart); returns the stopped crawler."""
+async def run_until_held(
+    run_crawl: Any, settings: dict[str, Any], urls: list[str], *, unreachable: bool = False
+) -> Any:
+    """Crawl ``urls`` until all of them wait on robots.txt (and, with ``unreachable``,
+    until its fetch came back unreachable), then stop the crawl (a restart); returns the
+    stopped crawler."""
     probe: list[GatedSpider] = []
     crawl = defer.Deferred.fromCoroutine(
         run_crawl(
@@ -147,7 +151,12 @@ async def run_until_held(run_crawl: Any, settings: dict[str, Any], urls: list[st
         )
     )
     await wait_until(
-        lambda: bool(probe) and probe[0].stat("robotstxt/delayed") == len(urls), "held"
+        lambda: (
+            bool(probe)
+            and probe[0].stat("robotstxt/delayed") == len(urls)
+            and (not unreachable or probe[0].stat("robotstxt/unreachable") == 1)
+        ),
+        "held",
     )
     await deferred_from_coro(probe[0].crawler.stop_async())
     return await crawl
@@ -169,11 +178,14 @@ async def test_unreachable_state_survives_a_restart(
     settings = {**REP, "REP_STORAGE": store, "REP_CLOCK": clock, "REP_DURABLE_WAITING": False}
     await run_crawl([mockserver.url(host, "/first")], settings=settings)
 
-    clock.offset = 2 * DAY  # expired: the expired copy decides while it is refetched: 503
-    second = await run_crawl([mockserver.url(host, "/second")], settings=settings)
-    assert second.stat("robotstxt/unreachable") == 1
-    assert second.spider.response_urls == [mockserver.url(host, "/second")]
+    # Expired: the request waits for the refetch (no expired copy decides), which
+    # answers 503; the run is stopped while its request waits (dropped).
+    clock.offset = 2 * DAY
+    urls = [mockserver.url(host, "/second")]
+    second = await run_until_held(run_crawl, settings, urls, unreachable=True)
+    assert second.stat("robotstxt/dropped_at_close") == 1
     assert mockserver.count(host, "/robots.txt") == 2
+    assert "/second" not in mockserver.paths(host)
 
     clock.offset = 2 * DAY + 60  # the stored retry time (+900 s) is not due yet
     third = await run_until_held(run_crawl, settings, [mockserver.url(host, "/third")])
@@ -194,7 +206,7 @@ async def test_unreachable_state_survives_a_restart(
     assert fourth.spider.response_urls == [mockserver.url(host, "/public")]
     # The retry was due: robots.txt was asked for again (still 503) meanwhile.
     assert fourth.stat("robotstxt/response_status_count/503") == 1
-    assert sorted(pages_of(mockserver, host)) == ["/first", "/public", "/second"]
+    assert sorted(pages_of(mockserver, host)) == ["/first", "/public"]
 
 
 @pytest_twisted.ensureDeferred

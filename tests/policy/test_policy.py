@@ -17,6 +17,7 @@ from scrapy_rep.policy.robots_policy import (
     classify_status,
     parse_max_age,
     parse_retry_after,
+    refresh_ahead_at,
 )
 
 HOUR = 3600.0
@@ -54,16 +55,56 @@ def test_unknown_origin_must_be_fetched_and_waits(policy):
     assert evaluation.fetch_due
 
 
-def test_fresh_rules_apply_until_ttl_then_expired_rules_keep_applying(policy):
+def test_fresh_rules_apply_until_ttl_then_requests_wait_for_the_refetch(policy):
     clock = FakeClock()
     record = policy.after_fetch(None, ok(), clock())
     assert record.expires_at == T0 + DAY
     fresh = policy.evaluate(record, clock.advance(DAY - 1))
-    assert (fresh.ready, fresh.source, fresh.fetch_due) == (True, FRESH, False)
-    # RFC 9309 2.4: after the TTL it is refetched; meanwhile the old rules still apply.
+    assert (fresh.ready, fresh.source) == (True, FRESH)
+    # Past its TTL no request is decided by the copy: it waits as for a first fetch.
     expired = policy.evaluate(record, clock.advance(1))
+    assert (expired.ready, expired.fetch_due, expired.wake_at) == (False, True, None)
+    assert expired.kind is None and expired.body == b""
+
+
+def test_audit_mode_records_by_the_expired_copy_while_it_is_refetched():
+    policy = RobotsPolicy(Config(enforce=False))
+    record = policy.after_fetch(None, ok(), T0)
+    expired = policy.evaluate(record, T0 + DAY)
     assert (expired.ready, expired.source, expired.fetch_due) == (True, EXPIRED, True)
     assert expired.body == record.body
+
+
+@pytest.mark.parametrize(
+    ("lifetime", "lead"),
+    [
+        (60.0, 6.0),  # REP_MIN_TTL's default: the last tenth
+        (2.0, 0.2),
+        (3000.0, 300.0),  # a tenth is exactly the 5-minute cap
+        (DAY, 300.0),  # capped: a tenth would be 2.4 h
+    ],
+)
+def test_refresh_ahead_starts_in_the_last_tenth_at_most_five_minutes(lifetime, lead):
+    policy = RobotsPolicy(Config(min_ttl=1.0))
+    record = policy.after_fetch(None, ok(max_age=lifetime), T0)
+    assert record.expires_at == T0 + lifetime
+    assert refresh_ahead_at(record) == pytest.approx(T0 + lifetime - lead)
+    start = T0 + lifetime - lead
+    before = policy.evaluate(record, start - 0.001)
+    assert (before.ready, before.source, before.fetch_due) == (True, FRESH, False)
+    # From the refresh-ahead time on, the refetch is due and the copy still applies.
+    for now in (start, start + lead / 2, T0 + lifetime - 0.001):
+        ahead = policy.evaluate(record, now)
+        assert (ahead.ready, ahead.source, ahead.fetch_due) == (True, FRESH, True)
+        assert ahead.body == record.body
+    at_expiry = policy.evaluate(record, T0 + lifetime)
+    assert (at_expiry.ready, at_expiry.fetch_due) == (False, True)
+
+
+def test_refresh_ahead_of_a_record_without_fetch_time_is_its_expiry(policy):
+    record = OriginRecord(kind=RULES, body=b"", fetched_at=None, expires_at=T0 + 100)
+    assert refresh_ahead_at(record) == T0 + 100
+    assert not policy.evaluate(record, T0 + 99.9).fetch_due
 
 
 @pytest.mark.parametrize(
