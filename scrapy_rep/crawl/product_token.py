@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.http.headers import Headers
 
-from scrapy_rep.robotstxt._useragent import product_token
+from scrapy_rep.robotstxt import product_token
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
