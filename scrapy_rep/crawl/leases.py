@@ -1,4 +1,4 @@
-"""Fetch leases in a shared store while a fetch runs (SPEC section 3 "leases"): renewed
+"""Fetch leases in a shared store while a fetch runs (docs/cluster.md): renewed
 in a worker thread, and a long wait on another holder's lease said once per origin."""
 
 from __future__ import annotations
