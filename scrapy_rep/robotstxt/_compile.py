@@ -40,7 +40,6 @@ __all__ = [
     "WALK_STEP",
     "compile_group",
     "compile_steps",
-    "first_copies",
     "parents_steps",
     "plain_literals",
     "plain_literals_steps",
@@ -67,22 +66,6 @@ QUICK_PROBES = 8
 _longer = partial(max, key=len)  # (the first on a tie)
 _FIRST = itemgetter(0)
 _LAST = itemgetter(2)
-
-
-def first_copies(patterns: list[bytes], marks: array[int]) -> Rules:
-    """*patterns* and *marks* without the rules that repeat an earlier one (the same
-    pattern and kind), in file order.
-
-    A copy never decides where the first does not (same precedence, later line), but
-    a check that fails on it would try every copy, and every compile would carry it:
-    a file repeating one rule thousands of times would make each step slow.
-    """
-    steps = _first_copies_steps(patterns, marks)
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
 
 
 # normalised_rules is a few C-level passes over the rules joined (~0.3 µs a rule, and
@@ -115,7 +98,14 @@ def _normalised_steps(
 
 
 def _first_copies_steps(patterns: list[bytes], marks: array[int]) -> Generator[None, None, Rules]:
-    """first_copies, yielding between its passes (each one C-level pass)."""
+    """*patterns* and *marks* without the rules that repeat an earlier one (the same
+    pattern and kind), in file order, yielding between its passes (each one C-level
+    pass).
+
+    A copy never decides where the first does not (same precedence, later line), but
+    a check that fails on it would try every copy, and every compile would carry it:
+    a file repeating one rule thousands of times would make each step slow.
+    """
     keys = list(zip(patterns, map(and_, marks, repeat(1)), strict=True))
     yield None
     first = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1), strict=True))
@@ -293,7 +283,7 @@ def compile_steps(
         yield from parents_steps(distinct, wild_parents)
     else:
         wild_parents = prefix_parents(distinct)
-    # many wildcard rules: their probes are looked for in one pass (see _probes)
+    # many wildcard rules: their probes are looked for in one pass (see _matcher.ProbeIndex)
     index = None
     if len(texts) >= MANY_WILDCARDS:
         for index in probe_index_steps(texts):

@@ -177,7 +177,7 @@ def field_kind(key: bytes) -> int:
 
 
 def ua_token(value: bytes) -> str:
-    """The group key of a (stripped) user-agent value (see _useragent for the rule)."""
+    """The group key of a (stripped) user-agent value (see product_token for the rule)."""
     if value[:1] == b"*" and (len(value) == 1 or value[1:2].isspace()):
         token = "*"  # Google: "*" followed by anything after whitespace is still global
     elif value.isascii():

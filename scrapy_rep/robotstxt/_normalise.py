@@ -35,7 +35,6 @@ __all__ = [
     "PLAIN_OK",
     "SIMPLE_URL",
     "as_text",
-    "is_robots_txt",
     "joined_needs_fixing",
     "normalise_path",
     "normalise_path_bytes",
@@ -267,7 +266,7 @@ _AUTHORITY = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.\-]*:)?//[^/?#]*([^#]*)")
 # scheme and with or without a fragment, that needs no normalisation (ASCII, no "%",
 # no "*" or "$"), in one regex call.
 # characters that keep a URL off the fast paths: "%", "*", "$", and those that may not
-# appear in a URI (they are escaped: see _escapes), non-ASCII included
+# appear in a URI (they are escaped: see _normalise), non-ASCII included
 _SPECIAL = r'%*$\x00-\x20"<>\\^`{|}\x7f-\U0010ffff'
 _PLAIN = re.compile(r"(?:(?:[A-Za-z][A-Za-z0-9+.\-]*:)?//[^/?#]*)?([^#" + _SPECIAL + r"]*)(?:#|\Z)")
 
@@ -312,11 +311,6 @@ def url_path(url: str) -> str:
     m = _AUTHORITY.match(url)
     rest = m.group(1) if m else url.partition("#")[0]
     return rest if rest[:1] == "/" else "/" + rest
-
-
-def is_robots_txt(path: bytes) -> bool:
-    # RFC 9309 §2.2.2: /robots.txt is implicitly allowed (with any query)
-    return path.startswith(b"/robots.txt") and (len(path) == 11 or path[11] == 0x3F)
 
 
 def as_text(value: str | bytes | bytearray | memoryview) -> str:

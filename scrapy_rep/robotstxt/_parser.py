@@ -205,7 +205,7 @@ def parse_steps(
                 kind = kinds_get(key, UNSEEN)
                 if kind <= DISALLOW:
                     # (the value is cut at a comment, stripped, and dropped if empty
-                    # after the loop, in C: see _runs.fill_runs)
+                    # after the loop, in C: see fill_runs)
                     add_value(value)
                     add_mark(line2 + kind)
                     continue
@@ -367,7 +367,7 @@ class Run:
 
 
 def run_rules(run: Run) -> tuple[list[bytes], array[int]]:
-    """(patterns, line marks) of *run*, as compiling and scanning take them."""
+    """(patterns, line marks) of *run*, as compiling takes them."""
     marks = run.marks
     return (run.patterns.split(b"\n") if marks else []), marks
 

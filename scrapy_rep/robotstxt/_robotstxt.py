@@ -322,7 +322,7 @@ class RobotsTxt:
             group = self._first_use(user_agent)
         if group is None:
             return True  # no group applies
-        # path_and_text() (_urls), inlined: the common URL, plain ASCII http(s) or
+        # path_and_text() (_normalise), inlined: the common URL, plain ASCII http(s) or
         # path-only, in one regex call
         m = SIMPLE_URL.match(url) if url.__class__ is str else None
         if m is not None:
@@ -357,7 +357,7 @@ class RobotsTxt:
                     best = wild_rule(group, path, best, text)
         if best < 0 or not group.codes[best] & 1:  # the low bit is set for disallow rules
             return True
-        # is_robots_txt(path), inlined: /robots.txt is always allowed (RFC 9309 §2.2.2)
+        # /robots.txt is always allowed, with any query (RFC 9309 §2.2.2)
         return path[:11] == b"/robots.txt" and (len(path) == 11 or path[11] == 0x3F)
 
     def explain(self, url: _Text, user_agent: _Text) -> Decision:
@@ -370,7 +370,7 @@ class RobotsTxt:
         if memo is None or user_agent != memo.agent:
             memo = self._explain_first(user_agent)
         path, text = path_and_text(url)
-        # is_robots_txt(path), inlined: /robots.txt is always allowed (RFC 9309 §2.2.2)
+        # /robots.txt is always allowed, with any query (RFC 9309 §2.2.2)
         if path[:11] == b"/robots.txt" and (len(path) == 11 or path[11] == 0x3F):
             return _ROBOTS_TXT
         best = best_rule(memo.group, path, text)

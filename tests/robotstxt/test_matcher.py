@@ -89,7 +89,7 @@ def test_repeated_wildcard_rules_are_kept_once() -> None:
         (b"/caf\xe9", b"/caf%E9"),
         (b"/%2A", b"/%2A"),
         (b"/a$b$", b"/a%24b$"),
-        # a "%" without two hex digits is a literal "%" (SPEC "encoding", Google)
+        # a "%" without two hex digits is a literal "%" (docs/rfc.md, Google)
         (b"/100%", b"/100%25"),
         (b"/%zz", b"/%25zz"),
         (b"/%4", b"/%254"),
