@@ -1,19 +1,18 @@
 """Benchmark scrapy_rep's robots.txt engine against Protego on a corpus.
 
-Usage: python benchmarks/bench_parser.py CORPUS_DIR [--repeat N] [--curve-only] [--cpu-time]
+Usage: python benchmarks/bench_parser.py CORPUS_DIR [--repeat N] [--curve-only] [--first-checks]
+       [--cpu-time]
 
 Measures, for both libraries in the same run: parse time per file, parse plus the
 first check of each agent (both libraries build parts lazily: Protego its per-agent
-index, scrapy_rep scans a group's rules for its first checks and compiles it once
-the scans have cost what compiling would), allowed() time per check (groups
-compiled), memory per file with every group in use compiled (tracemalloc, all parsed
-objects kept alive), and the worst single parse with its first checks, and the worst
-compile of a file's groups (each blocks a crawl's reactor).  Prints a table and
-PASS/FAIL for each target.
+index, scrapy_rep compiles a group at its first check), allowed() time per check,
+memory per file with every group in use compiled (tracemalloc, all parsed objects
+kept alive), and the worst single parse with its first checks, and the worst compile
+of a file's groups (each blocks a crawl's reactor).  Prints a table and PASS/FAIL for
+each target.
 
 Then the curve of where crawls live: parse plus k checks per agent per file (a crawl of
-k pages per site) for k in K_CURVE, against Protego; a check while its group is being
-scanned against one on the compiled group (the same URLs); and steady-state checks.
+k pages per site) for k in K_CURVE, against Protego; and steady-state checks.
 Large k run on every n-th file of the corpus (said in the table) to bound the run.
 
 --cpu-time times with this process's CPU time (time.process_time) instead of the wall
@@ -51,7 +50,6 @@ WORST_PARSE_MS = 25.0
 WORST_PARSE_SIZE = 500 * 1024
 K_CURVE = (1, 5, 20, 100, 1000)
 CURVE_SPEEDUP = 3.0
-SCAN_OVER_COMPILED = 2.0
 # k -> use every n-th file (the checks of k = 1000 on all 4,231 files take minutes)
 K_STRIDE = {1: 1, 5: 1, 20: 1, 100: 4, 1000: 20}
 # what every timing reads (see --cpu-time)
@@ -111,12 +109,9 @@ def time_first_use(
 
 
 def compile_groups(robots: RobotsTxt) -> RobotsTxt:
-    """Compile the groups both agents obey now, as enough checks would (the engine
-    has no public call for it: a private one, here only)."""
+    """Compile the groups both agents obey now, as their first checks would."""
     for agent in USER_AGENTS:
-        token = robots._token(agent)
-        if token is not None:
-            robots._group(token)
+        robots.prepare(agent)
     return robots
 
 
@@ -236,45 +231,6 @@ def curve(
     return rows
 
 
-def scanned_vs_compiled(
-    files: list[tuple[str, bytes]], urls: list[list[str]], repeat: int
-) -> tuple[float, float, int]:
-    """Seconds per check while groups are scanned (after each agent's first check,
-    which prepares the scan) and on the same groups compiled, over the same checks;
-    and how many checks were counted."""
-    scanned = compiled = float("inf")
-    count = 0
-    for _ in range(repeat):
-        spent = spent_compiled = 0.0
-        count = 0
-        for (_, body), file_urls in zip(files, urls, strict=True):
-            robots = RobotsTxt.parse(body)
-            for agent in USER_AGENTS:
-                robots.allowed(file_urls[0], agent)
-                token = robots._token(agent)
-                # (private: only to keep to checks that scan)
-                if token is None or robots._scan(token) is None:
-                    continue
-                batch = file_urls[1:4]
-                t0 = clock()
-                for url in batch:
-                    robots.allowed(url, agent)
-                dt = clock() - t0
-                if robots._scan(token) is None:
-                    continue  # compiled during the batch: not a scanned batch
-                spent += dt
-                count += len(batch)
-                robots._group(token)
-                robots.allowed(file_urls[0], agent)  # remember the compiled group
-                t0 = clock()
-                for url in batch:
-                    robots.allowed(url, agent)
-                spent_compiled += clock() - t0
-        scanned = min(scanned, spent / max(count, 1))
-        compiled = min(compiled, spent_compiled / max(count, 1))
-    return scanned, compiled, count
-
-
 def print_curve(
     files: list[tuple[str, bytes]], urls: list[list[str]], repeat: int
 ) -> list[tuple[str, bool]]:
@@ -286,17 +242,7 @@ def print_curve(
         results.append(
             (f"parse + {k} checks >= {CURVE_SPEEDUP:g}x faster", prot / ours >= CURVE_SPEEDUP)
         )
-    scanned, compiled, count = scanned_vs_compiled(files, urls, repeat)
-    print(
-        f"\nscanned check {scanned * 1e6:.2f} us, compiled {compiled * 1e6:.2f} us "
-        f"({scanned / compiled:.2f}x, {count} checks)\n"
-    )
-    results.append(
-        (
-            f"scanned check within {SCAN_OVER_COMPILED:g}x of compiled",
-            scanned <= SCAN_OVER_COMPILED * compiled,
-        )
-    )
+    print()
     allowed, explain, prot = explain_vs_allowed(files, urls, repeat)
     print(
         f"groups compiled, per check: allowed() {allowed * 1e6:.2f} us, explain() "
@@ -323,6 +269,51 @@ def explain_vs_allowed(
     return allowed, explain, prot_check
 
 
+# --first-checks: groups of growing size, and crawls of a few pages per site
+FIRST_CHECK_RULES = (10, 100, 500, 1000, 2000, 5000)
+FIRST_CHECK_K = (1, 2, 5, 10, 20)
+
+
+def synthetic_group(rules: int, wildcards: bool) -> bytes:
+    """One "*" group of *rules* plain prefixes, every 4th a wildcard rule if asked."""
+    lines = [b"User-agent: *"]
+    for i in range(rules):
+        wild = wildcards and i % 4 == 0
+        lines.append(b"Disallow: /p%d/*.pdf$" % i if wild else b"Disallow: /dir%d/sub" % i)
+    return b"\n".join(lines) + b"\n"
+
+
+def first_check(body: bytes, repeat: int) -> float:
+    """Seconds of one file's first allowed() (its parse excluded), best of *repeat*."""
+    best = float("inf")
+    for _ in range(repeat):
+        robots = RobotsTxt.parse(body)
+        t0 = clock()
+        robots.allowed(BASE + "/dir5/sub/page.html", "MyCrawler/1.0")
+        best = min(best, clock() - t0)
+    return best
+
+
+def print_first_checks(files: list[tuple[str, bytes]], urls: list[list[str]], repeat: int) -> None:
+    """What a site's first checks cost: the first check of one group of growing size
+    (parse excluded), and parse plus k checks per agent per corpus file for small k.
+    Run it on two versions of the engine to compare them (see docs/benchmarks.md)."""
+    print("first check of one group, parse excluded, us")
+    print(f"{'rules':>6} {'plain':>10} {'1/4 wild':>10}")
+    for rules in FIRST_CHECK_RULES:
+        plain = first_check(synthetic_group(rules, False), 20 * repeat)
+        wild = first_check(synthetic_group(rules, True), 20 * repeat)
+        print(f"{rules:>6} {plain * 1e6:>10.1f} {wild * 1e6:>10.1f}")
+    print(f"\nparse + k checks per agent per file ({len(USER_AGENTS)} agents), us per file")
+    print(f"{'k':>6} {'scrapy_rep':>12}")
+    for k in FIRST_CHECK_K:
+        best = float("inf")
+        for _ in range(repeat):
+            gc.collect()
+            best = min(best, parse_and_k_checks(files, urls, RobotsTxt.parse, "allowed", k))
+        print(f"{k:>6} {best * 1e6:>12.1f}")
+
+
 def verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
 
@@ -332,6 +323,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("corpus", type=Path)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--curve-only", action="store_true", help="only the k-checks curve")
+    ap.add_argument(
+        "--first-checks",
+        action="store_true",
+        help="only what a site's first checks cost (groups of growing size, small k)",
+    )
     ap.add_argument(
         "--cpu-time", action="store_true", help="time with process CPU time (see the docstring)"
     )
@@ -347,6 +343,9 @@ def main(argv: list[str] | None = None) -> int:
         f"corpus: {len(files)} files, {sum(len(b) for _, b in files) / 1e6:.1f} MB, "
         f"timed by {'CPU time' if args.cpu_time else 'wall clock'}"
     )
+    if args.first_checks:
+        print_first_checks(files, urls, args.repeat)
+        return 0
     curve_results = print_curve(files, urls, args.repeat)
     if args.curve_only:
         for label, ok in curve_results:

@@ -24,7 +24,7 @@ class Addon:
 
     def update_settings(self, settings: BaseSettings) -> None:
         # replace_in_component_priority_dict raises KeyError here: the stock class is
-        # in DOWNLOADER_MIDDLEWARES_BASE, not DOWNLOADER_MIDDLEWARES (SCRAPY_NOTES).
+        # in DOWNLOADER_MIDDLEWARES_BASE, not DOWNLOADER_MIDDLEWARES.
         # Disabling it by its import path, the key the base dict uses, works on every
         # supported Scrapy (2.14 ignores a class key set to None for a path key).
         ours = _resolve(OUR_PATH)
@@ -36,7 +36,7 @@ class Addon:
                 del middlewares[key]  # the stock class by another key: one key is enough
             elif middlewares[key] is not None:
                 # A project's subclass of the stock middleware would fetch robots.txt a
-                # second time and drop requests by the stock rules (SPEC section 4).
+                # second time and drop requests by the stock rules (docs/compat.md).
                 middlewares[key] = None
                 logger.info(
                     "scrapy-rep add-on: disabled %s (a subclass of Scrapy's "

@@ -3,8 +3,8 @@
 Two hooks gate a request:
 - ``request_scheduled`` (scheduling time): a request whose origin's robots.txt is not yet
   known, or is unreachable, waits in the ``WaitingRoom`` instead of entering the
-  scheduler, so it holds no download concurrency (SCRAPY_NOTES: requests parked in
-  ``process_request`` hold a global slot). It is deduplicated there as the scheduler
+  scheduler, so it holds no download concurrency (Scrapy counts a request parked in
+  ``process_request`` against ``CONCURRENT_REQUESTS``). It is deduplicated there as the scheduler
   would, and re-injected with ``engine.crawl()`` once the origin is decided.
 - ``process_request`` (download time): decides allow/drop from the rules. A request whose
   origin became undecided after it was scheduled is sent back through the scheduler.
@@ -149,7 +149,7 @@ class RobotsTxtMiddleware:
         # False once the spider is known not to be a SitemapSpider: then no request is
         # answered from our copy, and the per-request path skips asking.
         self._sitemap_spider = True
-        self.usage = UsageKeeper(crawler, config, self.decider)  # usage preferences (SPEC §5)
+        self.usage = UsageKeeper(crawler, config, self.decider)  # usage preferences (docs/usage.md)
         self.idle = IdleWatch(config.idle_wait, config.logstats_interval)
         self._adopting: Any = None
         from scrapy_rep.crawl.cluster_delay import make_cluster_delay
@@ -315,7 +315,7 @@ class RobotsTxtMiddleware:
     ) -> Response:
         # (async: Scrapy awaits a coroutine as it is; a plain return value it first
         # tests against collections.abc.Awaitable and wraps in one)
-        return self.usage.on_response(request, response)  # usage preferences (SPEC §5)
+        return self.usage.on_response(request, response)  # usage preferences (docs/usage.md)
 
     # -- one-shot commands -------------------------------------------------------------
 

@@ -7,7 +7,7 @@ from scrapy_rep import RobotsTxt
 
 def compiled_robots(body: str | bytes, agent: str = "bot") -> RobotsTxt:
     """*body* parsed, with the group *agent* obeys compiled now: checks then use the
-    compiled group, never a scan (see scrapy_rep.robotstxt._interpreted)."""
+    compiled group (as after its first check)."""
     robots = RobotsTxt.parse(body)
     token = robots._token(agent)
     if token is not None:

@@ -3,7 +3,7 @@
 The verdict ``scrapy robots`` prints is the crawl's, not the fresh copy's: a crawl whose
 store holds a copy that is still fresh (or an unreachable spell whose next try is not
 due) does not fetch robots.txt at all and applies what is stored (RFC 9309 2.4 caching,
-SPEC section 2). The freshly fetched copy is what ``--refresh`` would store; when it
+docs/behaviour.md). The freshly fetched copy is what ``--refresh`` would store; when it
 says something else, its verdict is shown beside the crawl's.
 """
 
@@ -223,7 +223,7 @@ def url_result(
 
 
 def usage_of(url: str, token: str, robots: RobotsTxt | None) -> dict[str, Any] | None:
-    """The URL's robots.txt usage preferences (SPEC §5) in ``--json`` form, when robots.txt
+    """The URL's robots.txt usage preferences (docs/usage.md) in ``--json`` form, when robots.txt
     rules decide it (none for allow-all, a fallback, or a held origin)."""
     return None if robots is None else robots.usage(url, token).to_json()
 

@@ -1,6 +1,6 @@
 """What ``scrapy robots`` found, and how it is printed (text for people, JSON for scripts).
 
-The JSON keys are a documented interface (docs/command.rst, "--json"): add keys if
+The JSON keys are a documented interface (docs/command.md, "--json"): add keys if
 needed, never rename or remove one. ``reason`` and ``source`` use the slugs of the
 crawl's ``robotstxt_decision`` meta (crawl/decide.py).
 """

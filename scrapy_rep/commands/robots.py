@@ -51,7 +51,7 @@ from scrapy_rep.policy.config import Config, SettingError
 from scrapy_rep.policy.origin import origin_of
 from scrapy_rep.policy.records import RULES, UNREACHABLE
 from scrapy_rep.policy.robots_policy import FetchOutcome, RobotsPolicy
-from scrapy_rep.robotstxt._useragent import product_token
+from scrapy_rep.robotstxt import product_token
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable

@@ -1,4 +1,4 @@
-"""What becomes of waiting requests when the spider closes (SPEC section 3 "nothing
+"""What becomes of waiting requests when the spider closes (docs/behaviour.md, "nothing
 lost"): handed back to a persistent scheduler, kept in a shared store, or dropped with
 one summary line and a stats key; and the INFO line listing the waiting origins."""
 

@@ -1,6 +1,6 @@
 """Crawl-delay kept by a whole cluster, not by each process on its own.
 
-SPEC section 3 "crawl-delay in a cluster": with a shared store, the processes together
+docs/cluster.md, Crawl-delay: with a shared store, the processes together
 respect an origin's Crawl-delay. Each process still spaces its own requests with the
 download slot's delay (``decide.py``); on top of that, a request that robots.txt allows
 reserves the origin's next turn in the shared store (``ClusterStore.reserve_turn``:

@@ -1,4 +1,4 @@
-"""What Scrapy's own ``RobotsTxtMiddleware`` promises beside the rules (SPEC section 4).
+"""What Scrapy's own ``RobotsTxtMiddleware`` promises beside the rules (docs/compat.md).
 
 - ``robots_parsed(robotparser, request)`` (Scrapy 2.18+), sent as the stock middleware
   sends it;

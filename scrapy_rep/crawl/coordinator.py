@@ -91,7 +91,7 @@ class OriginCoordinator(FetchSteps):
         # host:pid:start:nonce, so that a later process on this machine can tell that
         # a lease left behind by this one is dead (storage.base.holder_is_dead)
         self.holder = new_holder()
-        # Fetches in flight renew their lease (SPEC section 3 "leases").
+        # Fetches in flight renew their lease (docs/cluster.md).
         self.leases = LeaseKeeper(storage, self.holder, config, self.calls, clock)
         self.unreachable_warnings = UnreachableWarnings(
             config.logstats_interval, lambda delay, flush: _reactor().callLater(delay, flush)

@@ -36,7 +36,7 @@ logger = logging.getLogger("scrapy_rep")
 DECISION_META_KEY = "robotstxt_decision"
 
 # The ``reason`` and ``source`` slugs of a decision, shared with ``scrapy robots --json``
-# (docs/reference.rst lists each). The rule-set reasons come from RobotsTxt.explain():
+# (docs/reference.md lists each). The rule-set reasons come from RobotsTxt.explain():
 # "rule", "no-matching-rule", "no-matching-group", "robots.txt-always-allowed".
 REASON_ALLOW_ALL = "allow-all"  # 4xx or too many redirects: no rules (RFC 9309 2.3.1.3)
 REASON_FALLBACK_ALLOW = "fallback-allow"  # unreachable too long, REP_UNREACHABLE_FALLBACK
@@ -46,11 +46,11 @@ SOURCE_UNREACHABLE = "unreachable"  # beside fresh, expired, stale, fallback (po
 _PARSED_CACHE_SIZE = 4096
 # A parsed copy: (the robots.txt body, its RobotsTxt, the tokens whose group is ready)
 _Copy = tuple[bytes, RobotsTxt, set[str]]
-# SPEC "cost": the reactor never waits more than 25 ms on robots.txt work. Pure Python
+# docs/rfc.md, "cost": the reactor never waits more than 25 ms on robots.txt work. Pure Python
 # parses the worst 500 KiB shapes (18,285 user-agent lines with signals, 17,680
 # one-rule groups) in 30-90 ms and compiles the worst groups of tens of thousands of
 # rules in as long, so a file from this size is parsed, and a group of this many
-# rules prepared (scanned or compiled) for its first check, in bounded steps with
+# rules compiled for its first check, in bounded steps with
 # the reactor running other work between them (crawl/stepping.py; bench_adversarial.py:
 # the worst shapes cost ~7 ms per 64 KiB, ~3 ms per 2,048 rules). Real files are
 # parsed at once: 49 of the 4,231 corpus files are this large.
@@ -167,7 +167,7 @@ class Decider:
     async def robots_for(self, origin: str, body: bytes, token: str) -> RobotsTxt:
         """The parsed copy of *body*, ready to answer for *token*; a large file is
         parsed, and a large group prepared, in bounded steps on the reactor, other
-        work running between them (crawl/stepping.py, SPEC "cost"). One preparation
+        work running between them (crawl/stepping.py, docs/rfc.md "cost"). One preparation
         per origin at a time: its other requests await it."""
         while (robots := self._ready(origin, body, token)) is None:
             waiters = self._working.get(origin)

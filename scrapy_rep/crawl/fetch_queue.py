@@ -1,6 +1,6 @@
-"""A bound on robots.txt fetches in flight (SPEC section 3, "fetch concurrency").
+"""A bound on robots.txt fetches in flight (docs/settings.md, ``CONCURRENT_REQUESTS``).
 
-``engine.download_async`` bypasses ``CONCURRENT_REQUESTS`` (SCRAPY_NOTES): without a
+``engine.download_async`` bypasses ``CONCURRENT_REQUESTS`` (the scheduler never sees it): without a
 bound, a broad crawl seeded with thousands of origins opens thousands of connections at
 once. Fetches beyond the bound wait in a FIFO of origins; an origin has at most one
 fetch, so FIFO order is round robin by origin. Per-slot limits still apply inside the

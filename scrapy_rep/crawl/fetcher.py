@@ -2,7 +2,7 @@
 
 Going through ``engine.download_async`` means proxies, TLS settings, default headers,
 download handlers and downloader middlewares all apply, as for any page. What differs
-from a page fetch is the budget (SPEC section 2):
+from a page fetch is the budget (docs/behaviour.md):
 - redirects are followed here, hop by hop, up to ``REP_MAX_REDIRECTS`` (RFC 9309 2.3.1.2:
   "SHOULD follow at least five consecutive redirects"), not by RedirectMiddleware;
 - there are no immediate retries (``dont_retry``): the policy's backoff replaces them;
@@ -13,7 +13,7 @@ from a page fetch is the budget (SPEC section 2):
 - a compressed body is decoded here, up to ``REP_MAX_SIZE`` (crawl/robots_body.py), not
   by Scrapy's HttpCompressionMiddleware, which refuses a decompression bomb as a whole.
 
-Stats (SPEC section 4): Scrapy's own keys count one per robots.txt download as a whole,
+Stats (docs/reference.md): Scrapy's own keys count one per robots.txt download as a whole,
 as its middleware counts them (its redirects and retries happen inside one download);
 every hop and every backoff retry is counted in scrapy-rep's own keys instead.
 """
@@ -264,7 +264,7 @@ class RobotsFetcher:
         return outcome, answered
 
     def _refused(self, origin: str, url: str, exc: IgnoreRequest) -> FetchOutcome:
-        """The crawler's own middleware refused the robots.txt request (SPEC section 3).
+        """The crawler's own middleware refused the robots.txt request (docs/behaviour.md).
 
         That is the crawler's choice, not the site's answer: the origin is allow-all,
         as with Scrapy's middleware, and for REP_MIN_TTL only, so the crawler is asked

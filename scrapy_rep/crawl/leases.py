@@ -1,5 +1,5 @@
-"""Fetch leases in a shared store while a fetch runs: renewed off the reactor thread,
-and a long wait on another holder's lease said once per origin."""
+"""Fetch leases in a shared store while a fetch runs (docs/cluster.md): renewed off the
+reactor thread, and a long wait on another holder's lease said once per origin."""
 
 from __future__ import annotations
 

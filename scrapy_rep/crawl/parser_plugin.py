@@ -34,7 +34,7 @@ class RobotParser(_ScrapyRobotParser):
     (RFC 9309 §2.2.1), so a full ``User-Agent`` string works as well as the token.
     The body is parsed on first use, unless *parsed* is its parsed copy already: the
     middleware hands ``robots_parsed`` receivers the copy its own checks use, so that a
-    receiver's query never parses a large file on the reactor (SPEC "cost").
+    receiver's query never parses a large file on the reactor (docs/rfc.md, "cost").
     """
 
     def __init__(
@@ -64,5 +64,5 @@ class RobotParser(_ScrapyRobotParser):
         return self.robotstxt.crawl_delay(user_agent)
 
     def sitemaps(self) -> list[str]:
-        """The ``Sitemap:`` URLs of the file, in file order (SPEC section 1)."""
+        """The ``Sitemap:`` URLs of the file, in file order (RFC 9309 §2.2.4)."""
         return list(self.robotstxt.sitemaps)

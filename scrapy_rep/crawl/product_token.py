@@ -1,6 +1,7 @@
 """Which product token a request's crawler obeys.
 
-SPEC section 3: the first of ``meta["robotstxt_user_agent"]``, the spider attribute
+docs/behaviour.md, "Product token": the first of ``meta["robotstxt_user_agent"]``, the spider
+attribute
 ``robotstxt_user_agent``, ``ROBOTSTXT_USER_AGENT``, the request's own User-Agent header
 and ``USER_AGENT``, reduced to its leading product token (RFC 9309 2.2.1: crawlers match
 on their product token, not on the full UA string).
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.http.headers import Headers
 
-from scrapy_rep.robotstxt._useragent import product_token
+from scrapy_rep.robotstxt import product_token
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider

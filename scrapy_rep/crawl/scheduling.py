@@ -28,8 +28,8 @@ ONE_SHOT_COMMANDS = frozenset({"fetch", "shell", "view"})
 
 # What the scheduling gate returns for a request it keeps out of the scheduler (held,
 # or a duplicate of a held one). The engine drops a request when a request_scheduled
-# receiver's result is an IgnoreRequest failure (SCRAPY_NOTES); a receiver that
-# raises gets one built by send_catch_log, with a traceback whose frames form a
+# receiver's result is an IgnoreRequest failure (ExecutionEngine._schedule_request); a
+# receiver that raises gets one built by send_catch_log, with a traceback whose frames form a
 # reference cycle around the request, garbage only the cyclic collector frees. One
 # shared failure without a traceback costs nothing per request.
 NOT_SCHEDULED = Failure(IgnoreRequest("kept out of the scheduler until robots.txt decides"))  # type: ignore[no-untyped-call]
@@ -72,7 +72,7 @@ class SchedulerBridge:
     def offsite_drops(self, request: Request) -> bool:
         """Whether Scrapy's OffsiteMiddleware drops ``request``. It raises IgnoreRequest
         from its own request_scheduled receiver, but send_catch_log calls ours anyway
-        (SCRAPY_NOTES), so its decision is asked again here, with its own rules."""
+        (it calls every receiver), so its decision is asked again here, with its own rules."""
         if not self._offsite or request.dont_filter or request.meta.get("allow_offsite"):
             return False
         spider = self.crawler.spider

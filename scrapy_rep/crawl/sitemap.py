@@ -1,4 +1,4 @@
-"""SitemapSpider's own robots.txt request, answered from scrapy-rep's copy (SPEC section 4).
+"""SitemapSpider's own robots.txt request, answered from scrapy-rep's copy (docs/compat.md).
 
 A ``SitemapSpider`` whose ``sitemap_urls`` name a robots.txt requests that file itself
 (callback ``_parse_sitemap``) to read its ``Sitemap:`` lines; with robots.txt obeyed,

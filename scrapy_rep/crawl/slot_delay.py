@@ -1,10 +1,10 @@
-"""Crawl-delay kept on Scrapy's download slots (SPEC section 3, Google: Crawl-delay is a
-minimum spacing between requests to a site).
+"""Crawl-delay kept on Scrapy's download slots (docs/behaviour.md, "Crawl-delay"; Google:
+Crawl-delay is a minimum spacing between requests to a site).
 
 A slot's delay is raised to the Crawl-delay and its random jitter narrowed so that the
 shortest gap is still the Crawl-delay; the delay also goes into the downloader's
 ``per_slot_settings``, so a slot Scrapy creates again after its 60 s idle collection
-keeps it (SCRAPY_NOTES: Slots), and it is re-asserted before each download, because
+keeps it (Scrapy drops a slot idle for 60 s), and it is re-asserted before each download, because
 AutoThrottle rewrites ``slot.delay`` on every response.
 """
 
@@ -47,7 +47,7 @@ class SlotDelays:
             )
         self._delays[key] = delay
         # per_slot_settings is what a new slot reads, so the delay survives the slot
-        # being garbage-collected after 60 s idle (SCRAPY_NOTES: Slots).
+        # being garbage-collected after 60 s idle (Downloader._slot_gc).
         slot_settings = downloader.per_slot_settings.setdefault(key, {})
         slot_delay = max(float(slot_settings.get("delay", _downloader_delay(downloader))), delay)
         slot_settings["delay"] = slot_delay

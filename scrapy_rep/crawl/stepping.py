@@ -1,4 +1,4 @@
-"""Engine work run on the reactor's own thread in bounded steps (SPEC "cost").
+"""Engine work run on the reactor's own thread in bounded steps (docs/rfc.md, "cost").
 
 The reactor must never wait more than 25 ms on robots.txt work, and pure Python
 parses the worst 500 KiB files and compiles the worst groups of tens of thousands of
@@ -29,7 +29,7 @@ T = TypeVar("T")
 # of CPU at most). On a loaded 2-core machine every ms of CPU between turns is
 # stretched by the OS's scheduling, so the budget is small: in a crawl of a hostile
 # file the largest reactor gap was 15-36 ms with 1 ms, 45-64 ms with 3 ms (load 10,
-# notes/steps.md); a turn costs well under 0.1 ms
+# benchmarks/bench_adversarial.py); a turn costs well under 0.1 ms
 STEP_BUDGET = 0.001
 
 

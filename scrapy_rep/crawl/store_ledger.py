@@ -1,6 +1,6 @@
 """Held requests recorded in a shared store, so a ``kill -9`` of the holder loses none.
 
-SPEC section 3 "nothing lost": with a shared store, another process (or the next run of
+docs/behaviour.md, "nothing lost": with a shared store, another process (or the next run of
 the spider) releases the waiting requests of a process that died. ``StoreLedger`` is the
 ``HeldLedger`` the waiting room reports to:
 

@@ -1,6 +1,6 @@
 """Usage preferences in a crawl: recorded on every response, counted, and (opt-in) obeyed.
 
-SPEC §5. Preferences never decide fetching (Allow/Disallow do); they say what the crawl
+docs/usage.md. Preferences never decide fetching (Allow/Disallow do); they say what the crawl
 may do with content. The crawl declares its purposes (``REP_PURPOSES``, or the request's
 ``meta["rep_purposes"]``); ``REP_USAGE_MODE`` says what happens when a purpose is refused:
 

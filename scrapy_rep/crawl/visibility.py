@@ -1,4 +1,4 @@
-"""What INFO says while requests wait on robots.txt (SPEC section 3, "waiting visibly").
+"""What INFO says while requests wait on robots.txt (docs/waiting.md).
 
 A crawl that waits on an unreachable robots.txt must not look hung: INFO says when an
 origin starts waiting (how many requests, why, the next try, when the wait ends and

@@ -1,7 +1,7 @@
 """The waiting room: requests held back until their origin's robots.txt decides them.
 
 Requests wait here instead of inside ``process_request`` so they hold no download
-concurrency (SCRAPY_NOTES: a request parked in the downloader holds a global slot).
+concurrency (Scrapy counts a request parked in the downloader against its global limit).
 Two kinds of waiting:
 
 - *held*: until the origin is decided (robots.txt pending or unreachable); the

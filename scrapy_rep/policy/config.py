@@ -231,7 +231,7 @@ class Config:
     # again on their next request. 64 MiB: about 8,000 origins of the corpus's mean size
     # (4 KB), 30,000 of its median; the runtimes themselves stay bounded by count.
     memory_max_bytes: int = 64 * 2**20
-    # Fetch leases in a shared store (SPEC section 3 "leases"): a lease lasts
+    # Fetch leases in a shared store (docs/cluster.md): a lease lasts
     # ``lease_ttl`` seconds and the running fetch renews it every
     # ``lease_renew_every``, so a holder that dies blocks its origin for at most
     # ``lease_ttl`` whatever DOWNLOAD_TIMEOUT is.
@@ -247,7 +247,7 @@ class Config:
     # beyond this they spill to disk (Scrapy's disk queues, about 230 us each).
     memory_max_held: int = 100_000
     # robots.txt fetches in flight at once: CONCURRENT_REQUESTS (engine.download_async
-    # bypasses the engine's own limit, SCRAPY_NOTES).
+    # bypasses the engine's own limit: it is not counted by the scheduler's slots).
     fetch_concurrency: int = 16
     # How often the "still waiting" INFO line may repeat: LOGSTATS_INTERVAL (0 = never).
     logstats_interval: float = 60.0

@@ -6,7 +6,7 @@ It answers two questions for one origin:
 - ``after_fetch(record, outcome, now)``: the new record once a fetch has ended.
 
 The rules come from RFC 9309 section 2.3.1 and Google's documented crawler behaviour
-(SPEC.md section 2): 2xx gives rules; 4xx other than 429 allows all; 429, 5xx and network
+(docs/behaviour.md): 2xx gives rules; 4xx other than 429 allows all; 429, 5xx and network
 failures make the origin unreachable, so its requests wait while robots.txt is retried with
 backoff; after ``unreachable_wait`` (12 h) the last good copy applies if it is younger than
 ``stale_max_age`` (30 days), else ``unreachable_fallback``.
@@ -113,7 +113,7 @@ def parse_retry_after(value: str | None, now: float) -> float | None:
 def classify_status(
     status: int, headers: Mapping[str, str], body: bytes, now: float, *, truncated: bool = False
 ) -> FetchOutcome:
-    """Classify a final (non-redirect) robots.txt response, per SPEC section 2."""
+    """Classify a final (non-redirect) robots.txt response (RFC 9309 §2.3.1)."""
     max_age = parse_max_age(headers.get("cache-control"))
     detail = str(status)
     if 200 <= status < 300:

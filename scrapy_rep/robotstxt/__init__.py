@@ -6,9 +6,9 @@ so it can be used (and tested) as a library on its own.
 
 from scrapy_rep.robotstxt._extensions import EXTENSION_FIELDS, ExtensionLine
 from scrapy_rep.robotstxt._issues import ISSUE_KINDS, MAX_ISSUES, Issue
+from scrapy_rep.robotstxt._lines import product_token
 from scrapy_rep.robotstxt._robotstxt import DEFAULT_MAX_SIZE, Decision, RobotsTxt
 from scrapy_rep.robotstxt._usage import Usage
-from scrapy_rep.robotstxt._useragent import product_token
 
 __all__ = [
     "DEFAULT_MAX_SIZE",

@@ -1,41 +1,52 @@
-"""Compiling a group (see _matcher for the compiled form), in passes that can stop.
+"""Compiling a group (see _matcher.Group for the compiled form), in passes that can stop.
 
 A group of tens of thousands of rules takes about twenty C-level passes over its rules
 to compile, 1-3 ms each in pure Python, 30-45 ms in all: more than a crawl's event
-loop may wait (SPEC "cost": 25 ms).  compile_steps does the same passes as a
+loop may wait (25 ms, docs/rfc.md).  compile_steps does the same passes as a
 generator that yields between them once the group is large, so that a caller can run
 them a few at a time between other work (see RobotsTxt.prepare_steps);
 compile_group runs them at once, with the same code.
+
+The literal rules become a sorted prefix forest: each distinct guard gets its
+parent, the position of its longest proper prefix among the guards (-1 for none), so
+that the guards a path starts with are one bisect and a short walk away (see
+_matcher.literal_rule).
 """
 
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Generator, Iterator
 from functools import partial
 from itertools import accumulate, compress, count, pairwise, repeat
-from operator import add, and_, contains, itemgetter, lshift, ne, or_, sub
+from operator import add, and_, contains, ge, itemgetter, lshift, ne, or_, sub
+from typing import TypeAlias
 
-from scrapy_rep.robotstxt._escapes import joined_needs_fixing, normalised_rules
-from scrapy_rep.robotstxt._forest import parents as forest_parents
-from scrapy_rep.robotstxt._forest import (
-    parents_steps,
-    plain_literals,
-    plain_literals_steps,
-    ranked_chain,
+from scrapy_rep.robotstxt._matcher import (
+    EMPTY_GROUP,
+    MANY_WILDCARDS,
+    Group,
+    Rules,
+    merged_rules,
+    probe_index_steps,
 )
-from scrapy_rep.robotstxt._matcher import EMPTY_GROUP, Group, Rules, merged_rules
-from scrapy_rep.robotstxt._probes import MANY_WILDCARDS, probe_index_steps
+from scrapy_rep.robotstxt._normalise import joined_needs_fixing, normalised_rules
 
 __all__ = [
     "DEDUP_FROM",
     "DEDUP_WILD_FROM",
     "STEPS_FROM",
+    "WALK_STEP",
     "compile_group",
     "compile_steps",
-    "first_copies",
+    "parents_steps",
+    "plain_literals",
+    "plain_literals_steps",
+    "prefix_parents",
+    "ranked_chain",
 ]
+
 
 # from this many rules a group's repeated rules are dropped before compiling (a copy
 # still costs every compiling pass; looking for copies costs a set of all the
@@ -55,22 +66,6 @@ QUICK_PROBES = 8
 _longer = partial(max, key=len)  # (the first on a tie)
 _FIRST = itemgetter(0)
 _LAST = itemgetter(2)
-
-
-def first_copies(patterns: list[bytes], marks: array[int]) -> Rules:
-    """*patterns* and *marks* without the rules that repeat an earlier one (the same
-    pattern and kind), in file order.
-
-    A copy never decides where the first does not (same precedence, later line), but
-    a check that fails on it would try every copy, and every compile would carry it:
-    a file repeating one rule thousands of times would make each step slow.
-    """
-    steps = _first_copies_steps(patterns, marks)
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
 
 
 # normalised_rules is a few C-level passes over the rules joined (~0.3 µs a rule, and
@@ -103,7 +98,14 @@ def _normalised_steps(
 
 
 def _first_copies_steps(patterns: list[bytes], marks: array[int]) -> Generator[None, None, Rules]:
-    """first_copies, yielding between its passes (each one C-level pass)."""
+    """*patterns* and *marks* without the rules that repeat an earlier one (the same
+    pattern and kind), in file order, yielding between its passes (each one C-level
+    pass).
+
+    A copy never decides where the first does not (same precedence, later line), but
+    a check that fails on it would try every copy, and every compile would carry it:
+    a file repeating one rule thousands of times would make each step slow.
+    """
     keys = list(zip(patterns, map(and_, marks, repeat(1)), strict=True))
     yield None
     first = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1), strict=True))
@@ -280,8 +282,8 @@ def compile_steps(
         wild_parents = array("i", [-1]) * len(distinct)
         yield from parents_steps(distinct, wild_parents)
     else:
-        wild_parents = forest_parents(distinct)
-    # many wildcard rules: their probes are looked for in one pass (see _probes)
+        wild_parents = prefix_parents(distinct)
+    # many wildcard rules: their probes are looked for in one pass (see _matcher.ProbeIndex)
     index = None
     if len(texts) >= MANY_WILDCARDS:
         for index in probe_index_steps(texts):
@@ -308,3 +310,129 @@ def compile_steps(
         probe_index=index,
         quick_probes=quick,
     )
+
+
+def _after(prefix: bytes) -> bytes | None:
+    """The least bytes string above every string that starts with *prefix* (None:
+    there is none)."""
+    stem = prefix.rstrip(b"\xff")
+    return stem[:-1] + bytes((stem[-1] + 1,)) if stem else None
+
+
+def prefix_parents(guards: list[bytes]) -> array[int]:
+    """Each sorted guard's longest proper prefix among them (-1 for none): see
+    parents_steps, run at once."""
+    found = array("i", [-1]) * len(guards)
+    for _ in parents_steps(guards, found):
+        pass
+    return found
+
+
+# parents_steps yields after walking about this many guards (a few ms at most)
+WALK_STEP = 4096
+
+
+def parents_steps(guards: list[bytes], found: array[int]) -> Iterator[None]:
+    """Fill *found* (-1 for each guard) with each sorted guard's longest proper prefix
+    among them (-1 for none), yielding after every WALK_STEP guards walked.
+
+    In sorted order the guards that start with a guard follow it in one run (its
+    subtree), and a guard without a parent (a root) starts no run unless the next
+    guard starts with it: so only the runs are walked, one bisect each, and most
+    guards (roots of no run, in real files) are never visited in Python.  Within a
+    run a guard's parent is the guard before it when that is a prefix of it;
+    otherwise it is on the previous guard's chain of prefixes.  (Guards that are
+    prefixes of one another by the thousand, "/1", "/10", "/100", are walked in steps.)
+    """
+    n = len(guards)
+    child = list(map(bytes.startswith, guards[1:], guards[:-1]))
+    end = 0
+    walked = 0  # guards walked since the last yield
+    for root in compress(count(), child):
+        if root < end:
+            continue  # inside the run of an earlier root
+        after = _after(guards[root])
+        end = n if after is None else bisect_left(guards, after, root + 1)
+        for low in range(root + 1, end, WALK_STEP):
+            if walked >= WALK_STEP:
+                walked = 0
+                yield
+            high = min(low + WALK_STEP, end)
+            walked += high - low
+            for i in range(low, high):
+                if child[i - 1]:
+                    found[i] = i - 1
+                    continue
+                up = found[i - 1]
+                guard = guards[i]
+                while not guard.startswith(guards[up]):
+                    up = found[up]
+                found[i] = up
+
+
+Literals: TypeAlias = tuple[tuple[bytes, ...], "array[int]", "array[int]"]
+
+
+def plain_literals(
+    literal: list[int] | None, patterns: list[bytes], codes: list[int], packed: list[int]
+) -> Literals:
+    """The literal rules (positions in *patterns*; None: all of them) as a sorted
+    prefix forest: plain_literals_steps run at once."""
+    for found in plain_literals_steps(literal, patterns, codes, packed):  # noqa: B007
+        pass
+    return found  # type: ignore[return-value]  # (the last item is the forest)
+
+
+def plain_literals_steps(
+    literal: list[int] | None, patterns: list[bytes], codes: list[int], packed: list[int]
+) -> Iterator[Literals | None]:
+    """The literal rules (positions in *patterns*; None: all of them) as a sorted
+    prefix forest, in mostly C-level calls: yields None between them (for a caller
+    that runs them in steps) and, last, the distinct guards in sorted order, each
+    one's parent (see prefix_parents) and their packed codes (of the deciding rule among
+    equal guards)."""
+    if literal is None:  # the common case: every rule is a plain prefix
+        first = dict(zip(patterns, packed, strict=True))
+        if len(first) == len(patterns):
+            yield None
+            lits = sorted(first)
+            lit_codes = array("q", list(map(first.__getitem__, lits)))
+            yield None
+            found = array("i", [-1]) * len(lits)
+            yield from parents_steps(lits, found)
+            yield tuple(lits), found, lit_codes
+            return
+        literal = list(range(len(patterns)))
+    by_guard = dict(zip(map(patterns.__getitem__, literal), literal, strict=True))
+    if len(by_guard) < len(literal):
+        yield None
+        # equal guards: the deciding rule is the one of highest precedence, then
+        # the first in file order, and it must be the last one the dict sees
+        literal.sort(key=codes.__getitem__, reverse=True)
+        literal.reverse()
+        by_guard = dict(zip(map(patterns.__getitem__, literal), literal, strict=True))
+    yield None
+    lits = sorted(by_guard)
+    lit_codes = array("q", list(map(packed.__getitem__, map(by_guard.__getitem__, lits))))
+    yield None
+    found = array("i", [-1]) * len(lits)
+    yield from parents_steps(lits, found)
+    yield tuple(lits), found, lit_codes
+
+
+def ranked_chain(parents: array[int], lit_codes: array[int]) -> array[int] | None:
+    """Each guard's deciding rule on its chain of prefixes, or None when that is
+    always the guard itself (only a literal written with trailing "*"s keeps a
+    length that can outrank a longer guard below it)."""
+    chain = array("i", range(len(parents)))
+    ranked = False
+    # parents come before their children in sorted order
+    for i in compress(count(), map(ge, parents, repeat(0))):
+        up = chain[parents[i]]
+        win, own = lit_codes[up], lit_codes[i]
+        # the ancestor wins on higher precedence, or equal precedence and an
+        # earlier line (codes are then equal down to the line bits)
+        if win >> 33 > own >> 33 or (win >> 33 == own >> 33 and win < own):
+            chain[i] = up
+            ranked = True
+    return chain if ranked else None

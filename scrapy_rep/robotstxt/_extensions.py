@@ -29,7 +29,6 @@ __all__ = [
     "SIGNAL_KEYS",
     "ExtensionLine",
     "Extensions",
-    "interpret",
     "interpret_steps",
     "summarise",
 ]
@@ -151,24 +150,16 @@ def summarise(lines: list[ExtensionLine], invalid: list[int]) -> Extensions:
 Interpreted = tuple[dict[str, "Extensions"], "Extensions | None"]
 
 
-def interpret(
-    per_token: dict[str, list[list[ExtensionLine]]], preamble: list[ExtensionLine], log: IssueLog
-) -> Interpreted:
-    """Each token's extension values, reading every run's lines once (linear), and
-    those of the *preamble* (lines before any user-agent line); invalid values and
-    preamble lines that are not content signals are reported to *log*."""
-    for found in interpret_steps(per_token, preamble, log, 0):  # noqa: B007 (the last)
-        pass
-    return found  # type: ignore[return-value]  # (the last item is the result)
-
-
 def interpret_steps(
     per_token: dict[str, list[list[ExtensionLine]]],
     preamble: list[ExtensionLine],
     log: IssueLog,
     step: int,
 ) -> Iterator[Interpreted | None]:
-    """interpret(), yielding None after about every *step* lines or tokens (0: never,
+    """Each token's extension values, reading every run's lines once (linear), and
+    those of the *preamble* (lines before any user-agent line); invalid values and
+    preamble lines that are not content signals are reported to *log*.  Yields None
+    after about every *step* lines or tokens (0: never,
     for a caller that runs it at once), and the result last."""
     invalid: list[int] = []
     by_run: dict[int, Extensions] = {}

@@ -2,56 +2,104 @@
 
 from __future__ import annotations
 
+import gc
 from bisect import bisect_right
-from operator import attrgetter
-from typing import TypeAlias
+from collections.abc import Generator, Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from typing import TypeAlias, TypeVar
 
-from scrapy_rep.robotstxt._explain import Decision, Explained, Explaining, _agent
-from scrapy_rep.robotstxt._extension_queries import ExtensionQueries
-from scrapy_rep.robotstxt._extensions import ExtensionLine, Extensions
-from scrapy_rep.robotstxt._gc import paused_gc
-from scrapy_rep.robotstxt._interpreted import (
-    SCAN_MAX_OCTETS,
-    SCAN_MAX_RULES,
-    Scan,
-    compile_cost,
-    plain_scan,
-    prepare_scan,
-    scan_allows,
-    windowed,
-)
+from scrapy_rep.robotstxt._compile import compile_steps
+from scrapy_rep.robotstxt._extensions import SIGNAL_KEYS, ExtensionLine, Extensions
 from scrapy_rep.robotstxt._issues import Issue, Pending, count_issues, materialise
-from scrapy_rep.robotstxt._matcher import (
-    Group,
-    wild_rule,
+from scrapy_rep.robotstxt._lines import token_key
+from scrapy_rep.robotstxt._matcher import EMPTY_GROUP, Group, best_rule, pattern_at, wild_rule
+from scrapy_rep.robotstxt._normalise import SIMPLE_URL, path_and_text, plain_path
+from scrapy_rep.robotstxt._normalise import as_text as _text
+from scrapy_rep.robotstxt._parser import (
+    DEFAULT_MAX_SIZE,
+    LINES_STEP,
+    ParseResult,
+    Run,
+    parse,
+    parse_steps,
+    run_rules,
 )
-from scrapy_rep.robotstxt._parser import DEFAULT_MAX_SIZE, ParseResult, Run, parse, run_rules
-from scrapy_rep.robotstxt._steps import ScanState, SteppedWork
-from scrapy_rep.robotstxt._urls import _SIMPLE, plain_path
-from scrapy_rep.robotstxt._urls import as_text as _text
-from scrapy_rep.robotstxt._usage import UsageIndex
-from scrapy_rep.robotstxt._useragent import token_key
+from scrapy_rep.robotstxt._usage import Usage, UsageIndex
 
 __all__ = ["DEFAULT_MAX_SIZE", "Decision", "RobotsTxt"]
 
 
 _Text: TypeAlias = str | bytes | bytearray | memoryview
-
+_R = TypeVar("_R", bound="RobotsTxt")
 
 _NO_MEMO: tuple[object, None] = (None, None)
-
-
 # a file (octets) or group (16 octets a rule) from which the collector is paused
 _LARGE = 32_768
-_MARKS = attrgetter("marks")  # a run's line marks, one per rule (see _runs.Run)
+_MARK = (1 << 33) - 1  # the line mark part of a rule's code (see _matcher)
 
 
-class RobotsTxt(Explaining, ExtensionQueries, SteppedWork):
-    """A parsed robots.txt.  Build with :meth:`parse`.
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """The cyclic garbage collector paused while a large file is parsed or a large
+    group compiled.
 
-    Queries change no answer, but they do build indexes as they go (see _interpreted):
-    the state they touch is swapped whole or rebuilt when lost, so one object can be
-    shared by threads.
+    A 500 KiB file becomes tens of thousands of small containers (lists, tuples, runs)
+    that all survive: each 700 of them start a collection, and the older generations
+    are collected again and again as they grow, which in a crawl's large heap costs
+    more than the parse itself (a file of 18,285 user-agent lines parses 2-3x faster
+    without). The engine makes no reference cycles, so pausing the collector loses
+    nothing; it runs again, as configured, once the work is done.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """Why a URL is allowed or not, for logs and debugging."""
+
+    allowed: bool
+    line: int | None
+    rule: str | None
+    groups: tuple[str, ...]
+    reason: str
+
+
+_ROBOTS_TXT = Decision(True, None, None, (), "robots.txt-always-allowed")
+_NO_GROUP = Decision(True, None, None, (), "no-matching-group")
+
+
+@dataclass(frozen=True, slots=True)
+class _Explained:
+    """explain()'s memo: the last user agent asked about, its token, its compiled
+    group and the group's decisions so far by deciding rule (-1: none matches); one
+    object swapped whole, so threads sharing a RobotsTxt never mix two agents'."""
+
+    agent: object
+    token: str
+    group: Group
+    decisions: dict[int, Decision]
+
+
+def _agent(user_agent: _Text) -> str | bytes:
+    # (a bytearray or memoryview is kept as bytes: it compares equal to those)
+    return user_agent if isinstance(user_agent, (str, bytes)) else bytes(user_agent)
+
+
+class RobotsTxt:
+    """A parsed robots.txt.  Build with :meth:`parse` (or :meth:`parse_steps`).
+
+    No group is compiled by the parse: a crawler uses one token, and most files name
+    many crawlers it will never be (Protego builds its index lazily alike). A group
+    is compiled at its first check (or by :meth:`prepare`). Queries change no answer;
+    the state they build is swapped whole, so one object can be shared by threads.
     """
 
     __slots__ = (
@@ -66,7 +114,7 @@ class RobotsTxt(Explaining, ExtensionQueries, SteppedWork):
         "_originals",
         "_preamble",
         "_preamble_summary",
-        "_scans",
+        "_usage",
         "rule_count",
         "sitemaps",
         "truncated",
@@ -74,14 +122,13 @@ class RobotsTxt(Explaining, ExtensionQueries, SteppedWork):
 
     def __init__(self) -> None:
         self._usage: UsageIndex | None = None  # usage preferences, built on first use
+        # token -> its group: the parser's runs until compiled (see _compile)
         self._groups: dict[str, Group | list[Run]] = {}
-        # (the last user agent asked about, its compiled group, None: allow all, or
-        # the token of its group while that is scanned),
+        # (the last user agent asked about, its compiled group or None: allow all),
         # one tuple swapped whole, so that threads sharing the object never see one
         # agent paired with another's group
-        self._memo: tuple[object, Group | str | None] = _NO_MEMO
-        # explain()'s own memo, set once the agent's group is compiled (see explain)
-        self._explained: Explained | None = None
+        self._memo: tuple[object, Group | None] = _NO_MEMO
+        self._explained: _Explained | None = None  # explain()'s own memo
         # token -> its compiled group's decisions so far, by deciding rule (see explain)
         self._decisions: dict[str, dict[int, Decision]] | None = None
         # token -> its extension values (Crawl-delay, ...); the preamble's (lines
@@ -90,10 +137,8 @@ class RobotsTxt(Explaining, ExtensionQueries, SteppedWork):
         self._preamble_summary: Extensions | None = None
         self._extension_lines: dict[str, list[list[ExtensionLine]]] | None = None
         self._preamble: list[ExtensionLine] | None = None
+        # line -> pattern as written, where explain() cannot rebuild it
         self._originals: dict[int, str] | None = None
-        # token -> (what scans may still cost before compiling, the scan) of groups
-        # not compiled yet (see _interpreted)
-        self._scans: dict[str, ScanState] | None = None
         self.sitemaps: list[str] = []
         self.truncated = False
         self.rule_count = 0
@@ -103,28 +148,53 @@ class RobotsTxt(Explaining, ExtensionQueries, SteppedWork):
         # None: not counted yet (or no issue): counted on demand from _issues
         self._issue_counts: dict[str, int] | None = None
 
+    # -- parsing ---------------------------------------------------------------------
+
     @classmethod
     def parse(cls, content: _Text, max_size: int = DEFAULT_MAX_SIZE) -> RobotsTxt:
         """Parse *content* (bytes or str); never raises for any content."""
         if len(content) < _LARGE:
             res = parse(content, max_size)
         else:
-            with paused_gc():  # (see _gc: tens of thousands of containers)
+            with paused_gc():  # (tens of thousands of containers: see paused_gc)
                 res = parse(content, max_size)
         return cls._parsed(res)
 
     @classmethod
-    def _parsed(cls, res: ParseResult) -> RobotsTxt:
+    def parse_steps(
+        cls: type[_R], content: _Text, max_size: int = DEFAULT_MAX_SIZE, step: int = LINES_STEP
+    ) -> Generator[None, None, _R]:
+        """:meth:`parse` in bounded steps, for a caller that must not stop for long
+        (an event loop): a generator, each ``next()`` of which parses at most *step*
+        lines or does one of the phases after them (each linear in the file, a few
+        ms for a 500 KiB file), and that returns the parsed file, the same as
+        :meth:`parse` gives::
+
+            steps = RobotsTxt.parse_steps(body)
+            while True:
+                try:
+                    next(steps)  # ... other work between steps ...
+                except StopIteration as done:
+                    robots = done.value
+                    break
+
+        (or ``robots = yield from RobotsTxt.parse_steps(body)`` in a generator).
+        The cyclic garbage collector stays paused from the first step to the last
+        for a large file, as in :meth:`parse`.
+        """
+        with paused_gc() if len(content) >= _LARGE else nullcontext():
+            for res in parse_steps(content, max_size, step):
+                if res is None:
+                    yield
+        return cls._parsed(res)  # type: ignore[arg-type]  # (the last item)
+
+    @classmethod
+    def _parsed(cls: type[_R], res: ParseResult) -> _R:
         self = cls.__new__(cls)  # every slot is set here: no defaults to throw away
         self._usage = None
         self._memo = _NO_MEMO
         self._explained = None
         self._decisions = None
-        self._scans = None
-        # No group is compiled now: a crawler uses one token, and most files name
-        # many crawlers it will never be (Protego builds its index lazily alike).
-        # A group's first checks scan its rules; it is compiled when used more (see
-        # _first_use and _interpreted).
         self._groups = res.groups  # type: ignore[assignment]  # (runs only, so far)
         self._originals = res.originals or None
         self._extensions = res.summaries or None
@@ -137,6 +207,8 @@ class RobotsTxt(Explaining, ExtensionQueries, SteppedWork):
         self.truncated = res.truncated
         self.rule_count = res.rule_count
         return self
+
+    # -- diagnostics -----------------------------------------------------------------
 
     @property
     def issue_counts(self) -> dict[str, int]:
@@ -161,74 +233,7 @@ class RobotsTxt(Explaining, ExtensionQueries, SteppedWork):
             found = self._issues = materialise(found)
         return found
 
-    def _scan(self, token: str) -> Scan | None:
-        """The scan of *token*'s group while scanning still costs less than compiling
-        it would have; None once the group is, or is due to be, compiled."""
-        runs = self._groups[token]
-        if not isinstance(runs, list):
-            return None
-        scans = self._scans
-        if scans is None:
-            scans = self._scans = {}
-        found = scans.get(token)
-        if found is None:
-            count = len(runs[0].marks) if len(runs) == 1 else sum(map(len, map(_MARKS, runs)))
-            if count > SCAN_MAX_RULES or sum(len(run.patterns) for run in runs) > SCAN_MAX_OCTETS:
-                return None  # compiled at once (compile_cost): no scan to prepare
-            plain = plain_scan(runs[0].patterns, runs[0].marks) if len(runs) == 1 else None
-            if plain is not None:
-                scan, cost = plain
-                rules = [(scan[0], runs[0].marks)]
-            else:
-                originals = {} if self._originals is None else self._originals
-                rules = list(map(run_rules, runs))
-                scan = prepare_scan(rules, originals)
-                cost = compile_cost(scan)
-                if originals and self._originals is None:
-                    self._originals = originals
-            if cost > 0:
-                # a large group's window now, for its first scan too: the first
-                # check sorted the guards after a pass over all of them anyway
-                # (see windowed); it now sorts first and scans the window only
-                scan = windowed(scan)
-            found = scans[token] = (cost, scan, rules)
-        return found[1] if found[0] > 0 else None
-
-    def _spend(self, token: str, cost: int) -> None:
-        """Count a scan of *token*'s group against what compiling it would cost."""
-        scans = self._scans
-        if scans is not None and (found := scans.get(token)) is not None:
-            # (else compiled meanwhile)
-            scans[token] = (found[0] - cost, found[1], found[2])
-
-    def _group(self, token: str) -> Group:
-        group = self._groups[token]
-        if isinstance(group, list):
-            for _ in self._compile_steps(token):  # (see _steps: run to its end at once)
-                pass
-            group = self._groups[token]
-        return group  # type: ignore[return-value]  # (compiled now)
-
-    def _compiled(self, token: str, group: Group, originals: dict[int, str]) -> None:
-        """Keep *token*'s compiled group (its scan, if any, is no longer needed)."""
-        self._groups[token] = group
-        if originals and self._originals is None:
-            self._originals = originals
-        scans = self._scans
-        if scans is not None:
-            scans.pop(token, None)
-            if not scans:
-                self._scans = None  # an emptied dict keeps its table: free it
-
-    def _remember(self, explained: Explained) -> None:
-        """Remember explain()'s agent (see _explain), one tuple swapped whole."""
-        self._explained = explained
-
-    def _known(self, token: str) -> dict[int, Decision]:
-        decisions = self._decisions
-        if decisions is None:
-            decisions = self._decisions = {}
-        return decisions.setdefault(token, {})
+    # -- groups ----------------------------------------------------------------------
 
     def _token(self, user_agent: _Text) -> str | None:
         """The group key this crawler obeys (RFC 9309 §2.2.1), or None for none."""
@@ -238,65 +243,75 @@ class RobotsTxt(Explaining, ExtensionQueries, SteppedWork):
             token = "*" if "*" in self._groups else None
         return token
 
-    def _first_use(self, url: _Text, user_agent: _Text) -> bool | Group | None:
-        """allowed() for a user agent other than the remembered one.
+    def _group(self, token: str) -> Group:
+        """*token*'s group, compiled now if it is not yet."""
+        group = self._groups[token]
+        if isinstance(group, list):
+            for _ in self._compile_steps(token):  # (run to its end at once)
+                pass
+            group = self._groups[token]
+        return group  # type: ignore[return-value]  # (compiled now)
 
-        While its group is being scanned (see _interpreted), answers by scanning.
-        Otherwise remembers the agent and its compiled group, as a crawler asks with
-        the same user agent again and again, and returns the group for allowed() to
-        use (None: no group applies, everything is allowed).
-        """
-        token = self._token(user_agent)
-        group = None
-        if token is not None:
-            found = self._groups[token]
-            if found.__class__ is Group:  # compiled already: the common case
-                group = found
-            else:
-                scan = self._scan(token)
-                if scan is not None:
-                    # remembered as scanning: allowed() comes straight to _scanned
-                    self._memo = (_agent(user_agent), token)
-                    return self._scanned(url, user_agent, token)
-                group = self._group(token)
-        self._memo = (_agent(user_agent), group)
-        return group
+    def _compile_steps(self, token: str) -> Generator[None, None, None]:
+        """Compile *token*'s group (not compiled yet) and keep it, yielding between the
+        compile's passes: the one compile both a first check (run to its end) and
+        :meth:`prepare_steps` do."""
+        runs = self._groups[token]
+        if not isinstance(runs, list):
+            return  # (compiled meanwhile, by a query between steps)
+        # (an originals dict is kept only once it holds something)
+        originals = {} if self._originals is None else self._originals
+        large = sum(len(run.marks) for run in runs) >= _LARGE // 16
+        with paused_gc() if large else nullcontext():
+            for group in compile_steps(list(map(run_rules, runs)), {}, originals):
+                if group is None:
+                    yield
+        if isinstance(self._groups[token], list):  # (else compiled meanwhile)
+            self._groups[token] = group  # type: ignore[assignment]  # (the last item)
+            if originals and self._originals is None:
+                self._originals = originals
 
     def first_use_rules(self, user_agent: _Text) -> int:
         """Rules of the group *user_agent* obeys that its first check would still
-        scan or compile (0 once :meth:`prepare` or a check did that work): what that
-        first check costs, for a caller that would rather do it off its event loop."""
+        compile (0 once :meth:`prepare` or a check did that work): what that first
+        check costs, for a caller that would rather do it off its event loop."""
         token = self._token(user_agent)
         runs = None if token is None else self._groups[token]
-        if not isinstance(runs, list) or (self._scans and token in self._scans):
+        if not isinstance(runs, list):
             return 0
-        return sum(map(len, map(_MARKS, runs)))
+        return sum(len(run.marks) for run in runs)
 
     def prepare(self, user_agent: _Text) -> None:
-        """Do the work of *user_agent*'s first check now: prepare its group's scan, or
-        compile it when that is what a first check would do. Safe in another thread
-        while this thread or others query the object (see the class docstring)."""
+        """Do the work of *user_agent*'s first check now: compile its group. Safe in
+        another thread while this thread or others query the object (see the class
+        docstring)."""
         token = self._token(user_agent)
-        if token is not None and self._scan(token) is None:
+        if token is not None:
             self._group(token)
 
-    def _scanned(self, url: _Text, user_agent: _Text, token: str) -> bool:
-        """allowed() while *token*'s group is scanned (see _interpreted)."""
-        scans = self._scans
-        found = None if scans is None else scans.get(token)
-        if found is None or found[0] <= 0:
-            # due to be compiled, or compiled meanwhile (by explain()): look again
-            self._memo = _NO_MEMO
-            return self.allowed(url, user_agent)
-        scan = found[1]
-        m = _SIMPLE.match(url) if url.__class__ is str else None
-        path = m[1].encode() if m is not None else plain_path(_text(url))
-        # is_robots_txt(path), inlined: /robots.txt is always allowed (RFC 9309 2.2.2)
-        if path[:11] == b"/robots.txt" and (len(path) == 11 or path[11] == 0x3F):
-            return True
-        allowed, cost = scan_allows(scan, path)
-        scans[token] = (found[0] - cost, scan, found[2])  # type: ignore[index]
-        return allowed
+    def prepare_steps(self, user_agent: _Text) -> Generator[None, None, None]:
+        """:meth:`prepare` in bounded steps, for a caller that must not stop for long
+        (an event loop): a generator, each ``next()`` of which does one pass of the
+        compile (a few C-level calls over the group's rules, a few ms for 30,000
+        rules); the group is the same as :meth:`prepare` or a first check would have
+        built.  The object may be queried between steps: a query that needs the
+        group meanwhile builds it itself, and the steps then keep that."""
+        token = self._token(user_agent)
+        if token is None or not isinstance(self._groups[token], list):
+            return  # no group, or compiled already
+        yield
+        yield from self._compile_steps(token)
+
+    # -- checks ----------------------------------------------------------------------
+
+    def _first_use(self, user_agent: _Text) -> Group | None:
+        """The compiled group of a user agent other than the remembered one (None: no
+        group applies, everything is allowed), remembered, as a crawler asks with the
+        same user agent again and again."""
+        token = self._token(user_agent)
+        group = None if token is None else self._group(token)
+        self._memo = (_agent(user_agent), group)
+        return group
 
     def allowed(self, url: _Text, user_agent: _Text) -> bool:
         """Whether *user_agent* may fetch *url*."""
@@ -304,16 +319,12 @@ class RobotsTxt(Explaining, ExtensionQueries, SteppedWork):
         # case, a plain ASCII http(s) or path-only URL and a group of few rules.
         agent, group = self._memo
         if user_agent != agent:
-            found = self._first_use(url, user_agent)
-            if found.__class__ is not Group:
-                return found is not False  # a scan's verdict, or None: no group applies
-            group = found
-        elif group.__class__ is not Group:
-            # None: no group applies; a token: its group is being scanned
-            return group is None or self._scanned(url, user_agent, group)  # type: ignore[arg-type]
-        # path_and_text() (_urls), inlined: the common URL, plain ASCII http(s) or
+            group = self._first_use(user_agent)
+        if group is None:
+            return True  # no group applies
+        # path_and_text() (_normalise), inlined: the common URL, plain ASCII http(s) or
         # path-only, in one regex call
-        m = _SIMPLE.match(url) if url.__class__ is str else None
+        m = SIMPLE_URL.match(url) if url.__class__ is str else None
         if m is not None:
             text = m[1]
             path = text.encode()
@@ -346,5 +357,120 @@ class RobotsTxt(Explaining, ExtensionQueries, SteppedWork):
                     best = wild_rule(group, path, best, text)
         if best < 0 or not group.codes[best] & 1:  # the low bit is set for disallow rules
             return True
-        # is_robots_txt(path), inlined: /robots.txt is always allowed (RFC 9309 2.2.2)
+        # /robots.txt is always allowed, with any query (RFC 9309 §2.2.2)
         return path[:11] == b"/robots.txt" and (len(path) == 11 or path[11] == 0x3F)
+
+    def explain(self, url: _Text, user_agent: _Text) -> Decision:
+        """Like :meth:`allowed`, with the deciding line, rule and group."""
+        # A crawl explains every request (scrapy_rep/crawl/decide.py): this is
+        # allowed()'s check (best_rule, which allowed() inlines), and each deciding
+        # rule's Decision is built once (a frozen value, shared by the calls it
+        # answers): a check plus a dict look-up.
+        memo = self._explained
+        if memo is None or user_agent != memo.agent:
+            memo = self._explain_first(user_agent)
+        path, text = path_and_text(url)
+        # /robots.txt is always allowed, with any query (RFC 9309 §2.2.2)
+        if path[:11] == b"/robots.txt" and (len(path) == 11 or path[11] == 0x3F):
+            return _ROBOTS_TXT
+        best = best_rule(memo.group, path, text)
+        known = memo.decisions
+        found = known.get(best)
+        if found is None:
+            found = known[best] = self._rule_decision(memo.token, memo.group, best)
+        return found
+
+    def _explain_first(self, user_agent: _Text) -> _Explained:
+        """explain()'s memo for a user agent other than the remembered one."""
+        token = self._token(user_agent)
+        if token is None:
+            # remembered as a group of no rules, whose one decision is this
+            memo = _Explained(_agent(user_agent), "", EMPTY_GROUP, {-1: _NO_GROUP})
+        else:
+            decisions = self._decisions
+            if decisions is None:
+                decisions = self._decisions = {}
+            known = decisions.setdefault(token, {})
+            memo = _Explained(_agent(user_agent), token, self._group(token), known)
+        self._explained = memo
+        return memo
+
+    def _rule_decision(self, token: str, group: Group, n: int) -> Decision:
+        """The Decision of compiled rule *n* of *token*'s group (-1: none matches),
+        named as written in the file."""
+        if n < 0:
+            return Decision(True, None, None, (token,), "no-matching-rule")
+        mark = group.codes[n] & _MARK
+        allow = not mark & 1
+        line = mark >> 1
+        text = (self._originals or {}).get(line)
+        if text is None:
+            text = pattern_at(group, n).decode("ascii")
+        rule = ("Allow: " if allow else "Disallow: ") + text
+        return Decision(allow, line, rule, (token,), "rule")
+
+    # -- extension fields and usage preferences --------------------------------------
+
+    def _values(self, user_agent: _Text) -> Extensions | None:
+        token = self._token(user_agent)
+        if token is None or self._extensions is None:
+            return None
+        return self._extensions.get(token)
+
+    def crawl_delay(self, user_agent: _Text) -> float | None:
+        """Crawl-delay of the obeyed group in seconds, if it gives a valid one."""
+        found = self._values(user_agent)
+        return None if found is None else found.delay
+
+    def request_rate(self, user_agent: _Text) -> tuple[int, float] | None:
+        """Request-rate of the obeyed group as (requests, seconds)."""
+        found = self._values(user_agent)
+        return None if found is None else found.rate
+
+    def content_signals(self, user_agent: _Text) -> dict[str, bool]:
+        """Content-Signal values (``search``, ``ai-input``, ``ai-train``) that apply.
+
+        Signals in the obeyed group win; signals given before any user-agent line
+        apply to every crawler as a file-wide default.
+        """
+        own = self._values(user_agent)
+        found = dict(own.signals) if own is not None else {}
+        if self._preamble_summary is not None:
+            for key, value in self._preamble_summary.signals.items():
+                found.setdefault(key, value)
+        return {key: found[key] for key in SIGNAL_KEYS if key in found}
+
+    def extension_lines(self, user_agent: _Text | None, field: str) -> list[ExtensionLine]:
+        """The *field* lines (a key of _extensions.EXTENSION_FIELDS) of the group
+        *user_agent* obeys, in file order (merged same-name groups included); with
+        None, those before the first user-agent line."""
+        if user_agent is None:
+            lines = self._preamble or []
+            return [e for e in lines if e.field == field]
+        token = self._token(user_agent)
+        if token is None or self._extension_lines is None:
+            return []
+        runs = self._extension_lines.get(token, [])
+        return [e for lines in runs for e in lines if e.field == field]
+
+    @property
+    def declares_usage(self) -> bool:
+        """False when no line of the file can state a usage preference, so ``usage()``
+        is all unknown for every URL (a crawl then skips asking, per request)."""
+        return not (self._extension_lines is None and self._preamble is None)
+
+    def usage(self, url: _Text, user_agent: _Text) -> Usage:
+        """Usage preferences (Content-Usage, Content-Signal) of *url*; see _usage.
+
+        None apply to a URL the crawler may not fetch (draft-ietf-aipref-attach §3.1).
+        """
+        if (self._extension_lines is None and self._preamble is None) or not self.allowed(
+            url, user_agent
+        ):
+            return Usage()
+        index = self._usage
+        if index is None:
+            lines = dict(self._extension_lines or {})
+            lines[""] = [self._preamble or []]
+            index = self._usage = UsageIndex(lines)
+        return index.usage(self._token(user_agent), plain_path(_text(url)))

@@ -35,9 +35,9 @@ from typing import Any
 from http_sf import Token
 from http_sf import parse as parse_structured
 
-from scrapy_rep.robotstxt._escapes import normalise_pattern
+from scrapy_rep.robotstxt._lines import MAX_LINE
 from scrapy_rep.robotstxt._matcher import pattern_matches
-from scrapy_rep.robotstxt._parser import MAX_LINE
+from scrapy_rep.robotstxt._normalise import normalise_pattern
 
 __all__ = [
     "LABELS",

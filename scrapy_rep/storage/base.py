@@ -9,7 +9,7 @@ backend and treated as a miss, so robots.txt is fetched again (RFC 9309 allows
 refetching; losing a request is not allowed). Every backend is safe to call from any
 thread, concurrently: the crawl runs store calls in a worker thread.
 
-Fetch leases (SPEC section 3 "leases") are short and renewed while the fetch runs, so a
+Fetch leases (docs/cluster.md) are short and renewed while the fetch runs, so a
 holder that dies blocks an origin for at most one lease length. A lease is *broken*,
 and taken over at once, when it claims to last longer than any renewal could make it
 (``lease_is_absurd``: a clock jump, a Redis key without TTL), or when its holder is a

@@ -12,7 +12,7 @@ spiders sharing a store never touch each other's entries:
   next run of the spider) adopts its parked requests, in one atomic step, so two
   adopters never both get the same request.
 * **Crawl-delay turns.** A per-origin "next allowed time", reserved atomically, so that
-  the processes together keep an origin's Crawl-delay (SPEC section 3 "crawl-delay in a
+  the processes together keep an origin's Crawl-delay (docs/cluster.md, "crawl-delay in a
   cluster"). Redis computes turns on its own clock (``TIME`` inside the script), so the
   processes' clocks need not agree.
 

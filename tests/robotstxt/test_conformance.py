@@ -26,7 +26,7 @@ def test_case(case: dict[str, Any]) -> None:
     assert rt.allowed(case["url"], case["user_agent"]) is case["allowed"], case["note"]
     decision = rt.explain(case["url"], case["user_agent"])
     assert decision.allowed is case["allowed"]
-    # those checks scanned the group's rules (see _interpreted); now compiled:
+    # the same checks on an object whose group was compiled before them:
     compiled = compiled_robots(case["robots_txt"].encode("utf-8"), case["user_agent"])
     assert compiled.allowed(case["url"], case["user_agent"]) is case["allowed"], case["note"]
     assert compiled.explain(case["url"], case["user_agent"]) == decision

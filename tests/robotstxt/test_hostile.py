@@ -9,9 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scrapy_rep import RobotsTxt
-from scrapy_rep.robotstxt._interpreted import WINDOW_FROM
-from scrapy_rep.robotstxt._matcher import pattern_matches
-from scrapy_rep.robotstxt._probes import GRAM, MANY_WILDCARDS, present_probes, probe_index
+from scrapy_rep.robotstxt._matcher import (
+    GRAM,
+    MANY_WILDCARDS,
+    pattern_matches,
+    present_probes,
+    probe_index,
+)
 from tests.engine_helpers import compiled_robots
 
 _TEXT = st.text(alphabet="abX/", min_size=0, max_size=40)
@@ -100,22 +104,22 @@ def test_repeated_escape_heavy_rules_normalise() -> None:
 @given(
     st.lists(
         st.tuples(st.booleans(), st.text(alphabet="ab/*$%", min_size=0, max_size=8)),
-        min_size=WINDOW_FROM + 1,
+        min_size=25,
         max_size=80,
     ),
     st.lists(st.text(alphabet="ab/%", max_size=12), min_size=1, max_size=6),
 )
-def test_windowed_scans_agree_with_the_compiled_group(
+def test_first_checks_agree_with_the_remembered_group(
     rules: list[tuple[bool, str]], paths: list[str]
 ) -> None:
-    """A scan of more than WINDOW_FROM rules looks only at a window of sorted guards."""
+    """A fresh object's first check (which compiles) answers as later ones do."""
     body = "User-agent: *\n" + "".join(
         f"{'Allow' if allow else 'Disallow'}: /{pattern}\n" for allow, pattern in rules
     )
     compiled = compiled_robots(body)
     for path in paths:
         url = "/" + path
-        # a fresh object: every scan of more than WINDOW_FROM rules uses the window
+        # a fresh object: its first check compiles the group
         scanned = RobotsTxt.parse(body)
         assert scanned.allowed("/", "bot") is compiled.allowed("/", "bot")
         assert scanned.allowed(url, "bot") is compiled.allowed(url, "bot"), url
@@ -139,7 +143,7 @@ def test_prepare_does_the_first_checks_work_and_answers_stay_the_same() -> None:
         assert prepared.explain(path, "bot") == fresh.explain(path, "bot"), path
     small = RobotsTxt.parse("User-agent: bot\nDisallow: /a\n")
     assert small.first_use_rules("bot") == 1
-    small.prepare("bot")  # a small group is scanned, not compiled
+    small.prepare("bot")
     assert small.first_use_rules("bot") == 0
     assert not small.allowed("/a", "bot")
     assert RobotsTxt.parse("User-agent: bot\nDisallow: /a\n").first_use_rules("other") == 0

@@ -1,4 +1,4 @@
-"""The parser's report of what it did not take as written (SPEC section 1,
+"""The parser's report of what it did not take as written (docs/rfc.md,
 "diagnostics"), like Google's robots.txt report."""
 
 from __future__ import annotations

@@ -9,17 +9,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scrapy_rep.robotstxt._compile import DEDUP_FROM
-from scrapy_rep.robotstxt._forest import parents
+from scrapy_rep.robotstxt._compile import DEDUP_FROM, prefix_parents
 from scrapy_rep.robotstxt._matcher import (
+    MANY_WILDCARDS,
     Group,
     match_pieces,
-    normalise_pattern,
-    normalised_rules,
     split_pattern,
 )
-from scrapy_rep.robotstxt._probes import MANY_WILDCARDS
-from scrapy_rep.robotstxt._urls import normalise_path, plain_path, url_path
+from scrapy_rep.robotstxt._normalise import (
+    normalise_path,
+    normalise_pattern,
+    normalised_rules,
+    plain_path,
+    url_path,
+)
 from tests.engine_helpers import compiled_robots
 
 
@@ -86,7 +89,7 @@ def test_repeated_wildcard_rules_are_kept_once() -> None:
         (b"/caf\xe9", b"/caf%E9"),
         (b"/%2A", b"/%2A"),
         (b"/a$b$", b"/a%24b$"),
-        # a "%" without two hex digits is a literal "%" (SPEC "encoding", Google)
+        # a "%" without two hex digits is a literal "%" (docs/rfc.md, Google)
         (b"/100%", b"/100%25"),
         (b"/%zz", b"/%25zz"),
         (b"/%4", b"/%254"),
@@ -176,10 +179,10 @@ def test_plain_path_slow_path_agrees() -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.binary(max_size=5).map(lambda b: b.replace(b"\n", b"")), max_size=40))
 def test_parents_are_the_longest_proper_prefixes(raw: list[bytes]) -> None:
-    """forest.parents walks only runs of nested guards; brute force agrees (octets up
+    """prefix_parents walks only runs of nested guards; brute force agrees (octets up
     to 0xff included, where "the first string after a prefix" needs care)."""
     guards = sorted(set(raw))
-    found = parents(guards)
+    found = prefix_parents(guards)
     for i, guard in enumerate(guards):
         prefixes = [j for j, other in enumerate(guards[:i]) if guard.startswith(other)]
         longest = max(prefixes, key=lambda j: len(guards[j]), default=-1)

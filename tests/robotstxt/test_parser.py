@@ -1,4 +1,4 @@
-"""Parsing and deciding: one test (or a few) per row of SPEC section 1."""
+"""Parsing and deciding: one test (or a few) per rule of docs/rfc.md."""
 
 from __future__ import annotations
 
@@ -362,7 +362,7 @@ def test_product_token() -> None:
     assert product_token("MyBot/1.2 (+http://x)") == "MyBot"
     assert product_token(b"my_bot-x 1") == "my_bot-x"
     assert product_token("") == ""
-    # a digit never ends a token, nor does it stop one from starting (SPEC "Words")
+    # a digit never ends a token, nor does it stop one from starting (docs/rfc.md)
     assert product_token("1bot") == "1bot"
     assert product_token("/1.2") == ""
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from scrapy_rep import RobotsTxt
 from scrapy_rep.robotstxt._matcher import match_pieces, split_pattern
-from scrapy_rep.robotstxt._urls import _SIMPLE, normalise_path, plain_path
+from scrapy_rep.robotstxt._normalise import SIMPLE_URL, normalise_path, plain_path
 
 UNRESERVED = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"
 
@@ -190,7 +190,7 @@ def test_thousands_of_literal_rules() -> None:
 
 @given(st.text(alphabet="/ab%*$#?:.hpst\xe9", max_size=24))
 def test_fast_url_path_agrees(url: str) -> None:
-    m = _SIMPLE.match(url)
+    m = SIMPLE_URL.match(url)
     if m is not None:
         assert m[1].encode() == plain_path(url)
 

@@ -15,11 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scrapy_rep import RobotsTxt
-from scrapy_rep.robotstxt._compile import STEPS_FROM, compile_group, compile_steps
-from scrapy_rep.robotstxt._forest import WALK_STEP
-from scrapy_rep.robotstxt._matcher import Group
+from scrapy_rep.robotstxt._compile import STEPS_FROM, WALK_STEP, compile_group, compile_steps
+from scrapy_rep.robotstxt._matcher import GRAMS_STEP, Group
 from scrapy_rep.robotstxt._parser import run_rules
-from scrapy_rep.robotstxt._probes import GRAMS_STEP
 from tests.robotstxt.test_properties import lines as robots_lines
 
 T = TypeVar("T")
@@ -75,19 +73,16 @@ def assert_same_parse(body: bytes | str, step: int, max_size: int = 512_000) -> 
 
 
 def assert_same_prepare(body: bytes | str, agent: str) -> int:
-    """prepare_steps builds the group a first check would have (compiled or scanned),
-    and the answers are the same; returns the number of steps."""
+    """prepare_steps builds the group a first check would have, and the answers are
+    the same; returns the number of steps."""
     stepped = RobotsTxt.parse(body)
     _, n = run(stepped.prepare_steps(agent))
     direct = RobotsTxt.parse(body)
     direct.prepare(agent)
     token = direct._token(agent)
     if token is not None:
+        assert isinstance(direct._groups[token], Group)
         assert groups_of(stepped)[token] == groups_of(direct)[token]
-        assert bool(stepped._scans) == bool(direct._scans)
-        if isinstance(direct._groups[token], list):  # scanned: the same scan
-            assert stepped._scans is not None and direct._scans is not None
-            assert stepped._scans[token][:2] == direct._scans[token][:2]
         assert stepped._originals == direct._originals
     for path in ("/", "/a", "/1", "/a1", "/x1", "/private", "/" + "a" * 300, "/abc" * 50):
         assert stepped.explain(path, agent) == direct.explain(path, agent)
@@ -174,12 +169,11 @@ def test_a_large_group_compiles_in_several_steps() -> None:
     assert list(compile_steps(rules, {}, {}))[-1] == compile_group(rules, {}, {})
 
 
-def test_a_group_of_few_long_rules_is_compiled_in_steps_not_scanned() -> None:
-    """Eight rules of 12,000 "$" (96 KiB of patterns): over SCAN_MAX_OCTETS, so no scan
-    is prepared in one piece; the compile normalises them in slices, several steps."""
+def test_a_group_of_few_long_rules_is_compiled_in_steps() -> None:
+    """Eight rules of 12,000 "$" (96 KiB of patterns): the compile normalises them in
+    slices, several steps."""
     body = G + "".join(f"Disallow: /{n}{'$' * 12_000}\n" for n in range(8))
     assert assert_same_prepare(body, "bot") > 4
-    assert RobotsTxt.parse(body)._scan("*") is None
 
 
 def test_a_large_file_parses_in_steps_of_lines() -> None:

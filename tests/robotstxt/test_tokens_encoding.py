@@ -1,5 +1,5 @@
 """Product tokens with digits and non-ASCII letters, RFC 9309 §2.2.2 escapes, and the
-line-level details of Google's library (SPEC section 1: Words, UA value, encoding,
+line-level details of Google's library (docs/rfc.md: tokens, UA value, encoding,
 lines, input)."""
 
 from __future__ import annotations

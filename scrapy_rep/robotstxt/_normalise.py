@@ -1,4 +1,4 @@
-"""One canonical percent-encoding for patterns and paths (RFC 9309 §2.2.2).
+"""Patterns and URL paths in one canonical percent-encoding (RFC 9309 §2.2.2).
 
 Both the rule patterns and the URL path are brought to it before they are compared,
 so that equal URIs compare equal whatever escaping the site or the crawler used:
@@ -16,11 +16,16 @@ so that equal URIs compare equal whatever escaping the site or the crawler used:
 No regex callback per escape: each distinct octet to escape is one bytes.replace, and
 so is each distinct escape to change when there are few; otherwise one split on "%"
 and C-level dictionary look-ups canonicalise them all.
+
+A URL is compared by its path and query: allowed() takes the common URL (plain
+ASCII, http(s) or path-only, nothing to escape) in one regex call (SIMPLE_URL); anything
+else goes through plain_path().
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from array import array
 from itertools import chain, compress, repeat
 from operator import itemgetter, ne, rshift
@@ -28,11 +33,18 @@ from operator import itemgetter, ne, rshift
 __all__ = [
     "JOINED_FIX",
     "PLAIN_OK",
+    "SIMPLE_URL",
+    "as_text",
     "joined_needs_fixing",
+    "normalise_path",
     "normalise_path_bytes",
     "normalise_pattern",
     "normalised_rules",
+    "path_and_text",
+    "plain_path",
+    "url_path",
 ]
+
 
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _HEX = b"0123456789ABCDEFabcdef"
@@ -243,3 +255,76 @@ def normalised_rules(
             del written[line]
     originals.update(written)
     return fixed, joined
+
+
+# scheme "://" authority, or a network-path reference "//" authority (RFC 3986 §4.2),
+# then the path and query as group 1 (the fragment is never sent to a server).
+_AUTHORITY = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.\-]*:)?//[^/?#]*([^#]*)")
+
+
+# plain_path's fast path: path and query of an absolute or path-only URL, of any
+# scheme and with or without a fragment, that needs no normalisation (ASCII, no "%",
+# no "*" or "$"), in one regex call.
+# characters that keep a URL off the fast paths: "%", "*", "$", and those that may not
+# appear in a URI (they are escaped: see _normalise), non-ASCII included
+_SPECIAL = r'%*$\x00-\x20"<>\\^`{|}\x7f-\U0010ffff'
+_PLAIN = re.compile(r"(?:(?:[A-Za-z][A-Za-z0-9+.\-]*:)?//[^/?#]*)?([^#" + _SPECIAL + r"]*)(?:#|\Z)")
+
+
+# allowed()'s narrower fast path: an http(s) or path-only URL without a fragment, so
+# the match is the path itself (no slash to add, nothing to cut).
+# Possessive repeats (Python 3.11+) never give back what they matched: the match
+# fails at once on a URL the fast path cannot take, and is ~15 % quicker on others.
+_ONCE = "+" if sys.version_info >= (3, 11) else ""
+SIMPLE_URL = re.compile(rf"(?:https?://[^/?#]*{_ONCE}|(?!//))(/[^#" + _SPECIAL + rf"]*{_ONCE})\Z")
+
+
+def plain_path(url: str) -> bytes:
+    """Normalised path+query of *url* (see url_path and normalise_path)."""
+    m = _PLAIN.match(url)
+    if m is None:
+        return normalise_path(url_path(url))
+    path = m.group(1)
+    if path[:1] != "/":
+        path = "/" + path
+    return path.encode("ascii")
+
+
+def normalise_path(path: str) -> bytes:
+    """Canonical form of a URL path+query, comparable with normalise_pattern output.
+
+    Patterns and paths are kept as ASCII bytes: a bytes object is 16 bytes smaller
+    than the equivalent str, which adds up over hundreds of thousands of rules.
+    """
+    return normalise_path_bytes(path.encode("utf-8", "surrogatepass"))
+
+
+def url_path(url: str) -> str:
+    """The path plus ``?query`` of *url* (no fragment); an empty path is ``/``.
+
+    *url* may be absolute (``https://h/p?q``), network-path (``//h/p``) or a path.
+    Anything else is taken as a path missing its leading slash.
+    """
+    if url[:1] == "/" and url[1:2] != "/":
+        hash_at = url.find("#")
+        return url if hash_at < 0 else url[:hash_at]
+    m = _AUTHORITY.match(url)
+    rest = m.group(1) if m else url.partition("#")[0]
+    return rest if rest[:1] == "/" else "/" + rest
+
+
+def as_text(value: str | bytes | bytearray | memoryview) -> str:
+    if isinstance(value, str):
+        return value
+    return bytes(value).decode("utf-8", "replace")
+
+
+def path_and_text(url: str | bytes | bytearray | memoryview) -> tuple[bytes, str | None]:
+    """The normalised path+query of *url* (plain_path) and, for the common URL (plain
+    ASCII http(s) or path-only: one regex call), the same as str, else None.
+    RobotsTxt.allowed() inlines this (the hot path of a crawl's checks)."""
+    m = SIMPLE_URL.match(url) if url.__class__ is str else None
+    if m is not None:
+        text: str = m[1]
+        return text.encode(), text
+    return plain_path(as_text(url)), None

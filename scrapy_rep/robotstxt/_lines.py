@@ -1,4 +1,4 @@
-"""The parser's view of lines: the file's octets cut to size, field names, tokens.
+"""The parser's view of lines: the size limit, field names and user-agent tokens.
 
 Everything here is C-level or memoised, so that the parser's loop (_parser) does a
 constant, small amount of Python work per line:
@@ -7,6 +7,16 @@ constant, small amount of Python work per line:
 - field_kind() maps a field name as written to its kind through a bounded memo of
   Google's case-insensitive prefix match (typos included);
 - ua_token() maps a user-agent value to its group key through a bounded memo.
+
+Product tokens (RFC 9309 §2.2.1): a crawler matches ``User-agent:`` lines by its
+*product token*, case-insensitively.  The RFC asks crawlers to use ``[a-zA-Z_-]``;
+real files and real crawlers also use digits (``MJ12bot``, ``360Spider``) and
+non-ASCII letters, so (docs/rfc.md) a token is the leading run of ASCII letters and
+digits, ``-``, ``_`` and non-ASCII letters, and a digit never ends it.  Google's
+library cuts at the first digit, which merges ``Agent1`` with ``Agent2``: this is an
+RFC-over-Google decision.  The same rule reduces both the file's ``User-agent`` values
+and the crawler's name, so ``User-agent: googlebot/2.1`` and ``googlebot*`` both mean
+``googlebot``.
 """
 
 from __future__ import annotations
@@ -14,11 +24,11 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterator
+from functools import lru_cache
 from operator import itemgetter
 
 from scrapy_rep.robotstxt._extensions import EXTENSION_FIELDS
 from scrapy_rep.robotstxt._issues import LINE_TOO_LONG, MAX_TEXT, IssueLog
-from scrapy_rep.robotstxt._useragent import product_token
 
 __all__ = [
     "ALLOW",
@@ -40,9 +50,55 @@ __all__ = [
     "is_markup",
     "may_hold_field",
     "prepare",
+    "product_token",
     "split_line",
+    "token_key",
     "ua_token",
 ]
+
+
+# ASCII letters, digits, "-", "_", then (only when the value is not ASCII) any word
+# character: non-ASCII digits and numerics are cut off after the match (see _trim).
+_TOKEN = re.compile(r"[-\w]*")
+_ASCII_TOKEN_TEXT = re.compile(r"[-A-Za-z0-9_]*", re.ASCII)
+
+
+def _trim(token: str) -> str:
+    """Cut *token* (a run of ``[-\\w]``) at its first non-ASCII non-letter."""
+    for i, char in enumerate(token):
+        if not char.isascii() and not char.isalpha():
+            return token[:i]
+    return token
+
+
+def product_token(ua: str | bytes) -> str:
+    """Return the leading product token of *ua* (``""`` when there is none).
+
+    ``"MyBot/1.2 (+http://x)"`` -> ``"MyBot"``, ``"MJ12bot/v1.4"`` -> ``"MJ12bot"``.
+    Leading whitespace is skipped, since a header value copied with its padding
+    should still name the crawler.
+    """
+    if isinstance(ua, (bytes, bytearray, memoryview)):
+        ua = bytes(ua).decode("utf-8", "replace")
+    elif not isinstance(ua, str):
+        return ""
+    ua = ua.lstrip()
+    if ua.isascii():
+        match = _ASCII_TOKEN_TEXT.match(ua)
+        return match.group() if match else ""
+    match = _TOKEN.match(ua)
+    return _trim(match.group()) if match else ""
+
+
+@lru_cache(maxsize=512)
+def token_key(ua: str) -> str:
+    """The lower-cased product token of *ua*, the key that groups are stored under.
+
+    Cached because a crawler asks with the same few user-agent strings millions of
+    times; the cache is bounded so arbitrary input cannot grow it without limit.
+    """
+    return product_token(ua).lower()
+
 
 # Google's library reads a line into a buffer of 8 x 2083 octets (2083 = the longest
 # URL old IE accepted) that also holds the terminating NUL: 16,663 octets are kept.
@@ -121,7 +177,7 @@ def field_kind(key: bytes) -> int:
 
 
 def ua_token(value: bytes) -> str:
-    """The group key of a (stripped) user-agent value (see _useragent for the rule)."""
+    """The group key of a (stripped) user-agent value (see product_token for the rule)."""
     if value[:1] == b"*" and (len(value) == 1 or value[1:2].isspace()):
         token = "*"  # Google: "*" followed by anything after whitespace is still global
     elif value.isascii():
