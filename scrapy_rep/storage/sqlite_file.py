@@ -82,6 +82,42 @@ def known_as_ours(path: Path) -> bool:
     return path.name == DEFAULT_FILENAME or lock_path(path).exists()
 
 
+#: The files a store at ``PATH`` consists of: the database, SQLite's journal and
+#: shared-memory index, the open lock, and the cluster state beside it.
+_STORE_SUFFIXES = ("", "-wal", "-shm", ".lock", ".cluster", ".cluster-wal", ".cluster-shm")
+
+
+def untrusted_file(path: Path) -> str | None:
+    """Why a file of the store at ``path`` may have been written by another user, or
+    None. A parked request is stored with pickle (as Scrapy's JOBDIR and scrapy-redis
+    store them), so whoever can write the store can run code in the next crawl: a
+    file another user can write (group or other write bit) or that another user owns
+    is refused (docs/storage.md, "Trust"). POSIX only; elsewhere nothing is checked."""
+    if os.name != "posix":  # pragma: no cover - Windows
+        return None
+    for suffix in _STORE_SUFFIXES:
+        name = f"{path}{suffix}"
+        try:
+            stat = os.stat(name)
+        except OSError:
+            continue  # not there (yet): created by this process, with its own mode
+        if stat.st_uid != os.geteuid():
+            return f"{name} is owned by another user (uid {stat.st_uid})"
+        if stat.st_mode & 0o022:
+            who = "its group" if stat.st_mode & 0o020 else "every user"
+            return f"{name} can be written by {who} (mode {stat.st_mode & 0o777:o})"
+    return None
+
+
+def refuse_untrusted(path: Path, reason: str) -> SettingError:
+    return SettingError(
+        f"REP_STORAGE: refusing the robots.txt store {path}: {reason}. The store holds "
+        "requests serialised with pickle, so another user who can write it could run "
+        "code in this crawl; make it writable by its owner only (chmod go-w), or point "
+        "REP_STORAGE at a file of your own."
+    )
+
+
 def is_sqlite_file(path: Path) -> bool:
     """False for a file that exists, is not empty and lacks SQLite's header."""
     try:
@@ -118,7 +154,9 @@ def open_lock(path: Path) -> Iterator[None]:
         yield
         return
     try:
-        handle = open(lock_path(path), "a")  # noqa: SIM115 - held across the yield
+        # Owner-writable only, whatever the umask (the trust check refuses others).
+        descriptor = os.open(lock_path(path), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        handle = os.fdopen(descriptor, "a")
     except OSError:
         yield
         return

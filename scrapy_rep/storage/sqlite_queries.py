@@ -31,12 +31,32 @@ CLEAN_LEASES = (
 )
 
 
+#: The columns of each table, as ``SCHEMA`` creates them.
+COLUMNS = {
+    "meta": ["key", "value"],
+    "origins": ["origin", "record", "updated_at"],
+    "leases": ["origin", "holder", "expires_at"],
+}
+
+
 class BadDatabase(Exception):
     """The file exists but is not a store we can use as it is."""
 
-    def __init__(self, reason: str, *, foreign: str = "") -> None:
+    def __init__(self, reason: str, *, foreign: str = "", certain: bool = False) -> None:
         super().__init__(reason)
         self.foreign = foreign  # what the file looks like, when not a store at all
+        # A readable database with tables of its own: never a damaged store of ours,
+        # whatever marks the path carries.
+        self.certain = certain
+
+
+def check_columns(conn: sqlite3.Connection) -> None:
+    """Raise ``BadDatabase`` when a table of ours has other columns (CREATE TABLE IF
+    NOT EXISTS leaves such a table as it is, and every query on it would fail)."""
+    for table, expected in COLUMNS.items():
+        found = [row[1] for row in conn.execute(f"PRAGMA table_info({table})").fetchall()]
+        if found != expected:
+            raise BadDatabase(f"table {table} has columns {', '.join(map(str, found))}")
 
 
 def identify(conn: sqlite3.Connection) -> None:
@@ -52,7 +72,9 @@ def identify(conn: sqlite3.Connection) -> None:
     elif tables - OUR_TABLES:
         names = ", ".join(sorted(tables)[:5])
         raise BadDatabase(
-            "not a scrapy-rep store", foreign=f"a SQLite database with tables {names}"
+            "not a scrapy-rep store",
+            foreign=f"a SQLite database with tables {names}",
+            certain=True,
         )
 
 

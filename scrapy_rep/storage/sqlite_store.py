@@ -58,6 +58,7 @@ from scrapy_rep.storage.sqlite_queries import (
     RELEASE_LEASE,
     SCHEMA,
     BadDatabase,
+    check_columns,
     identify,
     is_corruption,
     read_lease,
@@ -144,25 +145,37 @@ class SqliteStorage(NoWaitPath, LockedSpell):
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise SettingError(f"REP_STORAGE: cannot create {self.path.parent}: {exc}") from None
+        untrusted = sqlite_file.untrusted_file(self.path)
+        if untrusted is not None:
+            raise sqlite_file.refuse_untrusted(self.path, untrusted)
+        lock = sqlite_file.lock_path(self.path)
+        marked = lock.exists()
         ours = sqlite_file.known_as_ours(self.path)  # before open_lock creates the marker
         with sqlite_file.open_lock(self.path):
             try:
                 return self._connect_checked()
             except BadDatabase as exc:
-                if exc.foreign and not ours:
-                    raise sqlite_file.refuse_foreign(self.path, exc.foreign) from None
-                if not self._set_aside(exc):
+                refused = exc.foreign and (exc.certain or not ours)
+                if not refused and not self._set_aside(exc):
                     return None
+                foreign = exc.foreign if refused else ""
             except sqlite3.Error as exc:
                 # Not the file's fault (permissions, read-only, a directory in the
                 # way): nothing to repair, and the crawl must still run.
                 self._log_once("open", exc)
                 return None
-            try:
-                return self._connect_checked()
-            except (BadDatabase, sqlite3.Error) as exc:
-                self._log_once("open", exc)
-                return None
+            if not foreign:
+                try:
+                    return self._connect_checked()
+                except (BadDatabase, sqlite3.Error) as exc:
+                    self._log_once("open", exc)
+                    return None
+        if not marked:
+            # The marker this refused open made would make the next run take the
+            # file for a store of ours and move it aside.
+            with contextlib.suppress(OSError):
+                lock.unlink()
+        raise sqlite_file.refuse_foreign(self.path, foreign)
 
     def _set_aside(self, reason: BaseException) -> bool:
         """Move the damaged file away (the caller holds the open lock)."""
@@ -231,6 +244,7 @@ class SqliteStorage(NoWaitPath, LockedSpell):
             for statement in SCHEMA.split(";"):
                 if statement.strip():
                     conn.execute(statement)
+            check_columns(conn)  # a table of ours with other columns: damage, repaired
             conn.execute(
                 "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
                 (str(DB_SCHEMA_VERSION),),
