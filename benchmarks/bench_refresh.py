@@ -123,7 +123,7 @@ async def steady_crawl(
 async def run(server: LocalServer, args: Any) -> None:
     rounds: dict[str, list[dict[str, float]]] = {"stock": [], "scrapy-rep": []}
     for repeat in range(args.repeat):
-        order = [("stock", STOCK), ("scrapy-rep", REP)]
+        order: list[tuple[str, dict[str, Any]]] = [("stock", STOCK), ("scrapy-rep", REP)]
         if repeat % 2:
             order.reverse()
         for name, mode in order:
