@@ -8,6 +8,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from scrapy_rep.crawl.ledger import is_durable
+from scrapy_rep.crawl.record import NullRecorder
 from scrapy_rep.crawl.visibility import waiting_line
 from scrapy_rep.policy.origin import origin_of_memo
 
@@ -34,6 +35,7 @@ class WaitingAtClose:
         ledger: HeldLedger,
         registry: RuntimeRegistry,
         clock: Callable[[], float],
+        recorder: NullRecorder | None = None,
     ) -> None:
         self.crawler = crawler
         assert crawler.stats is not None
@@ -43,6 +45,7 @@ class WaitingAtClose:
         self.ledger = ledger
         self.registry = registry
         self.clock = clock
+        self.recorder = recorder or NullRecorder()  # the compliance record (crawl/record.py)
 
     def fate(self) -> str:
         if self.bridge.persists():
@@ -113,6 +116,7 @@ class WaitingAtClose:
             )
         else:
             self._count_outcome(per_origin, "dropped_at_close")
+            self.recorder.dropped_at_close(entries)
             top = sorted(per_origin.items(), key=lambda item: -item[1])[:5]
             self.stats.inc_value("robotstxt/dropped_at_close", len(requests))
             logger.info(
