@@ -79,12 +79,14 @@ def _lines(path: Path, problems: list[Problem]) -> Any:
     pending = b""
     number = 0
     decompressor = zlib.decompressobj(31)
+    started = False  # whether the current member has had any data
     with path.open("rb") as raw:
         while True:
             chunk = raw.read(_CHUNK)
             if not chunk:
                 break
             while chunk:
+                started = True
                 try:
                     data = decompressor.decompress(chunk)
                 except zlib.error as exc:
@@ -101,11 +103,12 @@ def _lines(path: Path, problems: list[Problem]) -> Any:
                 if decompressor.eof:  # a member ended: the next one (an appended run)
                     chunk = decompressor.unused_data
                     decompressor = zlib.decompressobj(31)
+                    started = False
     if pending:
         problems.append(
             Problem(name, number + 1, "cut short in the middle of a line (not read)", False)
         )
-    elif not decompressor.eof and number:
+    elif started and not decompressor.eof and number:
         problems.append(
             Problem(
                 name,
