@@ -394,6 +394,8 @@ def render_report(records: Records, sources: list[str]) -> str:
             entry.states[decision.copy["state"]] += 1
         elif decision.context is not None:
             entry.states[decision.context.get("state", "?")] += 1
+        elif decision.verdict == DROPPED_AT_CLOSE:
+            entry.states["still waiting at close"] += 1
         if decision.verdict == FORBIDDEN:
             forbidden.append(decision)
     e = html.escape
@@ -506,6 +508,8 @@ table{border-collapse:collapse;width:100%}th,td{border-bottom:1px solid #eee;pad
 text-align:left;vertical-align:top}th{background:#f5f5f5}td.n{text-align:right}
 td.url{word-break:break-all}code{background:#f5f5f5;padding:0 .2em}
 svg text{font:11px system-ui,sans-serif;fill:#444}
+.legend span{margin-right:1.2em}.legend i{display:inline-block;width:.8em;height:.8em;
+margin-right:.3em;vertical-align:-.05em}
 """
 
 
@@ -548,14 +552,12 @@ def _timeline(decisions: list[Decision]) -> str:
                 f"height='{h:.1f}' fill='{_COLOURS[verdict]}'><title>{n} "
                 f"{html.escape(dict(_COLUMNS)[verdict])}</title></rect>"
             )
-    legend_x = left + 10
-    for verdict, label in _COLUMNS:
-        out.append(
-            f"<rect x='{legend_x}' y='4' width='10' height='10' fill='{_COLOURS[verdict]}'/>"
-            f"<text x='{legend_x + 14}' y='13'>{html.escape(label)}</text>"
-        )
-        legend_x += 20 + 7 * len(label)
-    out.append("</svg>")
+    out.append("</svg><p class='legend'>")
+    out.extend(
+        f"<span><i style='background:{_COLOURS[verdict]}'></i>{html.escape(label)}</span>"
+        for verdict, label in _COLUMNS
+    )
+    out.append("</p>")
     return "".join(out)
 
 
