@@ -150,8 +150,10 @@ class Recorder(NullRecorder):
         name = getattr(spider, "name", None) or getattr(crawler.spidercls, "name", "") or ""
         self.path = record_path(config.record, name, self.started)
         self._batch: list[tuple[Any, ...]] = []
-        # origin -> (the OriginRecord, state, copy number): the copy decisions point at
-        self._copies: dict[str, tuple[Any, str, int]] = {}
+        # origin -> (fetched-at, expires-at, state, copy number): the copy its decisions
+        # point at. (Its times tell a refetched copy apart; holding the OriginRecord
+        # itself would keep every origin's body in RAM, past REP_MEMORY_MAX_BYTES.)
+        self._copies: dict[str, tuple[float | None, float | None, str, int]] = {}
         self._contexts: dict[tuple[Any, ...], int] = {}
         self._usages: dict[tuple[Any, ...], int] = {}
         self._next_id = 0
@@ -288,19 +290,23 @@ class Recorder(NullRecorder):
             state = STATE_RULES if evaluation.kind == RULES else STATE_ALLOW_ALL
         copy = 0
         if state not in (STATE_FALLBACK, STATE_UNREACHABLE):
+            fetched = record.fetched_at if record is not None else None
+            expires = record.expires_at if record is not None else None
             known = self._copies.get(origin)
-            if known is None or known[0] is not record or known[1] != state:
-                known = (record, state, self._new_copy(origin, record, state, evaluation))
+            if known is None or known[0] != fetched or known[1] != expires or known[2] != state:
+                declared = self._new_copy(origin, record, state, evaluation)
+                known = (fetched, expires, state, declared)
                 if len(self._copies) >= MAX_INTERNED:
                     self._copies.clear()
                 self._copies[origin] = known
-            copy = known[2]
+            copy = known[3]
         key = (
             copy or origin,
             state,
             decision["product_token"],
             decision["line"],
             decision["reason"],
+            decision["source"],
         )
         number = self._contexts.get(key)
         if number is None:
@@ -375,8 +381,7 @@ class Recorder(NullRecorder):
         try:
             self.writer.batches.put_nowait(batch)
         except queue.Full:
-            lost = sum(1 for entry in batch if len(entry[0]) == 1 and entry[0] != "x")
-            self.lost += lost
+            self.lost += _decision_count(batch)
             if not self._lost_warned:
                 self._lost_warned = True
                 logger.warning(
