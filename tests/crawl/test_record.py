@@ -9,6 +9,7 @@ each write their own file, verified together. ``verify`` is run on each.
 
 from __future__ import annotations
 
+import fcntl
 import gzip
 import io
 import json
@@ -343,3 +344,64 @@ def test_two_processes_sharing_a_store_verify_together(
     merged = tmp_path / "merged.jsonl.gz"
     merged.write_bytes(b"".join(f.read_bytes() for f in files))
     assert _verify([merged])[0] == 0
+
+
+@pytest_twisted.ensureDeferred
+async def test_one_writer_per_file(
+    mockserver: Any, run_crawl: Any, host: str, tmp_path: Path
+) -> None:
+    """A file another process is writing (its lock held) stops the start, naming
+    REP_RECORD: two writers would interleave their gzip streams."""
+    record = tmp_path / "shared-name.jsonl.gz"
+    mockserver.configure(host, {"robots": {"body": V1}})
+    with record.open("ab") as other_writer:
+        fcntl.flock(other_writer.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(SettingError, match=r"REP_RECORD.*another process.*%\(pid\)s"):
+            await run_crawl(
+                [mockserver.url(host, "/a")], settings={**REP, "REP_RECORD": str(record)}
+            )
+    assert mockserver.paths(host) == []
+
+
+class _PageDirectivesRecorded:
+    """A spider middleware as the page-directive one will be: it records each page
+    through the recorder of scrapy-rep's downloader middleware."""
+
+    def __init__(self, crawler: Any) -> None:
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> _PageDirectivesRecorded:
+        return cls(crawler)
+
+    def process_spider_output(self, response: Any, result: Any) -> Any:
+        from scrapy_rep.middleware import RobotsTxtMiddleware
+
+        [robots] = [
+            mw
+            for mw in self.crawler.engine.downloader.middleware.middlewares
+            if isinstance(mw, RobotsTxtMiddleware)
+        ]
+        robots.recorder.page(response.url, "Scrapy", {"noindex": ["X-Robots-Tag"]}, 0, 1)
+        return result
+
+    async def process_spider_output_async(self, response: Any, result: Any) -> Any:
+        async for item in self.process_spider_output(response, result):
+            yield item
+
+
+@pytest_twisted.ensureDeferred
+async def test_page_directives_are_recorded(
+    mockserver: Any, run_crawl: Any, host: str, tmp_path: Path
+) -> None:
+    mockserver.configure(host, {"robots": {"body": V1}})
+    record = tmp_path / "pages.jsonl.gz"
+    settings = {
+        **REP,
+        "REP_RECORD": str(record),
+        "SPIDER_MIDDLEWARES": {f"{__name__}._PageDirectivesRecorded": 10},
+    }
+    await run_crawl([mockserver.url(host, "/a")], settings=settings)
+    [page] = _by_url([record], "P")[mockserver.url(host, "/a")]
+    assert page.doc["d"] == {"noindex": ["X-Robots-Tag"]}
+    assert (page.doc["k"], page.doc["dr"], page.doc["di"]) == ("Scrapy", 0, 1)
