@@ -4,6 +4,7 @@ same crawl without it, and the record's bytes per decision.
     python benchmarks/bench_record.py ab [--rounds 9]       # timed A/B, as bench_ab.py
     python benchmarks/bench_record.py size                  # bytes per decision
     python benchmarks/bench_record.py instructions          # callgrind counts (valgrind)
+    python benchmarks/bench_record.py micro                 # a decision's two halves
 
 - ``ab``: bench_ab.py's steady shape (10 origins x 300 pages), ``rep`` (memory store)
   against ``rep-record`` (the same, with REP_RECORD), alternating which goes first;
@@ -15,6 +16,8 @@ same crawl without it, and the record's bytes per decision.
 - ``instructions``: bench_instructions.py's method (marginal instructions per page
   between 20 and 120 pages per origin, under callgrind, all threads counted) for both
   modes; not moved by the machine's load.
+- ``micro``: 100,000 decisions through the reactor thread's hook, and as many lines
+  through the writer thread's encoding and write, each timed apart.
 """
 
 from __future__ import annotations
@@ -142,6 +145,46 @@ def instructions(args: argparse.Namespace) -> None:
     print(f"rep-record / rep: {per_page['rep-record'] / per_page['rep']:.3f}x instructions")
 
 
+def micro(args: argparse.Namespace) -> None:
+    """The two halves of a decision's cost, apart: the reactor thread's hook, and the
+    writer thread's JSON, compression and write."""
+    import time
+
+    from scrapy import Request
+    from scrapy.utils.test import get_crawler
+
+    from scrapy_rep.crawl.record import ALLOWED, Recorder
+    from scrapy_rep.policy.config import Config
+    from scrapy_rep.policy.records import RULES, OriginRecord
+    from scrapy_rep.policy.robots_policy import Evaluation
+
+    n = 100_000
+    tmp = Path(tempfile.mkdtemp(prefix="rep-record-"))
+    crawler = get_crawler(settings_dict={"REP_RECORD": str(tmp / "micro.jsonl.gz")})
+    recorder = Recorder(crawler, Config.from_settings(crawler.settings), time.time)
+    body = b"User-agent: *\nDisallow: /x\n"
+    record = OriginRecord(kind=RULES, body=body, fetched_at=1.0, expires_at=2.0)
+    evaluation = Evaluation(ready=True, kind=RULES, body=body, source="fresh")
+    decision = {"allowed": True, "reason": "no-matching-rule", "source": "fresh"}
+    decision.update(line=None, rule=None, groups=["*"], origin="http://a.test")
+    decision.update(product_token="Scrapy", robots="200", waited=0.0)
+    requests = [Request(f"http://a.test/p{i}") for i in range(n)]
+    started = time.process_time()
+    for request in requests:
+        recorder.decided(request, decision, evaluation, record)
+        if len(recorder._batch) >= 8000:
+            recorder._batch.clear()  # (measured apart, below)
+    hook = (time.process_time() - started) / n
+    batch = [(ALLOWED, 1.234, 3, f"/p{i}", 0.0) for i in range(n)]
+    started = time.process_time()
+    recorder.writer._write_lines([recorder.writer._encode(entry) for entry in batch])
+    writer = (time.process_time() - started) / n
+    recorder.close()
+    shutil.rmtree(tmp, ignore_errors=True)
+    print(f"reactor thread: {hook * 1e6:.2f} us per decision (the hook)")
+    print(f"writer thread:  {writer * 1e6:.2f} us per decision (JSON, gzip, write)")
+
+
 def child(spec: str, port: int) -> None:
     """One crawl under callgrind: ``MODE:PAGES``."""
     from bench_instructions import steady_hosts
@@ -161,7 +204,7 @@ def child(spec: str, port: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("what", nargs="?", choices=("ab", "size", "instructions"))
+    parser.add_argument("what", nargs="?", choices=("ab", "size", "instructions", "micro"))
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
@@ -169,7 +212,8 @@ def main() -> None:
     if args.child:
         child(args.child, args.port)
         return
-    {"ab": ab, "size": size, "instructions": instructions}[args.what or "ab"](args)
+    run = {"ab": ab, "size": size, "instructions": instructions, "micro": micro}
+    run[args.what or "ab"](args)
 
 
 if __name__ == "__main__":
