@@ -405,3 +405,19 @@ async def test_page_directives_are_recorded(
     [page] = _by_url([record], "P")[mockserver.url(host, "/a")]
     assert page.doc["d"] == {"noindex": ["X-Robots-Tag"]}
     assert (page.doc["k"], page.doc["dr"], page.doc["di"]) == ("Scrapy", 0, 1)
+
+
+@pytest.mark.parametrize("bad", ["rec-%(user)s.gz", "rec-%d.gz", 42, ["a"]])
+def test_a_bad_rep_record_is_a_setting_error(bad: Any) -> None:
+    from scrapy_rep.policy.config import Config
+
+    with pytest.raises(SettingError, match="REP_RECORD"):
+        Config.from_settings({"REP_RECORD": bad})
+
+
+def test_rep_record_placeholders() -> None:
+    from scrapy_rep.policy.config import Config
+
+    assert Config.from_settings({}).record is None
+    template = "r/%(name)s-%(time)s-%(pid)s-100%%.jsonl.gz"
+    assert Config.from_settings({"REP_RECORD": template}).record == template
