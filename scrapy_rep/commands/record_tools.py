@@ -252,13 +252,17 @@ def verify(records: Records) -> Verification:
     parsed: dict[tuple[str, Any], RobotsTxt] = {}
     for decision in records.decisions:
         verdict = decision.verdict
-        if verdict in (ALLOWED, FORBIDDEN):
-            problem = _redecide(decision, records, parsed)
-        elif verdict == USAGE_REFUSED and decision.doc.get("by") == "robots":
-            problem = _redecide_usage(decision, records, parsed)
-        else:
-            result.not_redecided[_NOT_REDECIDED.get(verdict, verdict)] += 1
-            continue
+        try:
+            if verdict in (ALLOWED, FORBIDDEN):
+                problem = _redecide(decision, records, parsed)
+            elif verdict == USAGE_REFUSED and decision.doc.get("by") == "robots":
+                problem = _redecide_usage(decision, records, parsed)
+            else:
+                result.not_redecided[_NOT_REDECIDED.get(verdict, str(verdict))] += 1
+                continue
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            # a hand-made or damaged line that reads as JSON but lacks what it needs
+            problem = f"cannot be re-decided: a field is missing or malformed ({exc!r})"
         if problem is None:
             result.reproduced += 1
         else:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -121,6 +122,12 @@ async def test_damaged_and_cut_files_are_reported_with_their_line(
     done = robots(["verify", str(garbled)], subprocess_env, tmp_path, online=False)
     assert done.returncode == 1
     assert f"error: {garbled}:4: not a JSON line" in done.stdout
+    # JSON that lacks what a decision needs (a context without its product token)
+    tokenless = tmp_path / "tokenless.jsonl.gz"
+    _write(tokenless, [re.sub(r'"k":"[^"]*",', "", line, count=1) for line in lines])
+    done = robots(["verify", str(tokenless)], subprocess_env, tmp_path, online=False)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "cannot be re-decided: a field is missing or malformed (KeyError('k'))" in done.stdout
     # bytes overwritten in the middle of the compressed stream
     raw = bytearray(record.read_bytes())
     middle = len(raw) // 2
