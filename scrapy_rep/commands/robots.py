@@ -85,9 +85,10 @@ Exit status
   3  some robots.txt is unreachable: a crawl would hold those URLs
 
 Compliance records (REP_RECORD, see docs/record.md)
-  scrapy robots verify FILE...              re-decide every recorded decision;
-                                            exit 0 only when all are reproduced
-  scrapy robots report FILE... -o out.html  one self-contained HTML report
+  scrapy robots verify FILE...
+      re-decide every recorded decision; exit 0 only when all are reproduced
+  scrapy robots report FILE... -o report.html
+      write one self-contained HTML report
 """
 
 
@@ -158,7 +159,7 @@ class RobotsCommand(ScrapyCommand):
     default_settings: ClassVar[dict[str, Any]] = {"LOG_LEVEL": "WARNING"}
 
     def syntax(self) -> str:
-        return "[options] URL [URL ...] | verify FILE... | report FILE... -o report.html"
+        return "[options] URL [URL ...]"
 
     def short_desc(self) -> str:
         return "Check URLs against robots.txt (scrapy-rep)"
