@@ -1,6 +1,6 @@
 """One-shot scrapy-rep demo: start the local demo site, crawl it, print what happened.
 
-    python example_project/run_demo.py [--show-logs] [--json FILE]
+    python example_project/run_demo.py [--show-logs] [--json FILE] [--report FILE]
 
 Runs three spiders of the ``demo`` project as ``scrapy crawl`` subprocesses from
 ``example_project/`` (a real project run: scrapy.cfg, demo/settings.py), in parallel:
@@ -13,6 +13,11 @@ Runs three spiders of the ``demo`` project as ``scrapy crawl`` subprocesses from
 Then it prints the robots.txt requests the site received, each spider's downloaded,
 dropped (with the deciding robots.txt line) and delayed requests, the verdicts per
 product token, and a per-origin summary. Offline: everything is on 127.0.0.1.
+
+Every crawl writes its compliance record (REP_RECORD, docs/record.md); the demo then
+checks them with ``scrapy robots verify`` and writes their HTML report with ``scrapy
+robots report`` (``--report``, default ``compliance-report.html`` in the current
+directory).
 """
 
 from __future__ import annotations
@@ -71,6 +76,8 @@ def run_crawls(site_file: Path, workdir: Path) -> dict[str, dict[str, Any]]:
             f"site={site_file}",
             "-s",
             f"DEMO_LEDGER={ledger}",
+            "-s",
+            f"REP_RECORD={workdir / 'records' / '%(name)s.jsonl.gz'}",
         ]
         print(f"  $ scrapy crawl {name} -a site=... -s DEMO_LEDGER=...", flush=True)
         process = subprocess.Popen(
@@ -93,6 +100,24 @@ def run_crawls(site_file: Path, workdir: Path) -> dict[str, dict[str, Any]]:
         }
         log.close()
     return results
+
+
+def record_tools(records: list[Path], report: Path) -> str:
+    """``scrapy robots verify`` and ``scrapy robots report`` on the crawls' records."""
+    out = []
+    for args in (["verify"], ["report", "-o", str(report)]):
+        done = subprocess.run(
+            [sys.executable, "-m", "scrapy", "robots", "--nolog", *args, *map(str, records)],
+            cwd=HERE,
+            env=crawl_env(),
+            capture_output=True,
+            text=True,
+            timeout=CRAWL_TIMEOUT,
+            check=False,
+        )
+        out.append(f"$ scrapy robots {' '.join(args)} <{len(records)} record files>")
+        out.append((done.stdout + done.stderr).rstrip())
+    return "\n".join(out)
 
 
 def robots_answers(hits: list[Hit]) -> dict[str, str]:
@@ -141,6 +166,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--show-logs", action="store_true", help="print each crawl's full log")
     parser.add_argument("--json", type=Path, help="also write everything collected to FILE")
+    parser.add_argument(
+        "--report",
+        type=Path,
+        default=Path("compliance-report.html"),
+        help="the compliance report to write (default: compliance-report.html)",
+    )
     args = parser.parse_args(argv)
 
     started = time.monotonic()
@@ -153,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {role:<9} {url}")
         print(f"crawling from {HERE} (REP_STORAGE=memory, REP_RETRY_BACKOFF=1):", flush=True)
         results = run_crawls(site_file, workdir)
+        records = sorted((workdir / "records").glob("*.jsonl.gz"))
+        checked = record_tools(records, args.report.resolve())
     elapsed = time.monotonic() - started
 
     failed = [name for name, r in results.items() if r["returncode"] != 0 or not r["ledger"]]
@@ -172,6 +205,10 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(format_verdicts(ledgers, site.origins["rules"])))
     print("\n===== per-origin summary (all spiders) =====")
     print("\n".join(format_origins(ledgers, site.origins, robots_answers(site.hits))))
+    print("\n===== compliance record (REP_RECORD) =====")
+    print(checked.rstrip())
+    if "0 mismatched" not in checked:
+        failed.append("scrapy robots verify")
     outcome = f"FAILED: {', '.join(failed)}" if failed else "all crawls finished"
     print(f"\ndemo finished in {elapsed:.1f} s; {outcome}")
 

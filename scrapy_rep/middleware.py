@@ -34,6 +34,7 @@ from scrapy_rep.crawl.ledger import (
     passed_hook,
     waiting_fate_line,
 )
+from scrapy_rep.crawl.record import make_recorder
 from scrapy_rep.crawl.release_retry import ReleaseRetry
 from scrapy_rep.crawl.request_codec import RequestCodec
 from scrapy_rep.crawl.scheduling import (
@@ -83,6 +84,7 @@ class RobotsTxtMiddleware:
                 raise NotConfigured
             self.clock = config.clock or time.time  # REP_CLOCK, validated by Config
             self.storage = create_storage(config, crawler.settings)
+            self.recorder = make_recorder(crawler, config, self.clock)  # REP_RECORD
         except SettingError as exc:
             # One line that names the setting, before Scrapy's traceback of the failed
             # start (which ends with the same message, 30-odd lines further down).
@@ -131,11 +133,12 @@ class RobotsTxtMiddleware:
             self.release.release,
             self._inc,
             releasable=self._may_proceed,
+            recorder=self.recorder,
         )
         self.one_shot = one_shot_command()
         if self.one_shot:
             self.coordinator.give_up = self._give_up
-        self.decider = Decider(crawler, config)
+        self.decider = Decider(crawler, config, self.recorder)
         self.fetcher.parsed = self.decider.parsed_for  # for robots_parsed receivers
         # RAM per origin bounded in bytes: the registry counts the Decider's parsed
         # copies and has it forget those of origins it unloads (REP_MEMORY_MAX_BYTES).
@@ -143,13 +146,14 @@ class RobotsTxtMiddleware:
         self.decider.on_kept = registry.note_parsed
         registry.on_unload = self.decider.forget
         self.closing = WaitingAtClose(
-            crawler, self.room, self.bridge, self.ledger, registry, self.clock
+            crawler, self.room, self.bridge, self.ledger, registry, self.clock, self.recorder
         )
         self.sitemap_copy = SitemapRobotsCopy(crawler)
         # False once the spider is known not to be a SitemapSpider: then no request is
         # answered from our copy, and the per-request path skips asking.
         self._sitemap_spider = True
-        self.usage = UsageKeeper(crawler, config, self.decider)  # usage preferences (docs/usage.md)
+        # usage preferences (docs/usage.md)
+        self.usage = UsageKeeper(crawler, config, self.decider, self.recorder)
         self.idle = IdleWatch(config.idle_wait, config.logstats_interval)
         self._adopting: Any = None
         from scrapy_rep.crawl.cluster_delay import make_cluster_delay
@@ -423,3 +427,4 @@ class RobotsTxtMiddleware:
             )
         log_summary(list(registry.runtimes()), registry.evicted, self.stats, audit=audit)
         self.storage.close()
+        self.recorder.close()

@@ -23,7 +23,8 @@ RUN_DEMO = REPO_ROOT / "example_project" / "run_demo.py"
 
 
 class DemoRun:
-    def __init__(self, returncode: int, output: str, record: dict[str, Any]):
+    def __init__(self, returncode: int, output: str, record: dict[str, Any], workdir: Path):
+        self.workdir = workdir
         self.returncode = returncode
         self.output = output
         self.record = record
@@ -52,11 +53,19 @@ class DemoRun:
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
-    record_file = tmp_path_factory.mktemp("demo") / "record.json"
+    workdir = tmp_path_factory.mktemp("demo")
+    record_file = workdir / "record.json"
     # Offline by construction; a proxy from the environment must not matter either.
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
     result = subprocess.run(
-        [sys.executable, str(RUN_DEMO), "--json", str(record_file)],
+        [
+            sys.executable,
+            str(RUN_DEMO),
+            "--json",
+            str(record_file),
+            "--report",
+            str(workdir / "compliance-report.html"),
+        ],
         cwd=REPO_ROOT,
         env=env,
         capture_output=True,
@@ -65,7 +74,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     record = json.loads(record_file.read_text("utf-8"))
-    return DemoRun(result.returncode, result.stdout, record)
+    return DemoRun(result.returncode, result.stdout, record, workdir)
 
 
 def test_prints_the_report(demo: DemoRun) -> None:
@@ -202,3 +211,13 @@ def test_the_ledger_counts_the_held_requests_scrapy_rep_counts(demo: DemoRun) ->
     for spider in ("tour", "nightowl", "archive"):
         held = sum(1 for e in demo.entries(spider) if e["held"])
         assert held == demo.record["spiders"][spider]["ledger"]["stats"]["robotstxt/delayed"]
+
+
+def test_the_compliance_record_verifies_and_is_reported(demo: DemoRun) -> None:
+    """Every crawl of the demo writes its record (REP_RECORD); the demo verifies them
+    all and writes their report."""
+    section = demo.output.split("===== compliance record (REP_RECORD) =====")[1]
+    assert "verify: 3 file(s), 3 run(s)" in section
+    assert " 0 mismatched" in section and "INFO" not in section
+    page = (demo.workdir / "compliance-report.html").read_text("utf-8")
+    assert demo.origins["rules"] in page and "Disallow: /private/" in page

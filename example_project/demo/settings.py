@@ -24,6 +24,11 @@ REP_STORAGE = "memory"
 # keeps the demo short while still showing requests waiting for the retry.
 REP_RETRY_BACKOFF = 1
 
+# The compliance record (docs/record.md): every robots.txt copy that decided a request
+# and one line per decision; `scrapy robots verify` / `report` read it. run_demo.py
+# points it at its own temporary directory.
+REP_RECORD = "records/%(name)s-%(time)s-%(pid)s.jsonl.gz"
+
 # --- the demo's own components -------------------------------------------------------
 DOWNLOADER_MIDDLEWARES = {
     # Before scrapy-rep (100): sees every request first and every drop last.

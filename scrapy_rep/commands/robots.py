@@ -45,6 +45,7 @@ from scrapy_rep.commands.output import (
     UrlResult,
     render_json,
 )
+from scrapy_rep.commands.record_tools import RECORD_TOOLS, run_record_tool
 from scrapy_rep.commands.store_view import forget, open_for_writing, read_store
 from scrapy_rep.commands.text import render_text
 from scrapy_rep.policy.config import Config, SettingError
@@ -82,6 +83,12 @@ Exit status
   1  some URL is disallowed
   2  usage error (a bad URL, option or setting)
   3  some robots.txt is unreachable: a crawl would hold those URLs
+
+Compliance records (REP_RECORD, see docs/record.md)
+  scrapy robots verify FILE...
+      re-decide every recorded decision; exit 0 only when all are reproduced
+  scrapy robots report FILE... -o report.html
+      write one self-contained HTML report
 """
 
 
@@ -190,9 +197,18 @@ class RobotsCommand(ScrapyCommand):
         parser.add_argument(
             "--json", action="store_true", help="print one JSON document for scripts"
         )
+        parser.add_argument(
+            "-o",
+            "--output",
+            metavar="FILE",
+            help="with `report`: the HTML file to write (docs/record.md)",
+        )
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         assert self.settings is not None
+        if args and args[0] in RECORD_TOOLS:  # verify / report FILE...: compliance records
+            self.exitcode = run_record_tool(args[0], args[1:], opts.output)
+            return
         if not args:
             raise UsageError("give at least one URL")
         if opts.file is not None and (opts.refresh or opts.forget):

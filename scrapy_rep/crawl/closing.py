@@ -8,6 +8,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from scrapy_rep.crawl.ledger import is_durable
+from scrapy_rep.crawl.record import NullRecorder
 from scrapy_rep.crawl.visibility import waiting_line
 from scrapy_rep.policy.origin import origin_of_memo
 
@@ -34,6 +35,7 @@ class WaitingAtClose:
         ledger: HeldLedger,
         registry: RuntimeRegistry,
         clock: Callable[[], float],
+        recorder: NullRecorder | None = None,
     ) -> None:
         self.crawler = crawler
         assert crawler.stats is not None
@@ -46,6 +48,7 @@ class WaitingAtClose:
         # Requests left to a durable ledger at close, per origin: said to be kept only
         # once the ledger has written them (finish), as many as it did write.
         self._left_to_ledger: dict[str, int] = {}
+        self.recorder = recorder or NullRecorder()  # the compliance record (crawl/record.py)
 
     def fate(self) -> str:
         if self.bridge.persists():
@@ -118,6 +121,7 @@ class WaitingAtClose:
             for origin, count in per_origin.items():
                 self._left_to_ledger[origin] = self._left_to_ledger.get(origin, 0) + count
         else:
+            self.recorder.dropped_at_close(entries)
             self._dropped(
                 per_origin,
                 "the spider closed while they waited on robots.txt (set JOBDIR, use a "

@@ -17,6 +17,7 @@ from twisted.internet.defer import Deferred
 from scrapy_rep.crawl.fetch_queue import FetchQueue
 from scrapy_rep.crawl.fetch_steps import FetchSteps, _reactor
 from scrapy_rep.crawl.leases import LeaseKeeper
+from scrapy_rep.crawl.record import NullRecorder
 from scrapy_rep.crawl.registry import RuntimeRegistry
 from scrapy_rep.crawl.runtime import WAITED_META_KEY, OriginRuntime
 from scrapy_rep.crawl.store_calls import StoreCalls
@@ -66,6 +67,7 @@ class OriginCoordinator(FetchSteps):
         release: Callable[[str, Request], None],
         inc_stat: Callable[[str], None],
         releasable: Callable[[Evaluation], bool] | None = None,
+        recorder: NullRecorder | None = None,
     ) -> None:
         self.policy = policy
         self.storage = storage
@@ -77,6 +79,7 @@ class OriginCoordinator(FetchSteps):
         # When held requests may go: normally once the origin is decided; audit mode
         # also lets them go once the origin is known to be unreachable.
         self.releasable: Callable[[Evaluation], bool] = releasable or (lambda ev: ev.ready)
+        self.recorder = recorder or NullRecorder()  # the compliance record (crawl/record.py)
         # One-shot commands: called instead of waiting when an origin turns unreachable.
         self.give_up: Callable[[str, list[Request], str], None] | None = None
         config = policy.config
@@ -242,6 +245,7 @@ class OriginCoordinator(FetchSteps):
             request.meta[WAITED_META_KEY] = request.meta.get(WAITED_META_KEY, 0.0) + waited
             rt.released += 1
             self._inc("robotstxt/released")
+            self.recorder.released(request, waited)
             # Never raises: one request the scheduler cannot take must not lose the rest,
             # nor be mistaken for a robots.txt failure. A scheduler whose backend is down
             # keeps it waiting; one that refuses the request itself drops it, logged and

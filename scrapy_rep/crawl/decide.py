@@ -13,6 +13,7 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
 from scrapy_rep.crawl.product_token import ProductTokens
+from scrapy_rep.crawl.record import NullRecorder
 from scrapy_rep.crawl.runtime import WAITED_META_KEY
 from scrapy_rep.crawl.slot_delay import SlotDelays
 from scrapy_rep.crawl.stat_counter import stat_counter
@@ -59,8 +60,11 @@ STEPPED_RULES = 2_048
 
 
 class Decider:
-    def __init__(self, crawler: Crawler, config: Config) -> None:
+    def __init__(
+        self, crawler: Crawler, config: Config, recorder: NullRecorder | None = None
+    ) -> None:
         self.crawler = crawler
+        self.recorder = recorder or NullRecorder()  # the compliance record (crawl/record.py)
         self.config = config
         assert crawler.stats is not None
         self.stats = crawler.stats
@@ -245,6 +249,7 @@ class Decider:
         if not evaluation.ready:  # audit mode only: an enforcing crawl would wait
             self._count("robotstxt/audit/would_delay")
             request.meta[DECISION_META_KEY] = decision
+            self.recorder.decided(request, decision, evaluation, rt.record)
             return True
         if evaluation.kind == ALLOW_ALL:
             decision["reason"] = (
@@ -310,6 +315,7 @@ class Decider:
                 self.slot_delays.apply(request, delay[2])
         if explained.allowed:  # (_record's common case)
             request.meta[DECISION_META_KEY] = decision
+            self.recorder.decided(request, decision, evaluation, rt.record)
             self._count("robotstxt/allowed")
             return
         self._record(request, evaluation, rt, decision)
@@ -318,6 +324,7 @@ class Decider:
         self, request: Request, evaluation: Evaluation, rt: OriginRuntime, decision: dict[str, Any]
     ) -> None:
         request.meta[DECISION_META_KEY] = decision
+        self.recorder.decided(request, decision, evaluation, rt.record)
         if decision["allowed"]:
             self._count("robotstxt/allowed")
             return

@@ -25,6 +25,7 @@ from scrapy.http.headers import Headers
 
 from scrapy_rep.crawl.decide import DECISION_META_KEY
 from scrapy_rep.crawl.fetcher import FETCH_META_KEY
+from scrapy_rep.crawl.record import NullRecorder
 from scrapy_rep.crawl.report import log_usage_refusals
 from scrapy_rep.policy.config import SettingError, purposes_from
 from scrapy_rep.policy.origin import origin_of_memo
@@ -53,8 +54,15 @@ COUNT_BATCH = 256  # responses counted between two writes of the usage stats
 class UsageKeeper:
     """Records usage preferences on requests and responses; drops refused ones on request."""
 
-    def __init__(self, crawler: Crawler, config: Config, decider: Decider) -> None:
+    def __init__(
+        self,
+        crawler: Crawler,
+        config: Config,
+        decider: Decider,
+        recorder: NullRecorder | None = None,
+    ) -> None:
         self.mode = config.usage_mode
+        self.recorder = recorder or NullRecorder()  # the compliance record (crawl/record.py)
         self.purposes = config.purposes
         self.decider = decider
         assert crawler.stats is not None
@@ -116,6 +124,7 @@ class UsageKeeper:
             return
         refused = usage.refused(purposes)
         request.meta[META_KEY] = _doc(usage, purposes, refused, request.url)
+        self.recorder.usage(request, usage, purposes)
         if refused and self.mode != "record":
             if self.mode == "enforce":
                 self._count_values(usage)  # its preferences are final: it is never fetched
@@ -189,6 +198,7 @@ class UsageKeeper:
     ) -> None:
         counts = self.refusals.setdefault(origin, {ROBOTS: 0, HEADER: 0})
         counts[cause] += 1
+        self.recorder.usage_refused(request, usage, refused, cause, self.mode == "enforce")
         why = "; ".join(
             f"{label}=n from {source.describe()}"
             for label in refused

@@ -179,6 +179,28 @@ def storage_spec(raw: Any) -> str:
 USAGE_MODES = ("off", "record", "audit", "enforce")
 
 
+RECORD_PLACEHOLDERS = {"name": "spider", "time": "2026-01-01T00-00-00", "pid": 1}
+
+
+def record_path_template(raw: Any) -> str | None:
+    """``REP_RECORD``: unset, or a path whose only placeholders are ``%(name)s``,
+    ``%(time)s`` and ``%(pid)s`` (as Scrapy's FEEDS URIs spell them)."""
+    if raw is None or raw == "" or raw is False:
+        return None
+    if hasattr(raw, "__fspath__"):
+        raw = str(raw)
+    if not isinstance(raw, str):
+        raise SettingError(f"REP_RECORD must be a file path, got {raw!r}")
+    try:
+        raw % RECORD_PLACEHOLDERS
+    except (KeyError, ValueError, TypeError) as exc:
+        raise SettingError(
+            f"REP_RECORD: {raw!r} may only use the placeholders %(name)s, %(time)s and "
+            f"%(pid)s (write %% for a literal %): {exc!r}"
+        ) from None
+    return raw
+
+
 def purposes_from(raw: Any, name: str = "REP_PURPOSES") -> tuple[str, ...]:
     """Validated purposes: a list of labels, or one string of comma-separated labels."""
     if raw is None or raw == "":
@@ -258,6 +280,9 @@ class Config:
     # only where the crawl itself persists (JOBDIR, a persistent scheduler), as Scrapy
     # keeps its own queue only there (docs/waiting.md "When the spider closes").
     durable_waiting: bool | None = None
+    # REP_RECORD: where the compliance record goes (docs/record.md), a path that may hold
+    # %(name)s, %(time)s and %(pid)s; None = no record
+    record: str | None = None
 
     @property
     def lease_renew_every(self) -> float:
@@ -340,4 +365,5 @@ class Config:
                 settings, "REP_CLUSTER_HEARTBEAT", 30.0, strictly_positive=True
             ),
             durable_waiting=_optional_boolean(settings, "REP_DURABLE_WAITING"),
+            record=record_path_template(settings.get("REP_RECORD")),
         )

@@ -1,0 +1,423 @@
+"""The compliance record (``REP_RECORD``, docs/record.md) written by real crawls.
+
+Every page the server received has an ``allowed`` record, every forbidden request a
+``forbidden`` record naming the deciding line; a robots.txt that changes mid-crawl
+gives two copies, each decision pointing at the one that decided it; ``kill -9``
+leaves a file readable up to its last whole batch; two processes sharing a store
+each write their own file, verified together. ``verify`` is run on each.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import gzip
+import io
+import json
+import logging
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_twisted
+from scrapy import Request
+
+from scrapy_rep.commands.record_tools import read_records, run_verify
+from scrapy_rep.crawl.record import ALLOWED, FORBIDDEN, RELEASED
+from scrapy_rep.policy.config import SettingError
+from tests.conftest import RESOLVER_SETTING, ListSpider
+from tests.crawl.test_crawl_storage_shared import start_process, wait_for_files
+from tests.crawl_helpers import REP, pages_of
+from tests.scrapy_compat import RESOLVER_SETTING_NAME
+
+V1 = "User-agent: *\nDisallow: /b\n"
+V2 = "User-agent: *\nDisallow: /c\n"
+
+
+def _verify(paths: list[Path]) -> tuple[int, str]:
+    out = io.StringIO()
+    status = run_verify(paths, out)
+    return status, out.getvalue()
+
+
+def _by_url(paths: list[Path], verdicts: str = ALLOWED + FORBIDDEN) -> dict[str, list[Any]]:
+    """Records by URL; by default the robots.txt decisions only (not releases)."""
+    found: dict[str, list[Any]] = {}
+    for decision in read_records(paths).decisions:
+        if decision.verdict in verdicts:
+            found.setdefault(decision.url, []).append(decision)
+    return found
+
+
+@pytest_twisted.ensureDeferred
+async def test_every_request_has_its_record(
+    mockserver: Any, run_crawl: Any, host: str, tmp_path: Path
+) -> None:
+    mockserver.configure(
+        host, {"robots": {"body": "User-agent: *\nAllow: /\nDisallow: /private\n"}}
+    )
+    paths = ["/", "/a", "/b?q=1", "/private/x", "/private"]
+    template = str(tmp_path / "rec-%(name)s-%(pid)s.jsonl.gz")
+    crawler = await run_crawl(
+        [mockserver.url(host, p) for p in paths], settings={**REP, "REP_RECORD": template}
+    )
+    files = list(tmp_path.glob("rec-list-*.jsonl.gz"))
+    assert len(files) == 1
+    received = pages_of(mockserver, host)
+    assert sorted(received) == ["/", "/a", "/b?q=1"]
+    decisions = _by_url(files)
+    for path in received:
+        [decision] = decisions[mockserver.url(host, path)]
+        assert decision.verdict == ALLOWED
+        assert decision.copy is not None and decision.copy["state"] == "rules"
+        assert decision.copy["status"] == 200
+        assert decision.copy["url"] == mockserver.url(host, "/robots.txt")
+    for path in ("/private/x", "/private"):
+        [decision] = decisions[mockserver.url(host, path)]
+        assert decision.verdict == FORBIDDEN
+        assert (decision.context["l"], decision.context["r"]) == (3, "Disallow: /private")
+        assert decision.context["g"] == ["*"]
+        assert decision.context["k"] == "Scrapy"
+    # (and a release line for each request that waited for robots.txt)
+    assert crawler.stat("rep/record/decisions") >= 5
+    assert crawler.stat("rep/record/bytes") > 0
+    assert crawler.stat("rep/record/lost") is None
+    status, out = _verify(files)
+    assert status == 0, out
+    assert "5 reproduced, 0 mismatched" in out
+    # the file closed cleanly: a whole gzip stream of JSON lines, the header first
+    lines = gzip.decompress(files[0].read_bytes()).decode().splitlines()
+    header = json.loads(lines[0])
+    assert header["h"] == 1 and header["spider"] == "list" and header["pid"] == os.getpid()
+
+
+class _ChangingRobotsSpider(ListSpider):
+    """Requests /a and /b; then moves the crawl's clock past the copy's expiry and
+    requests /poll until the second robots.txt has been fetched and stored, then /b2
+    and /c2 (decided by the new copy)."""
+
+    name = "changing"
+
+    def __init__(self, base: str, clock: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.base = base
+        self.clock = clock
+        self.polls = 0
+
+    async def start(self) -> AsyncIterator[Any]:
+        yield Request(self.base + "/a", callback=self.after_first, errback=self.on_error)
+        yield Request(self.base + "/b", errback=self.on_error)
+
+    def after_first(self, response: Any) -> Iterator[Request]:
+        self.responses.append(response)
+        self.clock.offset += 3 * 86400.0  # past REP_MAX_TTL: the copy is expired
+        yield Request(self.base + "/poll?n=0", callback=self.poll, dont_filter=True)
+
+    def poll(self, response: Any) -> Iterator[Request]:
+        self.responses.append(response)
+        self.polls += 1
+        fetched = self.crawler.stats.get_value("robotstxt/response_count", 0)
+        # (one more round after the second fetch's response: by then it is stored)
+        if fetched < 2 or self.polls < 3:
+            yield Request(f"{self.base}/poll?n={self.polls}", callback=self.poll, dont_filter=True)
+            return
+        yield Request(self.base + "/b2", errback=self.on_error)
+        yield Request(self.base + "/c2", errback=self.on_error)
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.offset
+
+
+@pytest_twisted.ensureDeferred
+async def test_changed_robots_gives_two_copies(
+    mockserver: Any, run_crawl: Any, host: str, tmp_path: Path
+) -> None:
+    mockserver.configure(host, {"robots": [{"body": V1}, {"body": V2}]})
+    record = tmp_path / "changed.jsonl.gz"
+    settings = {**REP, "REP_RECORD": str(record), "REP_CLOCK": _Clock()}
+    await run_crawl(
+        spider_cls=_ChangingRobotsSpider,
+        settings=settings,
+        spider_kwargs={"base": mockserver.origin(host), "clock": settings["REP_CLOCK"]},
+    )
+    assert mockserver.count(host, "/robots.txt") == 2
+    records = read_records([record])
+    bodies = {copy["sha256"]: copy.get("body") for copy in records.copies}
+    assert sorted(b for b in bodies.values() if b) == [V1, V2]
+    decisions = _by_url([record])
+    first = decisions[mockserver.url(host, "/b")][0]
+    assert first.verdict == FORBIDDEN and first.context["r"] == "Disallow: /b"
+    assert records.bodies[first.copy["sha256"]].decode() == V1
+    allowed_b2 = decisions[mockserver.url(host, "/b2")][0]
+    forbidden_c2 = decisions[mockserver.url(host, "/c2")][0]
+    assert allowed_b2.verdict == ALLOWED
+    assert forbidden_c2.verdict == FORBIDDEN and forbidden_c2.context["r"] == "Disallow: /c"
+    for later in (allowed_b2, forbidden_c2):
+        assert records.bodies[later.copy["sha256"]].decode() == V2
+    status, out = _verify([record])
+    assert status == 0, out
+
+
+@pytest_twisted.ensureDeferred
+async def test_waited_requests_are_recorded(
+    mockserver: Any, run_crawl: Any, host: str, tmp_path: Path
+) -> None:
+    """A request held while robots.txt was pending: a release line with its wait, then
+    its decision, which carries the wait too."""
+    mockserver.configure(host, {"robots": {"body": V1, "delay": 0.5}})
+    record = tmp_path / "waited.jsonl.gz"
+    await run_crawl(
+        [mockserver.url(host, "/a"), mockserver.url(host, "/b")],
+        settings={**REP, "REP_RECORD": str(record)},
+    )
+    decisions = _by_url([record], ALLOWED + RELEASED)
+    verdicts = sorted(d.verdict for d in decisions[mockserver.url(host, "/a")])
+    assert verdicts == [ALLOWED, RELEASED]
+    released = next(d for d in decisions[mockserver.url(host, "/a")] if d.verdict == RELEASED)
+    assert released.doc["w"] > 0
+    assert _verify([record])[0] == 0
+
+
+@pytest_twisted.ensureDeferred
+async def test_an_unwritable_record_stops_the_start(
+    mockserver: Any, run_crawl: Any, host: str, tmp_path: Path, caplog: Any
+) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where a directory should be")
+    mockserver.configure(host, {"robots": {"body": V1}})
+    with pytest.raises(SettingError, match="REP_RECORD"):
+        await run_crawl(
+            [mockserver.url(host, "/a")],
+            settings={**REP, "REP_RECORD": str(blocker / "rec.jsonl.gz")},
+        )
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR and r.name == "scrapy_rep"]
+    assert len(errors) == 1 and "REP_RECORD" in errors[0].getMessage()
+    assert mockserver.paths(host) == []
+
+
+_FULL_DISK_SPIDER = """
+import json, sys
+import scrapy
+
+class FullDiskSpider(scrapy.Spider):
+    name = "full_disk"
+
+    async def start(self):
+        for url in json.loads(sys.argv[-1].split("=", 1)[1]):
+            yield scrapy.Request(url)
+
+    def parse(self, response):
+        pass
+
+    def closed(self, reason):
+        stats = self.crawler.stats.get_stats()
+        keep = {k: v for k, v in stats.items() if k.startswith(("rep/record", "robotstxt/"))}
+        keep["pages"] = stats.get("response_received_count", 0)
+        print(json.dumps(keep, default=str), flush=True)
+"""
+
+
+def test_a_disk_that_fills_is_one_warning_and_a_stat(
+    mockserver: Any, tmp_path: Path, subprocess_env: dict[str, str]
+) -> None:
+    """A crawl in a process whose files may not grow past 4 KiB (RLIMIT_FSIZE: the
+    kernel refuses the record's writes as it would on a full disk): the crawl goes on
+    and downloads every page; one WARNING and rep/record/write_failed say so."""
+    host = mockserver.unique_host("record-full")
+    mockserver.configure(host, {"robots": {"body": "User-agent: *\nDisallow: /private\n"}})
+    # long, random paths: a record that cannot compress below the limit
+    urls = [mockserver.url(host, f"/{os.urandom(48).hex()}") for _ in range(300)]
+    spider = tmp_path / "full_disk_spider.py"
+    spider.write_text(_FULL_DISK_SPIDER)
+    limit = 4096
+
+    def limit_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    command = [
+        sys.executable, "-m", "scrapy", "runspider", str(spider),
+        "-s", f"{RESOLVER_SETTING_NAME}={RESOLVER_SETTING}",
+        "-s", "REP_STORAGE=memory", "-s", "ADDONS={\"scrapy_rep.Addon\": 0}",
+        "-s", "ROBOTSTXT_OBEY=True", "-s", "TELNETCONSOLE_ENABLED=False",
+        "-s", "LOG_LEVEL=INFO", "-s", f"REP_RECORD={tmp_path / 'full.jsonl.gz'}",
+        "-a", f"urls={json.dumps(urls)}",
+    ]  # fmt: skip
+    done = subprocess.run(
+        command,
+        env=subprocess_env,
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=120,
+        preexec_fn=limit_files,  # (before the child starts any thread)
+        check=False,
+    )
+    log = done.stderr.decode()
+    assert done.returncode == 0, log[-3000:]
+    stats = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    assert stats["pages"] == 301  # every page, and robots.txt
+    assert stats["rep/record/write_failed"] == 1
+    assert stats["rep/record/lost"] > 0
+    warnings = [line for line in log.splitlines() if "cannot be written any more" in line]
+    assert len(warnings) == 1 and "REP_RECORD" in warnings[0], warnings
+    assert "Traceback" not in log
+    assert (tmp_path / "full.jsonl.gz").stat().st_size <= limit
+
+
+def _slow_site(mockserver: Any, host: str, pages: int) -> list[str]:
+    mockserver.configure(
+        host, {"robots": {"body": V1}, "default": {"body": "<html>x</html>", "delay": 0.1}}
+    )
+    return [mockserver.url(host, f"/p{n}") for n in range(pages)]
+
+
+def test_kill_9_leaves_a_file_verify_accepts(
+    mockserver: Any, tmp_path: Path, subprocess_env: dict[str, str]
+) -> None:
+    host = mockserver.unique_host("record-kill")
+    urls = _slow_site(mockserver, host, 400)
+    record = tmp_path / "killed.jsonl.gz"
+    proc, _, log = start_process(
+        tmp_path, subprocess_env, "memory", "k", urls, ("-s", f"REP_RECORD={record}")
+    )
+    try:
+        wait_for_files([tmp_path / "ready-k"], [proc])
+        (tmp_path / "go").write_text("go")
+        deadline = time.monotonic() + 60
+        while len(_by_url([record])) < 20:  # 20 URLs decided (batches of each second)
+            assert proc.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "no decisions recorded"
+            time.sleep(0.1)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    records = read_records([record])
+    assert len(pages_of(mockserver, host)) < 400, "the kill landed after the crawl"
+    assert [p.fatal for p in records.problems] == [False], records.problems
+    assert "killed?" in str(records.problems[0]) or "cut short" in str(records.problems[0])
+    assert len(_by_url([record])) >= 20
+    status, out = _verify([record])
+    assert status == 0, out
+    assert "0 mismatched" in out and "note:" in out
+
+
+def test_two_processes_sharing_a_store_verify_together(
+    mockserver: Any, tmp_path: Path, subprocess_env: dict[str, str]
+) -> None:
+    host = mockserver.unique_host("record-two")
+    mockserver.configure(host, {"robots": {"body": V1}})
+    urls = [mockserver.url(host, p) for p in ("/a", "/b", "/c")]
+    store = f"sqlite:{tmp_path / 'shared.sqlite'}"
+    template = str(tmp_path / "rec-%(pid)s.jsonl.gz")
+    procs = [
+        start_process(tmp_path, subprocess_env, store, tag, urls, ("-s", f"REP_RECORD={template}"))
+        for tag in ("one", "two")
+    ]
+    wait_for_files([tmp_path / "ready-one", tmp_path / "ready-two"], [p for p, _, _ in procs])
+    (tmp_path / "go").write_text("go")
+    for proc, _, log in procs:
+        assert proc.wait(timeout=60) == 0, log.read_text()[-3000:]
+    files = sorted(tmp_path.glob("rec-*.jsonl.gz"))
+    assert len(files) == 2
+    records = read_records(files)
+    assert len(records.headers) == 2
+    allowed = sorted(d.url for d in records.decisions if d.verdict == ALLOWED)
+    forbidden = sorted(d.url for d in records.decisions if d.verdict == FORBIDDEN)
+    received = sorted(mockserver.url(host, p) for p in pages_of(mockserver, host))
+    assert allowed == received and len(received) == 4  # /a and /c, twice
+    assert forbidden == [mockserver.url(host, "/b?p=one"), mockserver.url(host, "/b?p=two")]
+    status, out = _verify(files)
+    assert status == 0, out
+    # the files merge by concatenation, and the merged file verifies alike
+    merged = tmp_path / "merged.jsonl.gz"
+    merged.write_bytes(b"".join(f.read_bytes() for f in files))
+    assert _verify([merged])[0] == 0
+
+
+@pytest_twisted.ensureDeferred
+async def test_one_writer_per_file(
+    mockserver: Any, run_crawl: Any, host: str, tmp_path: Path
+) -> None:
+    """A file another process is writing (its lock held) stops the start, naming
+    REP_RECORD: two writers would interleave their gzip streams."""
+    record = tmp_path / "shared-name.jsonl.gz"
+    mockserver.configure(host, {"robots": {"body": V1}})
+    with record.open("ab") as other_writer:
+        fcntl.flock(other_writer.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(SettingError, match=r"REP_RECORD.*another process.*%\(pid\)s"):
+            await run_crawl(
+                [mockserver.url(host, "/a")], settings={**REP, "REP_RECORD": str(record)}
+            )
+    assert mockserver.paths(host) == []
+
+
+class _PageDirectivesRecorded:
+    """A spider middleware as the page-directive one will be: it records each page
+    through the recorder of scrapy-rep's downloader middleware."""
+
+    def __init__(self, crawler: Any) -> None:
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> _PageDirectivesRecorded:
+        return cls(crawler)
+
+    def process_spider_output(self, response: Any, result: Any) -> Any:
+        from scrapy_rep.middleware import RobotsTxtMiddleware
+
+        [robots] = [
+            mw
+            for mw in self.crawler.engine.downloader.middleware.middlewares
+            if isinstance(mw, RobotsTxtMiddleware)
+        ]
+        robots.recorder.page(response.url, "Scrapy", {"noindex": ["X-Robots-Tag"]}, 0, 1)
+        return result
+
+    async def process_spider_output_async(self, response: Any, result: Any) -> Any:
+        async for item in self.process_spider_output(response, result):
+            yield item
+
+
+@pytest_twisted.ensureDeferred
+async def test_page_directives_are_recorded(
+    mockserver: Any, run_crawl: Any, host: str, tmp_path: Path
+) -> None:
+    mockserver.configure(host, {"robots": {"body": V1}})
+    record = tmp_path / "pages.jsonl.gz"
+    settings = {
+        **REP,
+        "REP_RECORD": str(record),
+        "SPIDER_MIDDLEWARES": {f"{__name__}._PageDirectivesRecorded": 10},
+    }
+    await run_crawl([mockserver.url(host, "/a")], settings=settings)
+    [page] = _by_url([record], "P")[mockserver.url(host, "/a")]
+    assert page.doc["d"] == {"noindex": ["X-Robots-Tag"]}
+    assert (page.doc["k"], page.doc["dr"], page.doc["di"]) == ("Scrapy", 0, 1)
+
+
+@pytest.mark.parametrize("bad", ["rec-%(user)s.gz", "rec-%d.gz", 42, ["a"]])
+def test_a_bad_rep_record_is_a_setting_error(bad: Any) -> None:
+    from scrapy_rep.policy.config import Config
+
+    with pytest.raises(SettingError, match="REP_RECORD"):
+        Config.from_settings({"REP_RECORD": bad})
+
+
+def test_rep_record_placeholders() -> None:
+    from scrapy_rep.policy.config import Config
+
+    assert Config.from_settings({}).record is None
+    template = "r/%(name)s-%(time)s-%(pid)s-100%%.jsonl.gz"
+    assert Config.from_settings({"REP_RECORD": template}).record == template
