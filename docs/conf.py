@@ -13,9 +13,11 @@ extensions = ["myst_parser", "sphinx.ext.intersphinx"]
 source_suffix = {".md": "markdown"}
 myst_enable_extensions = ["colon_fence"]
 myst_heading_anchors = 3
-exclude_patterns = ["_build", "_inventories"]
+exclude_patterns = ["_build", "_inventories", "_screenshots"]
 html_theme = "furo"
 html_title = "scrapy-rep"
+html_static_path = ["_static"]
+html_css_files = ["wrap.css"]
 # The JSON examples carry comments for the reader; do not let Pygments fail on them.
 highlight_language = "text"
 suppress_warnings = ["misc.highlighting_failure"]

@@ -316,7 +316,7 @@ def test_docs_links_point_at_pages() -> None:
 def test_readme_durable_waiting_states_the_default() -> None:
     slow = section(README.read_text("utf-8"), "When robots.txt is slow or down")
     assert Config().durable_waiting is None
-    assert "`REP_DURABLE_WAITING`\nis unset by default" in slow
+    assert "`REP_DURABLE_WAITING` is unset by default" in " ".join(slow.split())
     assert "JOBDIR" in slow and "SCHEDULER_PERSIST" in slow
 
 
