@@ -231,7 +231,8 @@ def test_links_only_nofollow() -> None:
 
 def test_page_without_nofollow_is_not_scanned() -> None:
     scanned = NofollowLinks(b'<a href="/x" rel="ugc">x</a>' * 10, "http://site.test/")
-    assert scanned.done  # nothing to read: no "nofollow" anywhere
+    assert scanned.scan_step()  # one look, and nothing to read: no "nofollow" anywhere
+    assert scanned.rel_counts == {}
     assert not scanned.nofollow_only("http://site.test/x")
 
 
