@@ -78,6 +78,7 @@ _SKIP_END = {b"<!--": b"-->", b"<script": b"</script", b"<style": b"</style"}
 _ATTRIBUTE = re.compile(
     rb"""([^\s"'<>/=]+)(?:\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+)))?""", re.DOTALL
 )
+_HEAD_ENDS = (b"</head", b"<body", b"</HEAD", b"<BODY")
 _LINK = re.compile(rb"<(?:a|area)[\s/][^>]*>")
 _HREF = re.compile(rb"""[\s/]href\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))""", re.IGNORECASE)
 
@@ -348,8 +349,17 @@ def header_directives(
 def _head(body: bytes) -> bytes:
     """The head of *body*, lower-cased: up to ``</head`` or ``<body`` (the first
     ``HEAD_LIMIT`` bytes at most). Lower-casing keeps every byte offset."""
-    prefix = body[:HEAD_LIMIT].lower()
-    end = len(prefix)
+    limit = min(len(body), HEAD_LIMIT)
+    # The end of the head as most pages spell it, found in the bytes as they are, so
+    # that only the head is lower-cased (not a whole 100 KB page, on every page).
+    end = limit
+    for marker in _HEAD_ENDS:
+        at = body.find(marker, 0, end)
+        if at >= 0:
+            end = at
+    if end < limit:
+        return body[:end].lower()
+    prefix = body[:limit].lower()  # (no end in either case: look in any case)
     for marker in (b"</head", b"<body"):
         at = prefix.find(marker, 0, end)
         if at >= 0:

@@ -171,6 +171,17 @@ def page(head: bytes, body: bytes = b"<p>text</p>") -> bytes:
         # a page without </head> ends its head at <body>; none at all: the whole page
         (b'<html><meta name="robots" content="noindex"><body><p>x', ("noindex",)),
         (b'<meta name="robots" content="noindex">', ("noindex",)),
+        # the head's end in any case
+        (
+            b"<HTML><HEAD><META NAME=ROBOTS CONTENT=NOINDEX></Head><Body><meta name=robots "
+            b"content=nofollow>",
+            ("noindex",),
+        ),
+        (
+            b"<html><head><meta name=robots content=noindex></HEAD><BODY><meta name=robots "
+            b"content=nofollow>",
+            ("noindex",),
+        ),
     ],
 )
 def test_meta_tags(html: bytes, expected: tuple[str, ...]) -> None:
