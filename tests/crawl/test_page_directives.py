@@ -314,3 +314,50 @@ async def test_bad_page_mode_stops_the_crawl_naming_it(mockserver, run_crawl):
     with pytest.raises(SettingError, match="REP_PAGE_MODE must be one of"):
         await run_crawl([mockserver.url(host, "/")], settings={**REP, "REP_PAGE_MODE": "strict"})
     assert _received(mockserver, host) == set()
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_product_token_is_the_requests_own(mockserver, run_crawl):
+    # robotstxt_user_agent in a request's meta names the crawler for that request: the
+    # other bot's tags and header lines then apply to it, and ours do not.
+    host = _site(mockserver, "page-token")
+    urls = [
+        Request(mockserver.url(host, "/other-bot"), meta={"robotstxt_user_agent": "OtherBot"}),
+        Request(mockserver.url(host, "/meta-noindex"), meta={"robotstxt_user_agent": "OtherBot"}),
+    ]
+    crawler = await run_crawl(
+        urls, settings={**REP, "REP_PAGE_MODE": "enforce"}, spider_cls=PageSpider
+    )
+    pages = _pages(crawler)
+    assert pages["/other-bot"]["product_token"] == "OtherBot"
+    assert pages["/other-bot"]["directives"] == ["nofollow", "noindex"]
+    assert pages["/meta-noindex"]["directives"] == []
+    # the other bot's page is nofollow and noindex for it; ours is neither
+    assert _received(mockserver, host) == {"/other-bot", "/meta-noindex", "/from-meta-noindex"}
+    assert _items(host) == {"/meta-noindex", "/from-meta-noindex"}
+
+
+class BuildSelector:
+    """A spider middleware before ours that parses the page (as many projects' do)."""
+
+    def process_spider_input(self, response: Response, spider: Spider | None = None) -> None:
+        if isinstance(response, HtmlResponse):
+            response.css("title")
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_selector_already_built_is_reused_with_the_same_result(mockserver, run_crawl):
+    settings = {
+        **REP,
+        "SPIDER_MIDDLEWARES": {"tests.crawl.test_page_directives.BuildSelector": 900},
+    }
+    host = _site(mockserver, "page-selector")
+    crawler = await run_crawl(_start(mockserver, host), settings=settings, spider_cls=PageSpider)
+    pages = _pages(crawler)
+    assert pages["/meta-noindex"]["sources"]["noindex"] == [
+        {"from": "meta", "scope": TOKEN, "text": f'<meta name="{TOKEN}" content="NoIndex">'}
+    ]
+    assert pages["/meta-nofollow"]["directives"] == ["nofollow"]
+    assert pages["/other-bot"]["directives"] == []
+    assert pages["/body-meta"]["directives"] == []  # the body's tag: not in //head
+    assert crawler.stat("rep/page/directive/noindex") == 5
