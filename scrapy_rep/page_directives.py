@@ -33,6 +33,7 @@ from w3lib.url import safe_url_string
 from scrapy_rep.crawl import compat
 from scrapy_rep.crawl.decide import DECISION_META_KEY
 from scrapy_rep.crawl.product_token import ProductTokens
+from scrapy_rep.crawl.report import log_page_directives
 from scrapy_rep.crawl.stepping import run_steps
 from scrapy_rep.policy.config import Config, SettingError
 from scrapy_rep.policy.origin import origin_of_memo
@@ -49,9 +50,8 @@ if TYPE_CHECKING:
     from scrapy import Spider
     from scrapy.crawler import Crawler
     from scrapy.http import Response
-    from typing_extensions import Self
 
-__all__ = ["META_KEY", "PageDirectivesMiddleware"]
+__all__ = ["META_KEY", "ActingPageDirectivesMiddleware", "PageDirectivesMiddleware"]
 
 logger = logging.getLogger("scrapy_rep")
 
@@ -103,7 +103,7 @@ class PageDirectivesMiddleware:
         crawler.signals.connect(self._on_spider_closed, signal=signals.spider_closed)
 
     @classmethod
-    def from_crawler(cls, crawler: Crawler) -> Self:
+    def from_crawler(cls, crawler: Crawler) -> PageDirectivesMiddleware:
         try:
             config = Config.from_settings(crawler.settings)
         except SettingError as exc:
@@ -111,7 +111,9 @@ class PageDirectivesMiddleware:
             raise
         if not config.obey or config.page_mode == "off":
             raise NotConfigured
-        return cls(crawler, config, ProductTokens(config))
+        acting = config.page_mode in ("audit", "enforce")
+        middleware = ActingPageDirectivesMiddleware if acting else cls
+        return middleware(crawler, config, ProductTokens(config))
 
     def _on_spider_opened(self, spider: Spider) -> None:
         self.tokens.spider = spider  # (its robotstxt_user_agent attribute)
@@ -180,13 +182,19 @@ class PageDirectivesMiddleware:
             )
         return counts
 
-    # -- acting ------------------------------------------------------------------------
+    def _on_spider_closed(self, spider: Spider, reason: str) -> None:
+        log_page_directives(self.per_origin, mode=self.mode)
+
+
+class ActingPageDirectivesMiddleware(PageDirectivesMiddleware):
+    """``audit`` and ``enforce``: also checks what each page's callback yields. (In
+    ``record`` mode the middleware has no output hooks at all, so Scrapy adds no step
+    to any callback's output: the record mode's cost is process_spider_input alone.)"""
 
     def _page_state(self, response: Response) -> _PageOutput | None:
         """What to check in this response's output, or None when nothing can be dropped
-        (record mode, an exempt request, a page that forbids nothing and never says
-        nofollow)."""
-        if self.mode == "record" or response.meta.get("dont_obey_robotstxt"):
+        (an exempt request, a non-HTML page that forbids nothing)."""
+        if response.meta.get("dont_obey_robotstxt"):
             return None
         doc = response.meta.get(META_KEY)
         if not isinstance(doc, dict) or doc.get("url") != response.url:
@@ -236,29 +244,6 @@ class PageDirectivesMiddleware:
                     yield output
         finally:
             state.close()
-
-    def _on_spider_closed(self, spider: Spider, reason: str) -> None:
-        listed = [
-            (origin, counts)
-            for origin, counts in self.per_origin.items()
-            if counts["requests"] or counts["items"] or counts["noindex"] or counts["nofollow"]
-        ]
-        if not listed:
-            return
-        listed.sort(key=lambda item: -(item[1]["requests"] + item[1]["items"]))
-        verb = "dropped" if self.mode == "enforce" else "would be dropped"
-        lines = [
-            f"  {origin}: pages noindex {c['noindex']}, nofollow {c['nofollow']}; "
-            f"{verb}: requests {c['requests']}, items {c['items']}"
-            for origin, c in listed[:20]
-        ]
-        more = f"\n  ... and {len(listed) - 20} more origins" if len(listed) > 20 else ""
-        logger.info(
-            "scrapy-rep: page-level directives per origin (REP_PAGE_MODE = %r):\n%s%s",
-            self.mode,
-            "\n".join(lines),
-            more,
-        )
 
 
 class _PageOutput:

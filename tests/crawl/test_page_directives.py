@@ -213,6 +213,11 @@ async def test_record_mode_drops_nothing_and_records_directives(mockserver, run_
     assert crawler.stat("rep/page/directive/none") == 1
     assert crawler.stat("rep/page/directive/noarchive") == 1
     assert crawler.stat("rep/page/directive/unavailable_after") == 1
+    (summary,) = [
+        m for m in crawler.messages(logging.INFO) if "page-level directives (REP_PAGE_MODE" in m
+    ]
+    assert f"{mockserver.origin(host)}: pages noindex 5, nofollow 3" in summary
+    assert "dropped" not in summary
     assert not [k for k in crawler.stats.get_stats() if "dropped" in k and "rep/page" in k]
 
 
@@ -241,7 +246,10 @@ async def test_enforce_drops_requests_from_nofollow_and_items_from_noindex(mocks
     (meta_line,) = [m for m in drops if "/meta-noindex" in m]
     assert '<meta name="PageBot" content="NoIndex">' in meta_line
     # the closing summary, per origin
-    (summary,) = [m for m in crawler.messages(logging.INFO) if "directives per origin" in m]
+    (summary,) = [
+        m for m in crawler.messages(logging.INFO) if "page-level directives (REP_PAGE_MODE" in m
+    ]
+    assert "1 origin(s); dropped: 4 request(s), 5 item(s)" in summary
     assert f"{mockserver.origin(host)}: pages noindex 5, nofollow 3" in summary
     assert "dropped: requests 4, items 5" in summary
 
@@ -258,7 +266,9 @@ async def test_audit_counts_what_enforce_would_drop(mockserver, run_crawl):
     assert crawler.stat("rep/page/dropped/item_noindex") is None
     would = [m for m in crawler.messages(logging.DEBUG) if m.startswith("Would be dropped")]
     assert len(would) == 8
-    (summary,) = [m for m in crawler.messages(logging.INFO) if "directives per origin" in m]
+    (summary,) = [
+        m for m in crawler.messages(logging.INFO) if "page-level directives (REP_PAGE_MODE" in m
+    ]
     assert "would be dropped: requests 4, items 5" in summary
 
 
