@@ -545,12 +545,11 @@ class NofollowLinks:
         start = self.pos
         stop = min(len(body), start + max_bytes)
         if stop < len(body):
-            # End the window just after a ">" so that no tag is cut in two (a window
-            # with no ">" at all is read to the next one, still linear overall).
+            # End the window just after a ">" so that no tag is cut in two.
             cut = body.rfind(b">", start, stop)
             if cut < 0:
-                cut = body.find(b">", stop)
-            stop = len(body) if cut < 0 else cut + 1
+                return self._no_tag_end(start, stop)
+            stop = cut + 1
         window = body[start:stop].lower()
         followed, href_of = self.followed_hrefs, _HREF.search
         for match in _LINK.finditer(window):
@@ -563,6 +562,25 @@ class NofollowLinks:
                 # (kept without its fragment: a link to /a#x is a link to /a)
                 followed.add(_href_value(found).partition(b"#")[0].strip())
         self.pos = stop
+        return self.done
+
+    def _no_tag_end(self, start: int, stop: int) -> bool:
+        """A window in which no tag ends (10 MB of text, or one enormous tag): skip to
+        the last "<" in it, where a tag may start, so no step reads more than about
+        ``max_bytes``; a window that starts a tag longer than that is that one tag."""
+        body = self.body
+        opener = body.rfind(b"<", start + 1, stop)
+        if opener > 0:
+            self.pos = opener
+            return False
+        if body[start : start + 1] != b"<":
+            self.pos = stop
+            return False
+        end = body.find(b">", stop)  # (memchr: fast even over megabytes)
+        end = len(body) - 1 if end < 0 else end
+        if _LINK.match(body[start : start + 6].lower() + b">"):
+            self._rel_link(body[start : end + 1])
+        self.pos = end + 1
         return self.done
 
     def _rel_link(self, tag: bytes) -> None:

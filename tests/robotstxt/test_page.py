@@ -305,3 +305,19 @@ def test_garbage_directive_names_are_reported() -> None:
     found = headers("noindex, <script>, " + "x" * 100)
     assert found.effective() == ("noindex",)
     assert len(found.issues) == 2
+
+
+def test_text_and_tags_longer_than_a_step() -> None:
+    # a megabyte without ">" (no tag ends there) and a link tag of a megabyte: each step
+    # still reads about max_bytes, and both links are found
+    body = (
+        b"<p>" + b"x" * 1_000_000 + b'<a href="/after-text" rel="nofollow">t</a>'
+        b'<a rel="nofollow" href="/huge" title="' + b"y" * 1_000_000 + b'">h</a>'
+    )
+    scanner = NofollowLinks(body, "http://site.test/")
+    positions = []
+    while not scanner.scan_step(max_bytes=4096):
+        positions.append(scanner.pos)
+    assert scanner.nofollow_only("http://site.test/after-text")
+    assert scanner.nofollow_only("http://site.test/huge")
+    assert len(positions) > 200  # the text was skipped in steps, not read in one
