@@ -1,4 +1,5 @@
-"""``ADDONS = {"scrapy_rep.Addon": 0}``: swap Scrapy's robots.txt middleware for ours."""
+"""``ADDONS = {"scrapy_rep.Addon": 0}``: swap Scrapy's robots.txt middleware for ours,
+and enable the page-level directives spider middleware beside it."""
 
 from __future__ import annotations
 
@@ -15,6 +16,11 @@ logger = logging.getLogger("scrapy_rep")
 # Where Scrapy's own RobotsTxtMiddleware sits in DOWNLOADER_MIDDLEWARES_BASE.
 STOCK_PRIORITY = 100
 OUR_PATH = "scrapy_rep.middleware.RobotsTxtMiddleware"
+# The page-level directives spider middleware (docs/page.md): closest to the spider, so
+# it reads what the callback yields before any other spider middleware, and its
+# process_spider_input runs after HttpErrorMiddleware has dropped error pages.
+PAGE_PATH = "scrapy_rep.page_directives.PageDirectivesMiddleware"
+PAGE_PRIORITY = 950
 
 
 class Addon:
@@ -52,6 +58,14 @@ class Addon:
             middlewares,
             priority=settings.getpriority("DOWNLOADER_MIDDLEWARES") or 0,
         )
+        spider_middlewares = settings.getdict("SPIDER_MIDDLEWARES")
+        if PAGE_PATH not in spider_middlewares:  # (a user's own placement is kept)
+            spider_middlewares[PAGE_PATH] = PAGE_PRIORITY
+            settings.set(
+                "SPIDER_MIDDLEWARES",
+                spider_middlewares,
+                priority=settings.getpriority("SPIDER_MIDDLEWARES") or 0,
+            )
 
 
 def _resolve(key: object) -> object:

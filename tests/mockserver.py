@@ -32,6 +32,12 @@ then filler rules, until the client hangs up) and ``bomb`` (``{"coding": "gzip" 
 "deflate" | "br" | "zstd", "size": n}``: ``body`` then newlines up to ``n`` decoded
 bytes, compressed in bounded memory). See ``build_response`` and ``send_response`` for
 their exact meaning.
+
+Page-level directives (robots meta tags, ``X-Robots-Tag``, ``rel`` links): ``meta``
+(a list of ``[name, content]``: meta tags in the page's head), ``body_meta`` (the same,
+in its body), ``rel_links`` (a list of ``[href, rel]``: ``<a>`` links with that ``rel``),
+``header_lines`` (a list of ``[name, value]`` sent as one field line each, so a header
+can repeat) and ``content_type``. See ``directives_page``.
 """
 
 from __future__ import annotations
@@ -164,6 +170,26 @@ def default_page(path: str, links: list[str] | None = None) -> bytes:
     return f"<html><body>{html.escape(path)}\n{anchors(links)}</body></html>".encode()
 
 
+def directives_page(spec: dict[str, Any], path: str) -> bytes:
+    """An HTML page with ``spec``'s meta tags in its head (and ``body_meta`` in its body),
+    its ``links`` as plain anchors and its ``rel_links`` as anchors with a ``rel``."""
+    esc = html.escape
+
+    def metas(pairs: list[list[str]]) -> str:
+        return "".join(f'<meta name="{esc(n)}" content="{esc(c)}">\n' for n, c in pairs)
+
+    rel_anchors = "".join(
+        f'<a href="{esc(href)}" rel="{esc(rel)}">{esc(href)}</a>\n'
+        for href, rel in spec.get("rel_links", [])
+    )
+    return (
+        f"<!DOCTYPE html>\n<html><head><title>{esc(path)}</title>\n"
+        f"{metas(spec.get('meta', []))}</head>\n<body>{esc(path)}\n"
+        f"{metas(spec.get('body_meta', []))}{anchors(spec.get('links'))}{rel_anchors}"
+        "</body></html>"
+    ).encode()
+
+
 def build_response(
     spec: dict[str, Any] | None, kind: str, path: str
 ) -> tuple[int, dict[str, str], bytes]:
@@ -180,12 +206,17 @@ def build_response(
     elif "body" in spec:
         body = str(spec["body"]).encode("utf-8")
         headers["Content-Type"] = "text/plain" if kind == "robots" else "text/html"
+    elif DIRECTIVE_PAGE_KEYS & set(spec):
+        body = directives_page(spec, path)
+        headers["Content-Type"] = "text/html; charset=utf-8"
     elif kind == "robots" or "redirect" in spec:
         body = b""
         headers["Content-Type"] = "text/plain"
     else:
         body = default_page(path, spec.get("links"))
         headers["Content-Type"] = "text/html; charset=utf-8"
+    if "content_type" in spec:
+        headers["Content-Type"] = str(spec["content_type"])
     if "links" in spec and "body" in spec:
         body += anchors(spec["links"]).encode("utf-8")
     if "redirect" in spec:
@@ -381,6 +412,8 @@ class Handler(BaseHTTPRequestHandler):
         lowered = {k.lower() for k in headers}
         for name, value in headers.items():
             self.send_header(name, value)
+        for name, value in spec.get("header_lines", []):
+            self.send_header(str(name), str(value))
         if spec.get("bad_chunking"):
             self.send_header("Transfer-Encoding", "chunked")
             self.send_header("Connection", "close")
@@ -457,7 +490,14 @@ ALLOWED_KEYS = {
     "hold_max",
     "stream_size",
     "bomb",
+    "meta",
+    "body_meta",
+    "rel_links",
+    "header_lines",
+    "content_type",
 }
+# Keys that make the default page a page built by directives_page.
+DIRECTIVE_PAGE_KEYS = {"meta", "body_meta", "rel_links"}
 
 
 def validate_response_spec(spec: Any) -> None:

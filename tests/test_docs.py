@@ -53,7 +53,7 @@ READ_ELSEWHERE: dict[str, str] = {}
 
 #: Settings documented ahead of the branches that add them, each marked in the page with
 #: a ``% PENDING NAME`` comment: tolerated while ``Config`` does not read them yet.
-PENDING = {"REP_PAGE_MODE"}
+PENDING: set[str] = set()
 
 
 class _RecordingSettings(dict[str, Any]):

@@ -45,6 +45,11 @@ from scrapy_rep.commands.output import (
     UrlResult,
     render_json,
 )
+from scrapy_rep.commands.page import PageFetchSpider
+from scrapy_rep.commands.page import exit_status as page_exit_status
+from scrapy_rep.commands.page import render_json as page_json
+from scrapy_rep.commands.page import render_text as page_text
+from scrapy_rep.commands.page import result_of as page_result
 from scrapy_rep.commands.record_tools import RECORD_TOOLS, run_record_tool
 from scrapy_rep.commands.store_view import forget, open_for_writing, read_store
 from scrapy_rep.commands.text import render_text
@@ -83,6 +88,11 @@ Exit status
   1  some URL is disallowed
   2  usage error (a bad URL, option or setting)
   3  some robots.txt is unreachable: a crawl would hold those URLs
+     (with --page: some page could not be downloaded)
+
+With --page, each URL is downloaded (redirects followed) and its page-level
+directives for the product token are shown: robots meta tags, X-Robots-Tag
+lines and the links it marks rel="nofollow". robots.txt is not read.
 
 Compliance records (REP_RECORD, see docs/record.md)
   scrapy robots verify FILE...
@@ -195,6 +205,13 @@ class RobotsCommand(ScrapyCommand):
             "crawl then fetches their robots.txt first); fetches nothing",
         )
         parser.add_argument(
+            "--page",
+            action="store_true",
+            help="download each URL through Scrapy and show its page-level directives "
+            "(robots meta tags, X-Robots-Tag, rel=nofollow links) for the product token, "
+            "with their sources, instead of robots.txt",
+        )
+        parser.add_argument(
             "--json", action="store_true", help="print one JSON document for scripts"
         )
         parser.add_argument(
@@ -217,6 +234,8 @@ class RobotsCommand(ScrapyCommand):
             )
         if opts.refresh and opts.forget:
             raise UsageError("give --refresh or --forget, not both")
+        if opts.page and (opts.file is not None or opts.refresh or opts.forget):
+            raise UsageError("--page reads pages, not robots.txt: no --file, --refresh, --forget")
         try:
             config = Config.from_settings(self.settings)
         except SettingError as exc:
@@ -225,6 +244,9 @@ class RobotsCommand(ScrapyCommand):
             self._forget(args, config, as_json=opts.json)
             return
         token = self._token(opts.user_agent, config)
+        if opts.page:
+            self._check_pages(args, token, as_json=opts.json)
+            return
         report: Report | None
         if opts.file is not None:
             report = self._check_file(Path(opts.file), args, token, config)
@@ -358,6 +380,22 @@ class RobotsCommand(ScrapyCommand):
             self.exitcode = EXIT_USAGE
             return None
         return outcomes
+
+    # -- --page ----------------------------------------------------------------------
+
+    def _check_pages(self, urls: list[str], token: str, *, as_json: bool) -> None:
+        assert self.crawler_process is not None
+        self._origins(urls)  # a URL that is not one: a usage error, before any download
+        answers: dict[str, Any] = {}
+        self.crawler_process.crawl(PageFetchSpider, urls=urls, responses=answers)
+        self.crawler_process.start()
+        if self.crawler_process.bootstrap_failed:
+            print("error: the page download crawl did not start (see the log)", file=sys.stderr)
+            self.exitcode = EXIT_USAGE
+            return
+        results = [page_result(url, answers.get(url), token) for url in urls]
+        print(page_json(token, results) if as_json else page_text(token, results))
+        self.exitcode = page_exit_status(results)
 
     # -- --forget --------------------------------------------------------------------
 

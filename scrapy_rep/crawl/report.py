@@ -153,3 +153,26 @@ def log_usage_refusals(
 
 
 USAGE_CAUSES = ("robots", "header")
+
+
+def log_page_directives(per_origin: Mapping[str, Mapping[str, int]], *, mode: str) -> None:
+    """One INFO block: per origin, the pages that were ``noindex`` or ``nofollow`` and the
+    requests and items dropped for it (or that would be, in audit mode); most first."""
+    listed = [(origin, counts) for origin, counts in per_origin.items() if any(counts.values())]
+    if not listed:
+        return
+    listed.sort(key=lambda item: (-(item[1]["requests"] + item[1]["items"]), item[0]))
+    verb = {"enforce": "dropped", "audit": "would be dropped"}.get(mode)
+    totals = {key: sum(c[key] for _, c in listed) for key in ("requests", "items")}
+    head = f"scrapy-rep page-level directives (REP_PAGE_MODE = {mode!r}), {len(listed)} origin(s)"
+    if verb is not None:
+        head += f"; {verb}: {totals['requests']} request(s), {totals['items']} item(s)"
+    lines = [head]
+    for origin, c in listed[:MAX_LISTED_ORIGINS]:
+        line = f"  {origin}: pages noindex {c['noindex']}, nofollow {c['nofollow']}"
+        if verb is not None:
+            line += f"; {verb}: requests {c['requests']}, items {c['items']}"
+        lines.append(line)
+    if len(listed) > MAX_LISTED_ORIGINS:
+        lines.append(f"  ... and {len(listed) - MAX_LISTED_ORIGINS} more origin(s)")
+    logger.info("\n".join(lines))

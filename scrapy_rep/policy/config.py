@@ -177,6 +177,8 @@ def storage_spec(raw: Any) -> str:
 
 # REP_USAGE_MODE: what the crawl does with usage preferences (see crawl/usage.py).
 USAGE_MODES = ("off", "record", "audit", "enforce")
+# REP_PAGE_MODE: what the crawl does with page-level directives (page_directives.py).
+PAGE_MODES = ("off", "record", "audit", "enforce")
 
 
 RECORD_PLACEHOLDERS = {"name": "spider", "time": "2026-01-01T00-00-00", "pid": 1}
@@ -262,6 +264,7 @@ class Config:
     clock: Callable[[], float] | None = None  # REP_CLOCK; None = time.time
     purposes: tuple[str, ...] = ()  # REP_PURPOSES: what the crawl uses content for
     usage_mode: str = "record"  # REP_USAGE_MODE, one of USAGE_MODES
+    page_mode: str = "record"  # REP_PAGE_MODE, one of PAGE_MODES
     # How long a spider with nothing to do but wait on robots.txt stays open: 25 min, so
     # a batch crawl ends within 30 min of its last other work (idle checks run every 5 s).
     idle_wait: float = 1500.0
@@ -357,6 +360,7 @@ class Config:
             clock=_clock(settings, "REP_CLOCK"),
             purposes=purposes_from(settings.get("REP_PURPOSES")),
             usage_mode=_choice(settings, "REP_USAGE_MODE", "record", USAGE_MODES),
+            page_mode=_choice(settings, "REP_PAGE_MODE", "record", PAGE_MODES),
             idle_wait=_number(settings, "REP_IDLE_WAIT", 1500.0),
             memory_max_held=_integer(settings, "REP_MEMORY_MAX_HELD", 100_000, minimum=1),
             fetch_concurrency=_integer(settings, "CONCURRENT_REQUESTS", 16, minimum=1),

@@ -7,6 +7,12 @@ so it can be used (and tested) as a library on its own.
 from scrapy_rep.robotstxt._extensions import EXTENSION_FIELDS, ExtensionLine
 from scrapy_rep.robotstxt._issues import ISSUE_KINDS, MAX_ISSUES, Issue
 from scrapy_rep.robotstxt._lines import product_token
+from scrapy_rep.robotstxt._page import (
+    NofollowLinks,
+    PageDirectives,
+    PageSource,
+    page_directives,
+)
 from scrapy_rep.robotstxt._robotstxt import DEFAULT_MAX_SIZE, Decision, RobotsTxt
 from scrapy_rep.robotstxt._usage import Usage
 
@@ -18,7 +24,11 @@ __all__ = [
     "Decision",
     "ExtensionLine",
     "Issue",
+    "NofollowLinks",
+    "PageDirectives",
+    "PageSource",
     "RobotsTxt",
     "Usage",
+    "page_directives",
     "product_token",
 ]

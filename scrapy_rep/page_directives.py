@@ -1,0 +1,348 @@
+"""``PageDirectivesMiddleware``: the robots meta tag, ``X-Robots-Tag`` and rel=nofollow in a crawl.
+
+robots.txt decides what is fetched; page-level directives decide what a fetched page's
+links and content may be used for (docs/page.md). The add-on enables this spider
+middleware beside the robots.txt downloader middleware; ``REP_PAGE_MODE`` says what it
+does:
+
+- ``record`` (default): every response's ``meta["rep_page"]`` holds the directives that
+  apply to the request's product token, with where each came from; stats count pages
+  per directive. Nothing is dropped.
+- ``audit``: as record, and what ``enforce`` would drop is counted and logged.
+- ``enforce``: requests yielded while handling a ``nofollow`` page, and requests for URLs
+  that the page links only with ``rel="nofollow"``, are dropped; items yielded while
+  handling a ``noindex`` page are dropped. One DEBUG line per page, stats keys.
+- ``off``: nothing is read.
+
+``dont_obey_robotstxt`` on a request exempts it and what its response yields, as it
+exempts it from robots.txt; ``ROBOTSTXT_OBEY = False`` turns the whole REP off.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from scrapy import Request, signals
+from scrapy.exceptions import NotConfigured
+from scrapy.http import HtmlResponse
+from scrapy.http.headers import Headers
+from scrapy.utils.response import get_base_url
+from w3lib.url import safe_url_string
+
+from scrapy_rep.crawl import compat
+from scrapy_rep.crawl.decide import DECISION_META_KEY
+from scrapy_rep.crawl.product_token import ProductTokens
+from scrapy_rep.crawl.report import log_page_directives
+from scrapy_rep.crawl.stepping import run_steps
+from scrapy_rep.policy.config import Config, SettingError
+from scrapy_rep.policy.origin import origin_of_memo
+from scrapy_rep.robotstxt._page import (
+    NofollowLinks,
+    PageDirectives,
+    head_may_name,
+    page_directives,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Generator, Iterable, Iterator
+
+    from scrapy import Spider
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+__all__ = ["META_KEY", "ActingPageDirectivesMiddleware", "PageDirectivesMiddleware"]
+
+logger = logging.getLogger("scrapy_rep")
+
+META_KEY = "rep_page"
+# Directives counted by name in the stats; any other name counts as "other", so that a
+# site cannot grow the stats with made-up names.
+KNOWN = frozenset(
+    {
+        "all",
+        "index",
+        "follow",
+        "noindex",
+        "nofollow",
+        "none",
+        "noarchive",
+        "nocache",
+        "nosnippet",
+        "noimageindex",
+        "notranslate",
+        "indexifembedded",
+        "max-snippet",
+        "max-image-preview",
+        "max-video-preview",
+        "unavailable_after",
+        "noai",
+        "noimageai",
+    }
+)
+# Why a request or an item is dropped (or would be): the stats key's last part.
+NOFOLLOW_PAGE, REL_NOFOLLOW, NOINDEX_PAGE = (
+    "request_nofollow",
+    "request_rel_nofollow",
+    "item_noindex",
+)
+_X_ROBOTS_TAG = b"X-Robots-Tag"  # (as Headers.normkey spells it: title case)
+
+
+class PageDirectivesMiddleware:
+    """Reads page-level directives on every response; drops what they forbid on request."""
+
+    def __init__(self, crawler: Crawler, config: Config, tokens: ProductTokens) -> None:
+        self.mode = config.page_mode
+        self.tokens = tokens
+        assert crawler.stats is not None
+        self.stats = crawler.stats
+        # origin -> counts of pages and drops, for the closing summary
+        self.per_origin: dict[str, dict[str, int]] = {}
+        crawler.signals.connect(self._on_spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(self._on_spider_closed, signal=signals.spider_closed)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> PageDirectivesMiddleware:
+        try:
+            config = Config.from_settings(crawler.settings)
+        except SettingError as exc:
+            logger.error("scrapy-rep: the crawl cannot start: %s", exc)
+            raise
+        if not config.obey or config.page_mode == "off":
+            raise NotConfigured
+        acting = config.page_mode in ("audit", "enforce")
+        middleware = ActingPageDirectivesMiddleware if acting else cls
+        return middleware(crawler, config, ProductTokens(config))
+
+    def _on_spider_opened(self, spider: Spider) -> None:
+        self.tokens.spider = spider  # (its robotstxt_user_agent attribute)
+        logger.info(
+            "scrapy-rep: page-level directives (robots meta tag, X-Robots-Tag): %s",
+            {
+                "record": "recorded (REP_PAGE_MODE = 'record')",
+                "audit": "recorded, what enforce would drop counted (REP_PAGE_MODE = 'audit')",
+                "enforce": "nofollow and noindex obeyed (REP_PAGE_MODE = 'enforce')",
+            }[self.mode],
+        )
+
+    # -- reading -----------------------------------------------------------------------
+
+    def process_spider_input(self, response: Response, spider: Spider | None = None) -> None:
+        request = response.request
+        if request is None or response.meta.get("dont_obey_robotstxt"):
+            return
+        lines = _x_robots_tag(response.headers)
+        is_html = isinstance(response, HtmlResponse)
+        token = self._token(request)
+        if not lines and not (is_html and head_may_name(response.body, token)):
+            # Nearly every page: no header, and a byte search finds no meta tag that
+            # can name us. Nothing to parse, nothing to count.
+            response.meta[META_KEY] = _empty_doc(response.url, token)
+            return
+        meta_tags = None
+        selector = compat.cached_selector(response) if is_html else None
+        if selector is not None:  # the spider's parse: the tags, without a second look
+            meta_tags = [
+                (tag.attrib.get("name", ""), tag.attrib.get("content", ""))
+                for tag in selector.xpath("//head/meta[@name]")
+            ]
+        found = page_directives(
+            lines, response.body if is_html else None, token, meta_tags=meta_tags
+        )
+        doc = found.to_json()
+        doc.update(url=response.url, product_token=token)
+        response.meta[META_KEY] = doc
+        self._count_page(found, response.url)
+
+    def _token(self, request: Request) -> str:
+        """The product token robots.txt used for this request, else the same rule's."""
+        decision = request.meta.get(DECISION_META_KEY)
+        if isinstance(decision, dict) and decision.get("product_token"):
+            return str(decision["product_token"])
+        return self.tokens.token_for(request)
+
+    def _count_page(self, found: PageDirectives, url: str) -> None:
+        inc = self.stats.inc_value
+        for name in found.effective():
+            inc(f"rep/page/directive/{name if name in KNOWN else 'other'}")
+        if found.issues:
+            inc("rep/page/issues", len(found.issues))
+        if found.noindex or found.nofollow:
+            counts = self.origin_counts(url)
+            counts["noindex"] += found.noindex
+            counts["nofollow"] += found.nofollow
+
+    def origin_counts(self, url: str) -> dict[str, int]:
+        origin = origin_of_memo(url) or url
+        counts = self.per_origin.get(origin)
+        if counts is None:
+            counts = self.per_origin[origin] = dict.fromkeys(
+                ("noindex", "nofollow", "requests", "items"), 0
+            )
+        return counts
+
+    def _on_spider_closed(self, spider: Spider, reason: str) -> None:
+        log_page_directives(self.per_origin, mode=self.mode)
+
+
+class ActingPageDirectivesMiddleware(PageDirectivesMiddleware):
+    """``audit`` and ``enforce``: also checks what each page's callback yields. (In
+    ``record`` mode the middleware has no output hooks at all, so Scrapy adds no step
+    to any callback's output: the record mode's cost is process_spider_input alone.)"""
+
+    def _page_state(self, response: Response) -> _PageOutput | None:
+        """What to check in this response's output, or None when nothing can be dropped
+        (an exempt request, a non-HTML page that forbids nothing)."""
+        if response.meta.get("dont_obey_robotstxt"):
+            return None
+        doc = response.meta.get(META_KEY)
+        if not isinstance(doc, dict) or doc.get("url") != response.url:
+            return None
+        links = None
+        if isinstance(response, HtmlResponse) and not doc["nofollow"]:
+            # read only when the callback yields a request (and then in steps)
+            links = NofollowLinks(response.body, get_base_url(response), normalise=_request_url)
+        if not (doc["nofollow"] or doc["noindex"] or links is not None):
+            return None
+        return _PageOutput(self, response, doc, links)
+
+    def process_spider_output(
+        self, response: Response, result: Iterable[Any], spider: Spider | None = None
+    ) -> Iterable[Any]:
+        state = self._page_state(response)
+        if state is None:
+            return result
+        return self._checked(state, result)
+
+    def _checked(self, state: _PageOutput, result: Iterable[Any]) -> Iterator[Any]:
+        try:
+            for output in result:
+                if isinstance(output, Request) and state.links is not None:
+                    state.links.scan()  # (Scrapy before 2.15, a sync callback: in one go)
+                if state.keep(output):
+                    yield output
+        finally:
+            state.close()
+
+    async def process_spider_output_async(
+        self, response: Response, result: AsyncIterator[Any], spider: Spider | None = None
+    ) -> AsyncIterator[Any]:
+        state = self._page_state(response)
+        if state is None:
+            async for output in result:
+                yield output
+            return
+        try:
+            async for output in result:
+                links = state.links
+                if isinstance(output, Request) and links is not None and not links.done:
+                    # A page of 10 MB with 100,000 links: read in steps, the reactor
+                    # serving other responses between two.
+                    await run_steps(_steps(links))
+                if state.keep(output):
+                    yield output
+        finally:
+            state.close()
+
+
+class _PageOutput:
+    """What one page's callback yields, checked against its directives; one DEBUG line
+    for the page when it closes."""
+
+    def __init__(
+        self,
+        middleware: PageDirectivesMiddleware,
+        response: Response,
+        doc: dict[str, Any],
+        links: NofollowLinks | None,
+    ) -> None:
+        self.middleware = middleware
+        self.response = response
+        self.doc = doc
+        self.links = links
+        self.dropped: dict[str, int] = {}
+
+    def keep(self, output: Any) -> bool:
+        if isinstance(output, Request):
+            if output.meta.get("dont_obey_robotstxt"):
+                return True
+            if self.doc["nofollow"]:
+                return self._drop(NOFOLLOW_PAGE)
+            if self.links is not None and self.links.nofollow_only(output.url):
+                return self._drop(REL_NOFOLLOW)
+            return True
+        if self.doc["noindex"]:
+            return self._drop(NOINDEX_PAGE)
+        return True
+
+    def _drop(self, cause: str) -> bool:
+        self.dropped[cause] = self.dropped.get(cause, 0) + 1
+        return self.middleware.mode != "enforce"
+
+    def close(self) -> None:
+        if not self.dropped:
+            return
+        middleware = self.middleware
+        enforce = middleware.mode == "enforce"
+        prefix = "rep/page/dropped/" if enforce else "rep/page/audit/would_drop/"
+        for cause, count in self.dropped.items():
+            middleware.stats.inc_value(prefix + cause, count)
+        counts = middleware.origin_counts(self.response.url)
+        counts["requests"] += self.dropped.get(NOFOLLOW_PAGE, 0)
+        counts["requests"] += self.dropped.get(REL_NOFOLLOW, 0)
+        counts["items"] += self.dropped.get(NOINDEX_PAGE, 0)
+        logger.debug(
+            "%s from %s: %s",
+            "Dropped, page-level directives" if enforce else "Would be dropped (audit mode)",
+            self.response,
+            "; ".join(self._reasons()),
+        )
+
+    def _reasons(self) -> Iterator[str]:
+        sources = self.doc["sources"]
+        for cause, count in sorted(self.dropped.items()):
+            if cause == REL_NOFOLLOW:
+                yield f'{count} requests for URLs linked only with rel="nofollow"'
+                continue
+            name = "nofollow" if cause == NOFOLLOW_PAGE else "noindex"
+            what = "requests" if cause == NOFOLLOW_PAGE else "items"
+            why = [
+                s["text"] if s["from"] == "meta" else f"X-Robots-Tag: {s['text']}"
+                for key in (name, "none") + (("unavailable_after",) if name == "noindex" else ())
+                for s in sources.get(key, ())
+            ]
+            yield f"{count} {what}, the page is {name} ({', '.join(why)})"
+
+
+def _x_robots_tag(headers: Headers) -> list[bytes]:
+    """Every ``X-Robots-Tag`` field line (usually none: then no list is built)."""
+    if type(headers) is Headers:
+        return dict.get(headers, _X_ROBOTS_TAG) or []
+    return list(headers.getlist(_X_ROBOTS_TAG))
+
+
+def _request_url(url: str) -> str:
+    """A link's URL as a Request built from it spells it (Request escapes its URL)."""
+    return safe_url_string(url)
+
+
+def _empty_doc(url: str, token: str) -> dict[str, Any]:
+    """``page_directives`` of a page with no directive, built without parsing anything."""
+    return {
+        "directives": [],
+        "noindex": False,
+        "nofollow": False,
+        "sources": {},
+        "values": {},
+        "unavailable_after": None,
+        "ignored": [],
+        "issues": [],
+        "url": url,
+        "product_token": token,
+    }
+
+
+def _steps(links: NofollowLinks) -> Generator[None, None, None]:
+    while not links.scan_step():
+        yield

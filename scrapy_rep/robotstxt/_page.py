@@ -1,0 +1,635 @@
+"""Page-level directives: the robots meta tag, ``X-Robots-Tag`` and ``rel`` link values.
+
+robots.txt decides what is *fetched*; these decide what a fetched page's links and
+content may be used for. Sources: Google's "Robots meta tag, data-nosnippet, and
+X-Robots-Tag specifications" and the HTML ``rel`` keywords (docs/page.md).
+
+- ``X-Robots-Tag`` field lines: ``directives`` apply to every crawler,
+  ``token: directives`` to one; a line may switch token part-way (``a: noindex, b:
+  nofollow``), as several field lines folded into one by a proxy do.
+- ``<meta name="robots">`` and ``<meta name="TOKEN">`` in the document's head only;
+  names, tokens and directives are case-insensitive.
+- ``unavailable_after: <date>`` in RFC 822, RFC 850 or ISO 8601 form; a date that does
+  not parse is ignored and reported. A date in the past means ``noindex``.
+- ``none`` means ``noindex, nofollow``; ``all``, ``index`` and ``follow`` add nothing;
+  the union of what applies wins, so the more restrictive directive always does.
+- ``rel`` values ``nofollow`` (and ``ugc``, ``sponsored``, recorded only) on ``<a>`` and
+  ``<area>`` links: a URL linked *only* with ``nofollow`` is not to be followed.
+
+Pure and bounded: bytes in, no Scrapy import. Cheap by default: no tag is parsed
+unless a byte search of the head finds ``<meta`` and ``robots`` or the token, and the
+link scan (``NofollowLinks``) runs only when asked, in steps of bounded size.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from typing import Any
+from urllib.parse import urldefrag, urljoin, urlsplit, urlunsplit
+
+__all__ = [
+    "HEAD_LIMIT",
+    "LINK_STEP_BYTES",
+    "NofollowLinks",
+    "PageDirectives",
+    "PageSource",
+    "head_may_name",
+    "header_directives",
+    "meta_directives",
+    "page_directives",
+    "parse_unavailable_after",
+]
+
+HEADER, META = "header", "meta"
+# Only the first 2 MiB of a page are searched for its head: a head is a few KiB, and a
+# hostile one (10,000 meta tags) is well inside; lower-casing 2 MiB costs about 2 ms.
+HEAD_LIMIT = 2 * 2**20
+# The link scan's step: a few ms of work on a busy core (a reactor turn stays short).
+LINK_STEP_BYTES = 32 * 1024
+# The quick check's step (lower-case and search): about 1 ms a MiB.
+SEARCH_STEP_BYTES = 1024 * 1024
+MAX_TEXT = 200  # characters of a header line or a meta tag kept as a source's text
+MAX_NAMES = 64  # distinct directive names kept per page (the rest are reported)
+MAX_SOURCES = 8  # sources kept per directive (all agree: one is enough to say why)
+MAX_META_TAGS = 100  # robots/token meta tags read per page (the rest are reported)
+MAX_NAME = 64  # a longer "directive" is noise, not a directive
+MAX_ISSUES = 20
+# Directives read per header line or meta tag: real ones hold a handful; a hostile
+# 16 KiB line of thousands costs bounded time this way.
+MAX_ITEMS = 100
+
+# Directives that carry a value after a colon: ``name: value`` with one of these names is
+# a directive, any other ``name: ...`` in a header line names a product token.
+VALUED = frozenset({"unavailable_after", "max-snippet", "max-image-preview", "max-video-preview"})
+NOINDEX, NOFOLLOW, NONE = "noindex", "nofollow", "none"
+UNAVAILABLE_AFTER = "unavailable_after"
+# What the crawl acts on; everything else is recorded only (docs/page.md).
+ACTED_ON = (NOINDEX, NOFOLLOW)
+
+_NAME = re.compile(r"[a-z0-9_-]+")
+_WEEKDAY = re.compile(r"[A-Za-z]+")
+_META_OR_SKIP = re.compile(rb"<!--|<script\b|<style\b|<meta[\s/>]")
+_SKIP_END = {b"<!--": b"-->", b"<script": b"</script", b"<style": b"</style"}
+_ATTRIBUTE = re.compile(
+    rb"""([^\s"'<>/=]+)(?:\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+)))?""", re.DOTALL
+)
+_HEAD_ENDS = (b"</head", b"<body", b"</HEAD", b"<BODY")
+_LINK = re.compile(rb"<(?:a|area)[\s/][^>]*>")
+_HREF = re.compile(rb"""[\s/]href\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))""", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class PageSource:
+    """Where a directive came from: one header line or one meta tag, as written."""
+
+    where: str  # HEADER or META
+    text: str  # the field value or the tag, cut to MAX_TEXT characters
+    scope: str  # "" (a token-less header line), "robots", or the product token as written
+
+    def describe(self) -> str:
+        if self.where == HEADER:
+            return f"X-Robots-Tag: {self.text}"
+        return f"meta tag {self.text}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"from": self.where, "scope": self.scope or "*", "text": self.text}
+
+
+@dataclass(frozen=True, slots=True)
+class PageDirectives:
+    """The directives that apply to one crawler on one page, each with its sources."""
+
+    # directive name (lower case) -> the sources that gave it (at most MAX_SOURCES)
+    directives: dict[str, tuple[PageSource, ...]] = field(default_factory=dict)
+    # valued directives: name -> the last value given (``max-snippet`` -> ``"20"``)
+    values: dict[str, str] = field(default_factory=dict)
+    # the earliest ``unavailable_after`` date that parsed, as UTC
+    unavailable_after: dt.datetime | None = None
+    expired: bool = False  # unavailable_after is in the past: noindex
+    ignored: tuple[PageSource, ...] = ()  # lines and tags for other crawlers (a few)
+    issues: tuple[str, ...] = ()  # bad dates, limits reached
+
+    @property
+    def noindex(self) -> bool:
+        d = self.directives
+        return NOINDEX in d or NONE in d or self.expired
+
+    @property
+    def nofollow(self) -> bool:
+        d = self.directives
+        return NOFOLLOW in d or NONE in d
+
+    def effective(self) -> tuple[str, ...]:
+        """The directives as recorded and counted: ``none`` also counts as ``noindex``
+        and ``nofollow``, a past ``unavailable_after`` as ``noindex``."""
+        names = set(self.directives)
+        if self.noindex:
+            names.add(NOINDEX)
+        if self.nofollow:
+            names.add(NOFOLLOW)
+        return tuple(sorted(names))
+
+    def why(self, name: str) -> str:
+        """The sources of ``noindex`` or ``nofollow`` (derived ones too), for a log line."""
+        sources = list(self.directives.get(name, ())) + list(self.directives.get(NONE, ()))
+        if name == NOINDEX and self.expired:
+            sources += self.directives.get(UNAVAILABLE_AFTER, ())
+        return "; ".join(dict.fromkeys(s.describe() for s in sources))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "directives": list(self.effective()),
+            "noindex": self.noindex,
+            "nofollow": self.nofollow,
+            "sources": {
+                name: [s.to_json() for s in sources]
+                for name, sources in sorted(self.directives.items())
+            },
+            "values": dict(self.values),
+            "unavailable_after": (
+                None if self.unavailable_after is None else self.unavailable_after.isoformat()
+            ),
+            "ignored": [s.to_json() for s in self.ignored],
+            "issues": list(self.issues),
+        }
+
+
+# -- dates -----------------------------------------------------------------------------
+
+
+def parse_unavailable_after(text: str) -> dt.datetime | None:
+    """The ``unavailable_after`` date as an aware UTC datetime, or None.
+
+    Google accepts "all widely adopted formats, including RFC 822, RFC 850 and ISO 8601".
+    A date without a zone is read as UTC.
+    """
+    text = text.strip()
+    if not text:
+        return None
+    iso = text[:-1] + "+00:00" if text[-1:] in ("Z", "z") else text
+    try:  # (Python 3.10's fromisoformat takes no "Z")
+        when: dt.datetime | None = dt.datetime.fromisoformat(iso)
+    except ValueError:
+        when = None
+    if when is None:
+        try:  # RFC 822 (and 1123, 2822), and RFC 850 after its weekday
+            when = parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    try:
+        return when.astimezone(dt.timezone.utc)
+    except (OverflowError, ValueError):
+        return None
+
+
+# -- directive lists -------------------------------------------------------------------
+
+
+def _items(value: str) -> Iterator[str]:
+    """The comma-separated items of *value*; an ``unavailable_after`` whose value is only
+    a weekday (``Wednesday, 25-Jun-10 ...``) takes the next item as the rest of its date."""
+    pieces = value.split(",")
+    i = 0
+    while i < len(pieces):
+        item = pieces[i]
+        i += 1
+        name, colon, rest = item.partition(":")
+        if colon and name.strip().lower() == UNAVAILABLE_AFTER:
+            pass
+        elif colon and item.count(":") >= 2:  # "token: unavailable_after: Wed, ..."
+            inner, _, rest2 = rest.partition(":")
+            if inner.strip().lower() != UNAVAILABLE_AFTER:
+                yield item
+                continue
+            rest = rest2
+        else:
+            yield item
+            continue
+        if _WEEKDAY.fullmatch(rest.strip()) and i < len(pieces):
+            item = f"{item},{pieces[i]}"
+            i += 1
+        yield item
+
+
+def _split_directives(value: str, *, tokens: bool) -> Iterator[tuple[str | None, str, str | None]]:
+    """(product token or None, directive name, its value or None) per item of *value*.
+
+    With *tokens* (a header line), ``name: rest`` where *name* is not a valued directive
+    names the crawler that this and the following items are for (Google's
+    ``X-Robots-Tag: otherbot: noindex``)."""
+    scope: str | None = None
+    for raw in _items(value):
+        item = raw.strip()
+        if not item:
+            continue
+        name, colon, rest = item.partition(":")
+        lowered = name.strip().lower()
+        if tokens and colon and lowered not in VALUED:
+            scope = name.strip()
+            item = rest.strip()
+            if not item:
+                continue
+            name, colon, rest = item.partition(":")
+            lowered = name.strip().lower()
+        yield scope, lowered, rest.strip() if colon else None
+
+
+class _Collector:
+    """Gathers directives for one crawler from headers and meta tags (bounded)."""
+
+    def __init__(self, token: str, now: dt.datetime) -> None:
+        self.token = token.strip().lower()
+        self.now = now
+        self.directives: dict[str, list[PageSource]] = {}
+        self.values: dict[str, str] = {}
+        self.unavailable_after: dt.datetime | None = None
+        self.ignored: list[PageSource] = []
+        self.issues: list[str] = []
+
+    def issue(self, text: str) -> None:
+        if len(self.issues) < MAX_ISSUES and text not in self.issues:
+            self.issues.append(text)
+
+    def applies(self, scope: str | None) -> bool:
+        return scope is None or scope.lower() in ("robots", self.token)
+
+    def add_list(self, value: str, where: str, scope: str | None, *, tokens: bool) -> None:
+        text = value.strip()[:MAX_TEXT]
+        sources: dict[str | None, PageSource] = {}  # one source per scope in this line
+        items = 0
+        for item_scope, name, argument in _split_directives(value, tokens=tokens):
+            items += 1
+            if items > MAX_ITEMS:
+                self.issue(f"more than {MAX_ITEMS} directives in one line: the rest ignored")
+                return
+            effective_scope = item_scope if item_scope is not None else scope
+            source = sources.get(effective_scope)
+            if source is None:
+                source = sources[effective_scope] = PageSource(where, text, effective_scope or "")
+            if not self.applies(effective_scope):
+                if len(self.ignored) < MAX_SOURCES and source not in self.ignored:
+                    self.ignored.append(source)
+                continue
+            self.add(name, argument, source)
+
+    def add_meta(self, name: str, content: str) -> None:
+        """One ``<meta name=... content=...>`` tag (its values decoded); other names
+        than ``robots`` and the token are ignored."""
+        lowered = name.strip().lower()
+        if lowered not in ("robots", self.token):
+            return
+        text = f'<meta name="{name.strip()}" content="{content.strip()}">'[:MAX_TEXT]
+        source = PageSource(META, text, "robots" if lowered == "robots" else name.strip())
+        for count, (_, directive, argument) in enumerate(_split_directives(content, tokens=False)):
+            if count >= MAX_ITEMS:
+                self.issue(f"more than {MAX_ITEMS} directives in one tag: the rest ignored")
+                return
+            self.add(directive, argument, source)
+
+    def add(self, name: str, argument: str | None, source: PageSource) -> None:
+        if len(name) > MAX_NAME or not _NAME.fullmatch(name):
+            self.issue(f"not a directive: {name[:MAX_NAME]!r} in {source.describe()}")
+            return
+        if name == UNAVAILABLE_AFTER:
+            when = parse_unavailable_after(argument or "")
+            if when is None:
+                self.issue(f"unavailable_after: unparseable date {argument!r}, ignored")
+                return
+            if self.unavailable_after is None or when < self.unavailable_after:
+                self.unavailable_after = when
+        sources = self.directives.get(name)
+        if sources is None:
+            if len(self.directives) >= MAX_NAMES:
+                self.issue(f"more than {MAX_NAMES} directive names: the rest are ignored")
+                return
+            sources = self.directives[name] = []
+        if len(sources) < MAX_SOURCES and source not in sources:
+            sources.append(source)
+        if argument is not None and name in VALUED:
+            self.values[name] = argument[:MAX_TEXT]
+
+    def result(self) -> PageDirectives:
+        expired = self.unavailable_after is not None and self.unavailable_after <= self.now
+        return PageDirectives(
+            directives={name: tuple(sources) for name, sources in self.directives.items()},
+            values=self.values,
+            unavailable_after=self.unavailable_after,
+            expired=expired,
+            ignored=tuple(self.ignored),
+            issues=tuple(self.issues),
+        )
+
+
+def _text(value: bytes | str) -> str:
+    if isinstance(value, str):
+        return value
+    return value.decode("utf-8", "replace")
+
+
+def header_directives(
+    lines: Iterable[bytes | str], token: str, *, now: dt.datetime | None = None
+) -> PageDirectives:
+    """The ``X-Robots-Tag`` field lines *lines* as they apply to the crawler *token*."""
+    collector = _Collector(token, now or _utcnow())
+    for line in lines:
+        collector.add_list(_text(line), HEADER, None, tokens=True)
+    return collector.result()
+
+
+# -- the head's meta tags --------------------------------------------------------------
+
+
+def _head(body: bytes) -> bytes:
+    """The head of *body*, lower-cased: up to ``</head`` or ``<body`` (the first
+    ``HEAD_LIMIT`` bytes at most). Lower-casing keeps every byte offset."""
+    limit = min(len(body), HEAD_LIMIT)
+    # The end of the head as most pages spell it, found in the bytes as they are, so
+    # that only the head is lower-cased (not a whole 100 KB page, on every page).
+    end = limit
+    for marker in _HEAD_ENDS:
+        at = body.find(marker, 0, end)
+        if at >= 0:
+            end = at
+    if end < limit:
+        return body[:end].lower()
+    prefix = body[:limit].lower()  # (no end in either case: look in any case)
+    for marker in (b"</head", b"<body"):
+        at = prefix.find(marker, 0, end)
+        if at >= 0:
+            end = at
+    return prefix[:end]
+
+
+def _attributes(tag: bytes) -> dict[bytes, bytes]:
+    """The attributes of one tag (its bytes from ``<`` to ``>``), names lower-cased;
+    the first of a repeated attribute wins, as in HTML."""
+    found: dict[bytes, bytes] = {}
+    inner = tag[1:-1]
+    start = inner.find(b" ")  # (skip the tag's own name; a "/" or newline also ends it)
+    for sep in (b"\t", b"\n", b"\r", b"\f", b"/"):
+        at = inner.find(sep)
+        if at >= 0 and (start < 0 or at < start):
+            start = at
+    if start < 0:
+        return found
+    for match in _ATTRIBUTE.finditer(inner, start):
+        name = match.group(1).lower()
+        if name not in found:
+            value = match.group(2)
+            if value is None:
+                value = match.group(3)
+            if value is None:
+                value = match.group(4) or b""
+            found[name] = value
+    return found
+
+
+def meta_directives(body: bytes, token: str, *, now: dt.datetime | None = None) -> PageDirectives:
+    """The ``<meta name="robots">`` and ``<meta name="TOKEN">`` tags of *body*'s head."""
+    collector = _Collector(token, now or _utcnow())
+    _read_meta(body, collector)
+    return collector.result()
+
+
+def head_may_name(body: bytes, token: str) -> bool:
+    """The byte search: whether *body*'s head has ``<meta`` and says ``robots`` or
+    *token*. False for nearly every page, and then no tag is parsed at all."""
+    return _head_may_name(_head(body), token.strip().lower().encode("utf-8", "replace"))
+
+
+def _head_may_name(head: bytes, token: bytes) -> bool:
+    if b"<meta" not in head:
+        return False
+    return b"robots" in head or bool(token and token in head)
+
+
+def _read_meta(body: bytes, collector: _Collector) -> None:
+    head = _head(body)
+    token = collector.token.encode("utf-8", "replace")
+    if not _head_may_name(head, token):
+        return  # the common case: no meta tag can name us
+    wanted = {b"robots", token}
+    read = 0
+    pos = 0
+    search = _META_OR_SKIP.search
+    while True:
+        match = search(head, pos)
+        if match is None:
+            return
+        opener = match.group()
+        if opener in _SKIP_END:  # a comment, script or style: its text holds no tags
+            end = head.find(_SKIP_END[opener], match.end())
+            if end < 0:
+                return
+            pos = end + len(_SKIP_END[opener])
+            continue
+        end = head.find(b">", match.end() - 1)
+        if end < 0:
+            return
+        pos = end + 1
+        lowered = head[match.start() : pos]
+        if b"robots" not in lowered and (not token or token not in lowered):
+            continue
+        attributes = _attributes(body[match.start() : pos])
+        name = html.unescape(_text(attributes.get(b"name", b""))).strip()
+        if name.lower().encode("utf-8", "replace") not in wanted:
+            continue
+        read += 1
+        if read > MAX_META_TAGS:
+            collector.issue(f"more than {MAX_META_TAGS} robots meta tags: the rest are ignored")
+            return
+        collector.add_meta(name, html.unescape(_text(attributes.get(b"content", b""))))
+
+
+# -- everything ------------------------------------------------------------------------
+
+
+def page_directives(
+    header_lines: Iterable[bytes | str],
+    body: bytes | None,
+    token: str,
+    *,
+    now: dt.datetime | None = None,
+    meta_tags: Iterable[tuple[str, str]] | None = None,
+) -> PageDirectives:
+    """The directives for crawler *token*: the ``X-Robots-Tag`` *header_lines* and, when
+    *body* is given (an HTML page), its head's robots meta tags, combined.
+
+    *meta_tags* (name, content) pairs, when given, are the head's meta tags as an HTML
+    parser already found them (the spider's own selector): *body* is then not read.
+    At most ``MAX_META_TAGS`` of them that name ``robots`` or the token are read."""
+    collector = _Collector(token, now or _utcnow())
+    for line in header_lines:
+        collector.add_list(_text(line), HEADER, None, tokens=True)
+    if meta_tags is not None:
+        read = 0
+        for name, content in meta_tags:
+            if name.strip().lower() not in ("robots", collector.token):
+                continue
+            read += 1
+            if read > MAX_META_TAGS:
+                collector.issue(f"more than {MAX_META_TAGS} robots meta tags: the rest are ignored")
+                break
+            collector.add_meta(name, content)
+    elif body:
+        _read_meta(body, collector)
+    return collector.result()
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+# -- rel="nofollow" links --------------------------------------------------------------
+
+
+class NofollowLinks:
+    """The ``rel`` values of a page's ``<a>`` and ``<area>`` links: which URLs the page
+    links *only* with ``rel="nofollow"`` (a URL also linked without it is followed).
+
+    ``scan_step`` reads at most about ``LINK_STEP_BYTES`` of the page per call, so a
+    caller that runs on an event loop can give it back between steps; ``scan`` runs to
+    the end. Linear in the page's size: a page that never says ``nofollow`` is not
+    scanned at all; a link without ``rel`` costs one regex search for its ``href``, kept
+    as written (resolving 100,000 hrefs would cost half a second), and only the links
+    with ``rel`` are parsed and resolved against the page's URL.
+    """
+
+    def __init__(
+        self, body: bytes, base_url: str, normalise: Callable[[str], str] | None = None
+    ) -> None:
+        self.body = body
+        self.base_url = base_url
+        # how the caller spells URLs (a crawler escapes them): applied to both sides
+        self.normalise = normalise
+        # First the quick check, a step at a time: a page that never says "nofollow"
+        # (in any case) has no link to scan. ``searched`` is how far it has looked.
+        self.searched = 0
+        self.found_nofollow = False
+        self.pos = 0  # how far the link scan has read
+        # absolute URL (no fragment) -> the hrefs, as written, that link it with nofollow
+        self.nofollow: dict[str, set[bytes]] = {}
+        self.followed_hrefs: set[bytes] = set()  # hrefs as written, of links without it
+        self.rel_counts: dict[str, int] = {}  # nofollow, ugc, sponsored -> links
+
+    @property
+    def done(self) -> bool:
+        return self.pos >= len(self.body)
+
+    def scan(self) -> NofollowLinks:
+        while not self.scan_step():
+            pass
+        return self
+
+    def scan_step(self, max_bytes: int = LINK_STEP_BYTES) -> bool:
+        """Do the next bounded piece of work; True when the whole page has been read."""
+        body = self.body
+        if self.done:
+            return True
+        if not self.found_nofollow:
+            # (a window overlaps the one before by 7 bytes: a "nofollow" across the cut)
+            begin = max(0, self.searched - 7)
+            self.searched = min(len(body), self.searched + SEARCH_STEP_BYTES)
+            if b"nofollow" in body[begin : self.searched].lower():
+                self.found_nofollow = True
+            elif self.searched >= len(body):
+                self.pos = len(body)  # nothing says nofollow: nothing to scan
+            return self.done
+        start = self.pos
+        stop = min(len(body), start + max_bytes)
+        if stop < len(body):
+            # End the window just after a ">" so that no tag is cut in two.
+            cut = body.rfind(b">", start, stop)
+            if cut < 0:
+                return self._no_tag_end(start, stop)
+            stop = cut + 1
+        window = body[start:stop].lower()
+        followed, href_of = self.followed_hrefs, _HREF.search
+        for match in _LINK.finditer(window):
+            begin, end = match.span()
+            if b"rel" in match.group():
+                self._rel_link(body[start + begin : start + end])
+                continue
+            found = href_of(body, start + begin, start + end)
+            if found is not None:
+                # (kept without its fragment: a link to /a#x is a link to /a)
+                followed.add(_href_value(found).partition(b"#")[0].strip())
+        self.pos = stop
+        return self.done
+
+    def _no_tag_end(self, start: int, stop: int) -> bool:
+        """A window in which no tag ends (10 MB of text, or one enormous tag): skip to
+        the last "<" in it, where a tag may start, so no step reads more than about
+        ``max_bytes``; a window that starts a tag longer than that is that one tag."""
+        body = self.body
+        opener = body.rfind(b"<", start + 1, stop)
+        if opener > 0:
+            self.pos = opener
+            return False
+        if body[start : start + 1] != b"<":
+            self.pos = stop
+            return False
+        end = body.find(b">", stop)  # (memchr: fast even over megabytes)
+        end = len(body) - 1 if end < 0 else end
+        if _LINK.match(body[start : start + 6].lower() + b">"):
+            self._rel_link(body[start : end + 1])
+        self.pos = end + 1
+        return self.done
+
+    def _rel_link(self, tag: bytes) -> None:
+        attributes = _attributes(tag)
+        href = attributes.get(b"href")
+        if href is None:
+            return
+        rels = set(_text(attributes.get(b"rel", b"")).lower().split())
+        for rel in ("nofollow", "ugc", "sponsored"):
+            if rel in rels:
+                self.rel_counts[rel] = self.rel_counts.get(rel, 0) + 1
+        href = href.strip()
+        if "nofollow" not in rels:
+            self.followed_hrefs.add(href.partition(b"#")[0])
+            return
+        url = self._absolute(href)
+        self.nofollow.setdefault(url, set()).add(href.partition(b"#")[0])
+
+    def _absolute(self, href: bytes) -> str:
+        url = urldefrag(urljoin(self.base_url, html.unescape(_text(href)).strip())).url
+        return url if self.normalise is None else self.normalise(url)
+
+    def nofollow_only(self, url: str) -> bool:
+        """Whether the page links *url* (absolute) only with ``rel="nofollow"``; the scan
+        must be done. A followed link to the same URL counts when it is written as one
+        of the nofollow links writes it, as the absolute URL, or as its path."""
+        url = urldefrag(url).url
+        if self.normalise is not None:
+            url = self.normalise(url)
+        hrefs = self.nofollow.get(url)
+        if hrefs is None:
+            return False
+        followed = self.followed_hrefs
+        if any(href in followed for href in hrefs):
+            return False
+        parts = urlsplit(url)
+        forms = {url, urlunsplit(("", "", parts.path, parts.query, ""))}
+        forms.add(urlunsplit(("", parts.netloc, parts.path, parts.query, "")))
+        for form in forms:
+            raw = form.encode("utf-8", "replace")
+            if raw in followed or html.escape(form, quote=False).encode() in followed:
+                return False
+        return True
+
+
+def _href_value(match: re.Match[bytes]) -> bytes:
+    value = match.group(1)
+    if value is None:
+        value = match.group(2)
+    if value is None:
+        value = match.group(3) or b""
+    return value
