@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import re
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -385,3 +387,22 @@ async def test_the_engine_doors_in_a_real_crawl(mockserver: Any, run_crawl: Any)
     why = changed("Slot.delay / jitter (written)", "raise_slot_delay and set_slot_jitter")
     assert seen["raised delay"] == 50.0, why
     assert seen["download delay, jitter off"] == 50.0, why
+
+
+# -- the list in docs/architecture.md -------------------------------------------------
+
+
+def test_the_architecture_page_lists_every_door() -> None:
+    """docs/architecture.md ("Scrapy internals we depend on") names every public function
+    of compat.py's internals part, and nothing else."""
+    root = Path(__file__).resolve().parents[2]
+    source = (root / "scrapy_rep" / "crawl" / "compat.py").read_text()
+    internals = source.split("# == Scrapy internals", 1)[1].split("# == What the stock", 1)[0]
+    doors = set(re.findall(r"^(?:def|class) ([a-zA-Z]\w*)", internals, re.MULTILINE))
+    page = (root / "docs" / "architecture.md").read_text()
+    section = page.split("## Scrapy internals we depend on", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "---" not in line]
+    listed = {name for row in rows[1:] for name in re.findall(r"`(\w+)`", row.split("|")[-2])}
+    assert listed == doors, (
+        f"only in compat.py: {doors - listed}; only in the page: {listed - doors}"
+    )
