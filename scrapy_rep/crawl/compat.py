@@ -7,11 +7,12 @@ internals we depend on") lists them; ``tests/crawl/test_scrapy_internals.py`` ch
 against the oldest and the newest Scrapy CI runs and names the function to update when a
 release changes it; ``tests/test_layout.py`` keeps those names out of every other module.
 
-The second part is what the stock middleware promises beside the rules:
+The second part is what the stock middleware promises beside the rules (with
+``reschedule`` above: held requests re-enter the scheduler without a second
+``request_scheduled``):
 
 - ``robots_parsed(robotparser, request)`` (Scrapy 2.18+), sent as the stock middleware
   sends it;
-- held requests re-enter the scheduler without a second ``request_scheduled``;
 - start-up warnings for configuration mistakes: the stock middleware (or a subclass)
   enabled beside scrapy-rep, and a ``ROBOTSTXT_PARSER`` that scrapy-rep does not use.
 """
