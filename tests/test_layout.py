@@ -10,6 +10,7 @@ modules import each other, even only for type checking.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -100,3 +101,58 @@ def test_documented_import_paths_still_work() -> None:
         sys.modules.pop("scrapy_rep._storage", None)
         from scrapy_rep._storage import RobotsStorage as Old
     assert Old is RobotsStorage
+
+
+#: Scrapy's private names and undocumented attributes and behaviours that scrapy-rep
+#: depends on (what each pattern finds in source text). Every one is reached through
+#: scrapy_rep/crawl/compat.py only, where tests/crawl/test_scrapy_internals.py checks it
+#: against each Scrapy release CI runs; a new one belongs there too, with its test.
+SCRAPY_INTERNALS = {
+    "ExecutionEngine._slot": r"(?<!self)[.\"'`]_slot\b",
+    "ExecutionEngine._schedule_request": r"\b_schedule_request\b",
+    "the engine slot's nextcall": r"\bnextcall\b",
+    "the engine slot's closing": r"slot\.closing\b|[\"']closing[\"']",
+    "Scheduler.df": r"\.df\b|[\"']df[\"']",
+    "scrapy-redis's Scheduler.persist": r"\.persist\b|[\"']persist[\"']",
+    "a scheduler's close wrapped": r"\.close\s*=(?!=)",
+    "OffsiteMiddleware.host_regex / _update_host_regex": r"\bhost_regex\b|_update_host_regex",
+    "DownloaderMiddlewareManager.middlewares": r"\.middlewares\b|[\"']middlewares[\"']",
+    "Downloader._delay / _jitter": r"(?<!self)[.\"'`]_(delay|jitter)\b",
+    "Downloader.slots": r"\.slots\b|[\"']slots[\"']",
+    "Downloader.per_slot_settings": r"\bper_slot_settings\b",
+    "Slot.lastseen": r"\blastseen\b",
+    "Slot.randomize_delay / jitter": r"\brandomize_delay\b|slot\.jitter\b",
+    "StatsCollector._stats": r"(?<!self)[.\"'`]_stats\b|object\.__getattribute__",
+    "Request's lazy fields": (
+        r"(?<!self)[.\"'`]_(headers|meta|cookies|flags|cb_kwargs)\b|[\"']_[\"']\s*\+"
+    ),
+    "pydispatch's receivers": r"getAllReceivers|liveReceivers|from pydispatch",
+    "sys.orig_argv": r"\borig_argv\b",
+    "SitemapSpider._parse_sitemap": r"\b_parse_sitemap\b",
+    "ScrapyHelpFormatter._join_parts": r"ScrapyHelpFormatter|\b_join_parts\b",
+}
+DOOR = PACKAGE / "crawl" / "compat.py"
+
+
+def test_scrapy_internals_are_reached_through_one_module() -> None:
+    found = [
+        f"{path.relative_to(PACKAGE.parent)}:{number}: {name}"
+        for path in MODULES.values()
+        if path != DOOR
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        for name, pattern in SCRAPY_INTERNALS.items()
+        if re.search(pattern, line)
+    ]
+    assert not found, (
+        "Scrapy internals outside scrapy_rep/crawl/compat.py (move each access into a "
+        "function there, with its why and a check in tests/crawl/test_scrapy_internals.py):"
+        "\n" + "\n".join(found)
+    )
+
+
+def test_the_internals_pattern_finds_each_in_the_door() -> None:
+    # Each pattern still finds its name in compat.py, so none has silently stopped
+    # matching the code it guards.
+    door = DOOR.read_text()
+    missing = [name for name, pattern in SCRAPY_INTERNALS.items() if not re.search(pattern, door)]
+    assert not missing, f"not found in scrapy_rep/crawl/compat.py: {missing}"

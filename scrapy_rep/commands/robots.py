@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from scrapy import Spider
-from scrapy.commands import ScrapyCommand, ScrapyHelpFormatter
+from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.defer import DeferredList
@@ -53,6 +53,7 @@ from scrapy_rep.commands.page import result_of as page_result
 from scrapy_rep.commands.record_tools import RECORD_TOOLS, run_record_tool
 from scrapy_rep.commands.store_view import forget, open_for_writing, read_store
 from scrapy_rep.commands.text import render_text
+from scrapy_rep.crawl.compat import CommandHelpFormatter
 from scrapy_rep.policy.config import Config, SettingError
 from scrapy_rep.policy.origin import origin_of
 from scrapy_rep.policy.records import RULES, UNREACHABLE
@@ -60,7 +61,7 @@ from scrapy_rep.policy.robots_policy import FetchOutcome, RobotsPolicy
 from scrapy_rep.robotstxt import product_token
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterable
+    from collections.abc import AsyncIterator
 
     from scrapy.settings import BaseSettings
 
@@ -100,28 +101,6 @@ Compliance records (REP_RECORD, see docs/record.md)
   scrapy robots report FILE... -o report.html
       write one self-contained HTML report
 """
-
-
-class _HelpFormatter(ScrapyHelpFormatter):
-    """Scrapy's formatter, except that the description keeps its line breaks and an
-    option's help line that happens to end in a colon is not made a heading."""
-
-    def _fill_text(self, text: str, width: int, indent: str) -> str:
-        return "".join(indent + line for line in text.splitlines(keepends=True))
-
-    _in_action = 0
-
-    def _format_action(self, action: argparse.Action) -> str:
-        self._in_action += 1
-        try:
-            return super()._format_action(action)
-        finally:
-            self._in_action -= 1
-
-    def _join_parts(self, part_strings: Iterable[str]) -> str:
-        if self._in_action:  # the lines of one option's help: no headings in there
-            return argparse.HelpFormatter._join_parts(self, part_strings)
-        return super()._join_parts(part_strings)
 
 
 class _RobotsFetchSpider(Spider):
@@ -179,7 +158,7 @@ class RobotsCommand(ScrapyCommand):
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
-        parser.formatter_class = _HelpFormatter
+        parser.formatter_class = CommandHelpFormatter
         parser.add_argument(
             "--user-agent",
             metavar="TOKEN",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from scrapy_rep.crawl import compat
 from scrapy_rep.crawl.ledger import is_durable
 from scrapy_rep.crawl.record import NullRecorder
 from scrapy_rep.crawl.visibility import waiting_line
@@ -78,16 +79,10 @@ class WaitingAtClose:
         scheduler (JOBDIR, scrapy-redis with SCHEDULER_PERSIST) keeps what it holds, so
         held requests must be in it by then.
         """
-        scheduler = self.bridge.scheduler()
-        if scheduler is None or not hasattr(scheduler, "close"):
-            return
-        original_close = scheduler.close
-
-        def close(reason: str) -> Any:
-            self.empty_room(handing_back=self.bridge.persists())
-            return original_close(reason)
-
-        scheduler.close = close
+        compat.run_before_scheduler_close(
+            self.bridge.scheduler(),
+            lambda: self.empty_room(handing_back=self.bridge.persists()),
+        )
 
     def empty_room(self, *, handing_back: bool) -> None:
         durable = not handing_back and is_durable(self.ledger)

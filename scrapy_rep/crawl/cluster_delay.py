@@ -20,7 +20,6 @@ process's requests): a failing store must not stop a crawl. Logged once, counted
 from __future__ import annotations
 
 import logging
-import time
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
@@ -28,6 +27,7 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import threads
 
+from scrapy_rep.crawl import compat
 from scrapy_rep.policy.records import RULES
 from scrapy_rep.storage.cluster import ClusterError
 
@@ -70,7 +70,6 @@ DEADLINE_META_KEY = "rep_turn_deadline"
 #: Reservations in a row for one request that all came back too late to be used.
 _MAX_TRIES = 3
 STAT = "robotstxt/cluster_delay/"
-_EPOCH_2001 = 978_307_200.0  # a wall-clock stamp is larger; a monotonic one (uptime) is not
 
 
 class ClusterDelay:
@@ -209,21 +208,11 @@ class ClusterDelay:
         since the slot's last download, a robots.txt fetch included). A turn reserved
         sooner would be spent waiting in the slot, and the next turn's holder could
         then follow this request closer than the Crawl-delay."""
-        downloader: Any = getattr(self.crawler.engine, "downloader", None)
+        downloader = compat.downloader_of(self.crawler)
         if downloader is None:
             return 0.0
-        slot = downloader.slots.get(downloader.get_slot_key(request))
-        if slot is None or not slot.lastseen:
-            return 0.0
-        if hasattr(slot, "jitter"):  # Scrapy 2.19+ (randomize_delay then warns)
-            jitter = float(slot.jitter or 0.0)
-        else:  # before: +/-50 % or nothing
-            jitter = 0.5 if getattr(slot, "randomize_delay", False) else 0.0
-        longest = float(slot.delay) * (1 + jitter)
-        lastseen = float(slot.lastseen)
-        # Scrapy 2.19 stamps slots with time.monotonic(), earlier versions with time.time()
-        now = time.monotonic() if lastseen < _EPOCH_2001 else time.time()
-        return max(lastseen + longest - now, 0.0)
+        slot = compat.download_slot(downloader, downloader.get_slot_key(request))
+        return 0.0 if slot is None else compat.slot_ready_in(slot)
 
     def _wait(
         self, request: Request, when: float, deadline: float | None, turn: float | None = None

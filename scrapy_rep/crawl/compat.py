@@ -1,29 +1,46 @@
-"""What Scrapy's own ``RobotsTxtMiddleware`` promises beside the rules (docs/compat.md).
+"""Scrapy's internals behind one door, and what Scrapy's own RobotsTxtMiddleware promises.
+
+Every place scrapy-rep reaches past Scrapy's documented API (a private name, an
+attribute no document promises, a behaviour of the engine's code) is a function in the
+first part of this module, each with a one-line why. ``docs/architecture.md`` ("Scrapy
+internals we depend on") lists them; ``tests/crawl/test_scrapy_internals.py`` checks each
+against the oldest and the newest Scrapy CI runs and names the function to update when a
+release changes it; ``tests/test_layout.py`` keeps those names out of every other module.
+
+The second part is what the stock middleware promises beside the rules (with
+``reschedule`` above: held requests re-enter the scheduler without a second
+``request_scheduled``):
 
 - ``robots_parsed(robotparser, request)`` (Scrapy 2.18+), sent as the stock middleware
   sends it;
-- held requests re-enter the scheduler without a second ``request_scheduled``;
 - start-up warnings for configuration mistakes: the stock middleware (or a subclass)
   enabled beside scrapy-rep, and a ``ROBOTSTXT_PARSER`` that scrapy-rep does not use.
 """
 
 from __future__ import annotations
 
+import argparse
 import logging
+import operator
+import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 from pydispatch.dispatcher import (  # type: ignore[import-untyped]  # (Scrapy's own dependency)
     getAllReceivers,
     liveReceivers,
 )
-from scrapy import signals
+from scrapy import Request, signals
+from scrapy.commands import ScrapyHelpFormatter
+from scrapy.exceptions import IgnoreRequest
+from scrapy.statscollectors import StatsCollector
+from twisted.python.failure import Failure
 
 from scrapy_rep.crawl.parser_plugin import RobotParser, max_size_of
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Iterable
 
-    from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.settings import BaseSettings
 
@@ -34,6 +51,334 @@ logger = logging.getLogger("scrapy_rep")
 STOCK_PATH = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
 OUR_PARSER_PATH = "scrapy_rep.RobotParser"
 
+
+# == Scrapy internals ==================================================================
+# Each function: what it gives, then "why:" (the reason no public API serves).
+
+# -- the engine and its scheduler -----------------------------------------------------
+
+
+def _engine_slot(crawler: Crawler) -> Any:
+    # why: the engine keeps its scheduler, its wake-up call and its closing state only on
+    # ``ExecutionEngine._slot`` (None before the spider opens)
+    return getattr(crawler.engine, "_slot", None)
+
+
+def scheduler_of(crawler: Crawler) -> Any:
+    """The running crawl's scheduler, or None before the engine opened the spider."""
+    # why: the engine has no public accessor for its scheduler (``engine._slot.scheduler``)
+    return getattr(_engine_slot(crawler), "scheduler", None)
+
+
+def engine_takes_requests(crawler: Crawler) -> bool:
+    """Whether a request scheduled now will be crawled: a spider is open and the engine is
+    not closing (once it is, it takes nothing more from the scheduler)."""
+    # why: ``engine._slot.closing`` is the only sign that the engine has begun closing
+    engine = crawler.engine
+    slot = _engine_slot(crawler)
+    if engine is None or getattr(engine, "spider", None) is None or slot is None:
+        return False
+    return getattr(slot, "closing", None) is None
+
+
+def wake_engine(crawler: Crawler) -> None:
+    """Have the engine pull from the scheduler now, not at its next heartbeat (5 s)."""
+    # why: ``engine._slot.nextcall`` is the engine's own wake-up; no public call wakes it
+    # without scheduling a request
+    nextcall = getattr(_engine_slot(crawler), "nextcall", None)
+    if nextcall is not None:
+        nextcall.schedule()
+
+
+def reschedule(crawler: Crawler, request: Request) -> None:
+    """Put a released request into the scheduler without sending ``request_scheduled``.
+
+    The request was announced once already, when the spider scheduled it and scrapy-rep
+    held it back (``engine.crawl`` would announce it a second time, and an extension
+    counting the signal would count it twice). Every ``request_scheduled`` receiver
+    (OffsiteMiddleware among them) saw it then. The rest is what the engine does after
+    the signal: the scheduler (and its dupefilter, which has not seen this request yet)
+    and ``request_dropped`` if refused; then the engine is woken, as ``engine.crawl``
+    does. The caller checks ``engine_takes_requests`` first.
+    """
+    # why: a copy of the part of ``ExecutionEngine._schedule_request`` after the signal,
+    # on ``engine._slot.scheduler``; Scrapy has no call that schedules without announcing
+    engine: Any = crawler.engine
+    slot = engine._slot
+    if not slot.scheduler.enqueue_request(request):
+        engine.signals.send_catch_log(
+            signals.request_dropped, request=request, spider=engine.spider
+        )
+    slot.nextcall.schedule()
+
+
+def not_scheduled(reason: str) -> Failure:
+    """What a ``request_scheduled`` receiver returns to keep a request out of the
+    scheduler, with no traceback: one shared value costs nothing per request (a receiver
+    that raises gets a Failure built by ``send_catch_log``, whose traceback frames form a
+    reference cycle around the request that only the cyclic collector frees)."""
+    # why: ``ExecutionEngine._schedule_request`` drops a request when any receiver's
+    # result is a Failure of IgnoreRequest; only raising it is documented
+    return Failure(IgnoreRequest(reason))  # type: ignore[no-untyped-call]
+
+
+def dupefilter_of(scheduler: Any) -> Any:
+    """The scheduler's dupefilter, or None."""
+    # why: Scrapy's Scheduler (and scrapy-redis's) keeps it on ``df``, with no accessor
+    return getattr(scheduler, "df", None)
+
+
+def scheduler_persists(scheduler: Any) -> bool:
+    """Whether a shared scheduler keeps its queue past this run (scrapy-redis with
+    ``SCHEDULER_PERSIST``)."""
+    # why: scrapy-redis's scheduler says so only on its ``persist`` attribute
+    return getattr(scheduler, "persist", False) is True
+
+
+def is_shared_scheduler(scheduler: Any) -> bool:
+    """A scheduler that says whether it persists (scrapy-redis, whose dupefilter lives in
+    Redis, shared by its processes)."""
+    # why: scrapy-redis's scheduler is recognised by its ``persist`` attribute
+    return hasattr(scheduler, "persist")
+
+
+def run_before_scheduler_close(scheduler: Any, before: Callable[[], None]) -> None:
+    """Call ``before()`` when the engine closes ``scheduler``, just before it closes."""
+    # why: Scrapy closes the scheduler before sending ``spider_closed`` and sends no
+    # signal in between, so its ``close`` is wrapped on the instance
+    if scheduler is None or not hasattr(scheduler, "close"):
+        return
+    original_close = scheduler.close
+
+    def close(reason: str) -> Any:
+        before()
+        return original_close(reason)
+
+    scheduler.close = close
+
+
+# -- OffsiteMiddleware ------------------------------------------------------------------
+
+
+def downloader_middlewares(crawler: Crawler) -> list[Any]:
+    """The downloader middleware instances of the running crawl."""
+    # why: reachable only through ``engine.downloader.middleware.middlewares``
+    downloader = getattr(crawler.engine, "downloader", None)
+    manager = getattr(downloader, "middleware", None)
+    return list(getattr(manager, "middlewares", ()))
+
+
+def is_plain_offsite_middleware(mw: Any, offsite_class: type) -> bool:
+    """Scrapy's OffsiteMiddleware itself, its policy not replaced on the instance
+    (``should_follow`` and ``get_host_regex`` are documented extension points)."""
+    # why: its Scrapy 2.19 ``_update_host_regex`` is part of that policy too
+    replaced = {"should_follow", "get_host_regex", "_update_host_regex"} & vars(mw).keys()
+    return type(mw) is offsite_class and not replaced
+
+
+def offsite_host_regex(mw: Any, spider: Any) -> Any:
+    """The host pattern Scrapy's own ``OffsiteMiddleware.should_follow`` matches now
+    (``host_regex.search(urlparse_cached(request).hostname or "")``), or None. Scrapy
+    2.19 rebuilds it when the spider's ``allowed_domains`` changes
+    (``_update_host_regex``, which ``should_follow`` calls first); so does this."""
+    # why: ``host_regex`` and ``_update_host_regex`` are the middleware's own attributes
+    update = getattr(mw, "_update_host_regex", None)
+    if update is not None:  # Scrapy 2.19: allowed_domains may change during the crawl
+        update(spider)
+    return getattr(mw, "host_regex", None)
+
+
+# -- the downloader and its slots -----------------------------------------------------
+# A slot's delay is varied by +/- a jitter fraction: ``jitter`` since Scrapy 2.19,
+# before that +/-50 % or nothing (``randomize_delay``). The functions below speak of a
+# jitter fraction for both (0.5 or 0 before 2.19).
+
+
+def downloader_of(crawler: Crawler) -> Any:
+    """The running crawl's downloader, or None."""
+    # why: ``engine.downloader`` holds the download slots Crawl-delay is kept on
+    return getattr(crawler.engine, "downloader", None)
+
+
+def download_slot(downloader: Any, key: Any) -> Any:
+    """The live download slot for ``key``, or None (never made, or collected after 60 s
+    idle)."""
+    # why: ``Downloader.slots``, undocumented
+    return downloader.slots.get(key)
+
+
+def new_slot_timing(downloader: Any, key: str) -> tuple[float, float]:
+    """(delay, jitter) Scrapy gives a slot it makes for ``key``: the ``DOWNLOAD_SLOTS``
+    entry the downloader keeps, else its defaults."""
+    # why: ``Downloader.per_slot_settings`` is what a new slot reads; the defaults are
+    # ``Downloader._delay`` and ``_jitter`` (2.19+), or read per new slot before
+    settings = downloader.per_slot_settings.get(key, {})
+    delay = float(settings.get("delay", _default_slot_delay(downloader)))
+    if hasattr(downloader, "_jitter"):  # Scrapy 2.19+
+        return delay, float(settings.get("jitter", downloader._jitter))
+    randomize = bool(settings.get("randomize_delay", downloader.randomize_delay))
+    return delay, 0.5 if randomize else 0.0
+
+
+def keep_new_slot_timing(downloader: Any, key: str, delay: float, jitter: float) -> None:
+    """Make every slot Scrapy makes for ``key`` from now on start with this timing (a
+    jitter below 0.5 turns randomising off before Scrapy 2.19)."""
+    # why: ``Downloader.per_slot_settings`` is what a new slot reads, so the timing
+    # survives the slot being collected after 60 s idle
+    settings = downloader.per_slot_settings.setdefault(key, {})
+    settings["delay"] = delay
+    if hasattr(downloader, "_jitter"):  # Scrapy 2.19+
+        settings["jitter"] = jitter
+    else:
+        settings["randomize_delay"] = jitter >= 0.5
+
+
+def _default_slot_delay(downloader: Any) -> float:
+    # why: DOWNLOAD_DELAY as the downloader applies it to new slots: ``_delay`` (2.19+,
+    # AutoThrottle's start delay included); before, the spider's download_delay or the
+    # setting, read per new slot
+    if hasattr(downloader, "_delay"):
+        return float(downloader._delay or 0.0)
+    spider = getattr(downloader.crawler, "spider", None)
+    delay = getattr(spider, "download_delay", None)
+    if delay is None:
+        delay = downloader.settings.getfloat("DOWNLOAD_DELAY")
+    return float(delay or 0.0)
+
+
+def slot_jitter(slot: Any) -> float:
+    """The jitter fraction a live slot's delay is varied by."""
+    # why: ``Slot.jitter`` (2.19+) or ``Slot.randomize_delay`` (before; deprecated after)
+    if hasattr(slot, "jitter"):
+        return float(slot.jitter or 0.0)
+    return 0.5 if getattr(slot, "randomize_delay", False) else 0.0
+
+
+def set_slot_jitter(slot: Any, jitter: float) -> None:
+    """Vary a live slot's delay by ``jitter`` from now on (before 2.19, a jitter below
+    0.5 turns randomising off)."""
+    # why: Scrapy has no API to retime a live slot; its fields are written directly
+    if hasattr(slot, "jitter"):
+        slot.jitter = jitter
+    else:
+        slot.randomize_delay = jitter >= 0.5
+
+
+def raise_slot_delay(slot: Any, delay: float) -> float:
+    """Raise a live slot's delay to at least ``delay``; returns the slot's delay."""
+    # why: Scrapy has no API to retime a live slot (AutoThrottle writes ``Slot.delay`` too)
+    if slot.delay < delay:
+        slot.delay = delay
+    return float(slot.delay)
+
+
+_EPOCH_2001 = 978_307_200.0  # a wall-clock stamp is larger; a monotonic one (uptime) is not
+
+
+def slot_ready_in(slot: Any) -> float:
+    """Seconds until a live slot lets its next download go, at the longest its jitter
+    allows (0 for a slot that has downloaded nothing)."""
+    # why: ``Slot.lastseen`` is stamped with time.monotonic() since Scrapy 2.19 and with
+    # time.time() before; the delay and jitter are the slot's fields
+    if not slot.lastseen:
+        return 0.0
+    longest = float(slot.delay) * (1 + slot_jitter(slot))
+    lastseen = float(slot.lastseen)
+    now = time.monotonic() if lastseen < _EPOCH_2001 else time.time()
+    return max(lastseen + longest - now, 0.0)
+
+
+# -- stats, requests, signals, the command line ---------------------------------------
+
+
+def counter_on_stats_dict(stats: Any) -> Callable[..., None] | None:
+    """``count(key, n)``: exactly what Scrapy's own ``StatsCollector.inc_value(key, n)``
+    does, on the collector's dict, without Scrapy 2.19's per-access wrapper (about 2 us a
+    call); None for a collector whose ``inc_value`` is not Scrapy's own."""
+    # why: the counts live in ``StatsCollector._stats``, read through
+    # object.__getattribute__ because the collector's own wraps every access
+    if getattr(type(stats), "inc_value", None) is not StatsCollector.inc_value:
+        return None
+    get_attribute = object.__getattribute__
+
+    def count(key: str, n: int = 1) -> None:
+        # on the dict it holds now (set_stats may have replaced it)
+        values = get_attribute(stats, "_stats")
+        values[key] = values.get(key, 0) + n
+
+    return count
+
+
+def request_field_readers() -> dict[str, Callable[[Request], Any]]:
+    """For each of a Request's container fields (headers, cookies, meta, flags,
+    cb_kwargs), a reader that returns its value without creating it: None (or empty)
+    for one this Scrapy creates only when first read and nobody has read yet."""
+    # why: those properties allocate an empty container on first read; the private
+    # attribute behind one (``_meta``, ``_headers``, ...) is None until then. Found by
+    # probing (2.14: meta and cb_kwargs; 2.19: also headers, cookies, flags)
+    probe = Request("http://a.invalid/")
+    readers: dict[str, Callable[[Request], Any]] = {}
+    for name in ("headers", "cookies", "meta", "flags", "cb_kwargs"):
+        private = "_" + name
+        lazy = isinstance(getattr(Request, name, None), property) and (
+            getattr(probe, private, probe) is None
+        )
+        readers[name] = operator.attrgetter(private if lazy else name)
+    return readers
+
+
+def has_receivers(crawler: Crawler, signal: object) -> bool:
+    """Whether any live receiver is connected to ``signal``."""
+    # why: pydispatch's ``getAllReceivers``/``liveReceivers`` are how
+    # scrapy.utils.signal finds the receivers it calls; SignalManager has no such query
+    receivers = getAllReceivers(crawler.signals.sender, signal)
+    return any(True for _ in liveReceivers(receivers))
+
+
+def is_sitemap_spider_request(request: Request) -> bool:
+    """Whether SitemapSpider made ``request`` to read a sitemap or a robots.txt."""
+    # why: SitemapSpider marks its own requests only by its private callback
+    # ``_parse_sitemap``
+    return getattr(request.callback, "__name__", None) == "_parse_sitemap"
+
+
+def command_line() -> list[str]:
+    """This process's command line as it was started."""
+    # why: ``scrapy.cmdline`` pops the command name from ``sys.argv`` and records it
+    # nowhere a component can read; ``sys.orig_argv`` (Python 3.10+) keeps it
+    return [str(arg) for arg in getattr(sys, "orig_argv", sys.argv)]
+
+
+# -- the ``scrapy robots`` help -------------------------------------------------------
+
+
+class CommandHelpFormatter(ScrapyHelpFormatter):
+    """Scrapy's command help formatter, except that the description keeps its line breaks
+    and an option's help line that happens to end in a colon is not made a heading."""
+
+    # why: Scrapy makes its headings in ``ScrapyHelpFormatter._join_parts`` (for every
+    # line ending in a colon), over argparse's ``_format_action`` and ``_fill_text``;
+    # argparse documents no other way to change either
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "".join(indent + line for line in text.splitlines(keepends=True))
+
+    _in_action = 0
+
+    def _format_action(self, action: argparse.Action) -> str:
+        self._in_action += 1
+        try:
+            return super()._format_action(action)
+        finally:
+            self._in_action -= 1
+
+    def _join_parts(self, part_strings: Iterable[str]) -> str:
+        if self._in_action:  # the lines of one option's help: no headings in there
+            return argparse.HelpFormatter._join_parts(self, part_strings)
+        return super()._join_parts(part_strings)
+
+
+# == What the stock middleware promises ================================================
 
 # -- robots_parsed ---------------------------------------------------------------------
 
@@ -57,40 +402,13 @@ async def send_robots_parsed(
     if signal is None:  # Scrapy before 2.18 has no such signal
         return
     robots = None
-    if parsed is not None and _has_receivers(crawler, signal):
+    if parsed is not None and has_receivers(crawler, signal):
         try:
             robots = await parsed(body, request)
         except Exception:  # never lose the origin's requests over it: parse on use
             logger.exception("scrapy-rep: could not prepare robots.txt for robots_parsed")
     parser = RobotParser(body, max_size_of(crawler), robots)
     await crawler.signals.send_catch_log_async(signal=signal, robotparser=parser, request=request)
-
-
-def _has_receivers(crawler: Crawler, signal: object) -> bool:
-    # (as scrapy.utils.signal finds the receivers it calls)
-    receivers = getAllReceivers(crawler.signals.sender, signal)
-    return any(True for _ in liveReceivers(receivers))
-
-
-# -- request_scheduled once per request -----------------------------------------------
-
-
-def reschedule(engine: Any, request: Request) -> None:
-    """Put a released request into the scheduler without sending ``request_scheduled``.
-
-    The request was announced once already, when the spider scheduled it and scrapy-rep
-    held it back (``engine.crawl`` would announce it a second time, and an extension
-    counting the signal would count it twice). Every ``request_scheduled`` receiver
-    (OffsiteMiddleware among them) saw it then. The rest is what
-    ``ExecutionEngine._schedule_request`` does after the signal: the scheduler (and its
-    dupefilter, which has not seen this request yet) and ``request_dropped`` if refused.
-    """
-    slot = engine._slot
-    if not slot.scheduler.enqueue_request(request):
-        engine.signals.send_catch_log(
-            signals.request_dropped, request=request, spider=engine.spider
-        )
-    slot.nextcall.schedule()
 
 
 # -- configuration mistakes -----------------------------------------------------------

@@ -24,6 +24,8 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from scrapy_rep.crawl import compat
+
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
@@ -209,9 +211,6 @@ def look_when_idle(ledger: HeldLedger, crawler: Crawler, admit: Callable[[], Non
 
     def landed() -> None:
         admit()
-        slot = getattr(crawler.engine, "_slot", None)
-        nextcall = getattr(slot, "nextcall", None)
-        if nextcall is not None:
-            nextcall.schedule()
+        compat.wake_engine(crawler)
 
     return bool(look(landed))

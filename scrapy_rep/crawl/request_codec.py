@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import Request
 
+from scrapy_rep.crawl import compat
+
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
@@ -53,25 +55,10 @@ def _method_name(spider: Any, func: Any) -> Any:
     return _NOT_FOUND
 
 
-def _lazy_fields() -> dict[str, str]:
-    """public name -> private attribute, for the container fields this Scrapy creates
-    only when first read (a property over a private attribute that is None until then:
-    ``meta`` and ``cb_kwargs`` in 2.14; also ``headers``, ``cookies``, ``flags`` in
-    2.19). Found by probing, not by version number."""
-    probe = Request("http://a.invalid/")
-    lazy: dict[str, str] = {}
-    for name in ("headers", "cookies", "meta", "flags", "cb_kwargs"):
-        private = "_" + name
-        if isinstance(getattr(Request, name, None), property) and (
-            getattr(probe, private, _NOT_FOUND) is None
-        ):
-            lazy[name] = private
-    return lazy
-
-
-_LAZY = _lazy_fields()
-_CONTAINERS = tuple((name, _LAZY.get(name)) for name in ("cookies", "meta", "flags", "cb_kwargs"))
-_HEADERS = _LAZY.get("headers")
+# Each container field read without creating it (``compat.request_field_readers``).
+_READERS = compat.request_field_readers()
+_CONTAINERS = tuple((name, _READERS[name]) for name in ("cookies", "meta", "flags", "cb_kwargs"))
+_READ_HEADERS = _READERS["headers"]
 # The fields plain_request_dict writes: a Scrapy whose Request has others (a later
 # release) takes to_dict for every request, so that no field is ever left behind.
 PLAIN_FIELDS = frozenset(
@@ -102,13 +89,13 @@ def plain_request_dict(request: Request, callback: Any, errback: Any) -> dict[st
         data["callback"] = callback
     if errback is not None:
         data["errback"] = errback
-    headers = getattr(request, _HEADERS) if _HEADERS else request.headers
+    headers = _READ_HEADERS(request)
     if headers:
         data["headers"] = dict(headers)
     if request.body:
         data["body"] = request.body
-    for name, private in _CONTAINERS:
-        value = getattr(request, private) if private else getattr(request, name)
+    for name, read in _CONTAINERS:
+        value = read(request)
         if value:
             data[name] = value
     if request.encoding != "utf-8":

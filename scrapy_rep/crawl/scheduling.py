@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
-from scrapy.exceptions import IgnoreRequest
-from twisted.python.failure import Failure
+
+from scrapy_rep.crawl import compat
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -27,12 +26,8 @@ SCHEDULED_META_KEY = "rep_scheduled"
 ONE_SHOT_COMMANDS = frozenset({"fetch", "shell", "view"})
 
 # What the scheduling gate returns for a request it keeps out of the scheduler (held,
-# or a duplicate of a held one). The engine drops a request when a request_scheduled
-# receiver's result is an IgnoreRequest failure (ExecutionEngine._schedule_request); a
-# receiver that raises gets one built by send_catch_log, with a traceback whose frames form a
-# reference cycle around the request, garbage only the cyclic collector frees. One
-# shared failure without a traceback costs nothing per request.
-NOT_SCHEDULED = Failure(IgnoreRequest("kept out of the scheduler until robots.txt decides"))  # type: ignore[no-untyped-call]
+# or a duplicate of a held one): see compat.not_scheduled.
+NOT_SCHEDULED = compat.not_scheduled("kept out of the scheduler until robots.txt decides")
 
 
 class SchedulerBridge:
@@ -46,26 +41,23 @@ class SchedulerBridge:
     # -- the scheduler -----------------------------------------------------------------
 
     def scheduler(self) -> Any:
-        slot = getattr(self.crawler.engine, "_slot", None)
-        return getattr(slot, "scheduler", None)
+        return compat.scheduler_of(self.crawler)
 
     def persists(self) -> bool:
         """Whether the scheduler keeps what it holds past this run: JOBDIR, or a shared
         scheduler that says so (scrapy-redis: ``persist`` from SCHEDULER_PERSIST)."""
         if self.crawler.settings.get("JOBDIR"):
             return True
-        return getattr(self.scheduler(), "persist", False) is True
+        return compat.scheduler_persists(self.scheduler())
 
     # -- offsite -----------------------------------------------------------------------
 
     def on_spider_opened(self) -> None:
         from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware
 
-        downloader = getattr(self.crawler.engine, "downloader", None)
-        manager = getattr(downloader, "middleware", None)
         self._offsite = [
-            (mw, _HostMemo() if _is_scrapys_own(mw, OffsiteMiddleware) else None)
-            for mw in getattr(manager, "middlewares", ())
+            (mw, _HostMemo() if compat.is_plain_offsite_middleware(mw, OffsiteMiddleware) else None)
+            for mw in compat.downloader_middlewares(self.crawler)
             if isinstance(mw, OffsiteMiddleware)
         ]
 
@@ -94,7 +86,7 @@ class SchedulerBridge:
         so its copies are filtered while it waits."""
         if request.dont_filter:
             return False
-        df = getattr(self.scheduler(), "df", None)
+        df = compat.dupefilter_of(self.scheduler())
         if df is None or not df.request_seen(request):
             return False
         df.log(request, self.crawler.spider)
@@ -113,7 +105,7 @@ class SchedulerBridge:
             return False
         if not self.dupefilter_outlives_run():
             return self.seen_before(request)
-        df = getattr(self.scheduler(), "df", None)
+        df = compat.dupefilter_of(self.scheduler())
         if df is not None:
             df.request_seen(request)
         return False
@@ -123,7 +115,7 @@ class SchedulerBridge:
         (scrapy-redis keeps its dupefilter in Redis, shared by its processes)."""
         if self.crawler.settings.get("JOBDIR"):
             return True
-        return hasattr(self.scheduler(), "persist")
+        return compat.is_shared_scheduler(self.scheduler())
 
     # -- re-injection and hand-back ----------------------------------------------------
 
@@ -132,22 +124,15 @@ class SchedulerBridge:
         receiver, OffsiteMiddleware among them, saw it when it was held:
         ``compat.reschedule``). It was deduplicated when it was held, so the dupefilter
         must not see it again. Raises if the scheduler refuses it."""
-        engine = self.crawler.engine
-        slot = getattr(engine, "_slot", None)
-        if engine is None or getattr(engine, "spider", None) is None or slot is None:
+        if not compat.engine_takes_requests(self.crawler):
+            # No spider open, or the engine is closing: it no longer takes requests from
+            # the scheduler, so one scheduled now would vanish unseen. Keep it for the
+            # hand-back (or the dropped-at-close count).
             self.late.append(request)
             return
-        if getattr(slot, "closing", None) is not None:
-            # The engine is closing: it no longer takes requests from the scheduler, so
-            # one scheduled now would vanish unseen. Keep it for the hand-back (or the
-            # dropped-at-close count).
-            self.late.append(request)
-            return
-        from scrapy_rep.crawl import compat
-
         request.meta[SCHEDULED_META_KEY] = True
         with _unfiltered(request):
-            compat.reschedule(engine, request)
+            compat.reschedule(self.crawler, request)
 
     def hand_back(self, requests: Sequence[Request]) -> int:
         """Enqueue ``requests`` in the persistent scheduler; returns how many it took.
@@ -176,24 +161,17 @@ class SchedulerBridge:
         return taken
 
 
-def _is_scrapys_own(mw: Any, offsite_class: type) -> bool:
-    """Scrapy's OffsiteMiddleware itself, its policy not replaced (``should_follow`` and
-    ``get_host_regex`` are documented extension points, overridable per request)."""
-    replaced = {"should_follow", "get_host_regex", "_update_host_regex"} & vars(mw).keys()
-    return type(mw) is offsite_class and not replaced
-
-
 class _HostMemo:
     """Scrapy's own ``OffsiteMiddleware.should_follow`` answers from the request's host
-    name alone (``host_regex.search(urlparse_cached(request).hostname or "")``; the
+    name alone, matched against its host pattern (``compat.offsite_host_regex``; the
     ``dont_filter`` and ``allow_offsite`` exceptions are checked before), so its answer
-    for one host holds for every request to it, as long as ``host_regex`` is the same.
+    for one host holds for every request to it, as long as the pattern is the same.
     The memo is keyed by the URL up to the first ``/`` after ``://``, which contains the
     part ``urlsplit`` takes the host from (the netloc ends at the first ``/``, ``?`` or
-    ``#``), without parsing the URL. Scrapy 2.19 rebuilds ``host_regex`` when the
-    spider's ``allowed_domains`` changes (``_update_host_regex``, which ``should_follow``
-    calls first); so does this memo, and it forgets everything when the regex changes.
-    Held requests arrive in runs per origin, so this saves parsing their URLs again.
+    ``#``), without parsing the URL. The pattern is asked for first, rebuilt if the
+    spider's ``allowed_domains`` changed (Scrapy 2.19), and the memo forgets everything
+    when it changes. Held requests arrive in runs per origin, so this saves parsing
+    their URLs again.
     """
 
     MAX_HOSTS = 4096
@@ -203,10 +181,7 @@ class _HostMemo:
         self.answers: dict[str, bool] = {}
 
     def should_follow(self, mw: Any, request: Request, spider: Any) -> bool:
-        update = getattr(mw, "_update_host_regex", None)
-        if update is not None:  # Scrapy 2.19: allowed_domains may change during the crawl
-            update(spider)
-        regex = getattr(mw, "host_regex", None)
+        regex = compat.offsite_host_regex(mw, spider)
         url = request.url
         start = url.find("://")
         end = url.find("/", start + 3) if start >= 0 else -1
@@ -243,7 +218,7 @@ def one_shot_command() -> str | None:
 
     Scrapy records the command nowhere a component can read (it pops the name from
     ``sys.argv``), so the original command line is read."""
-    argv: list[str] = [str(a) for a in getattr(sys, "orig_argv", sys.argv)]
+    argv = compat.command_line()
     for index, arg in enumerate(argv):
         base = os.path.basename(arg)
         is_script = base in ("scrapy", "scrapy.exe") or arg.endswith(os.sep + "scrapy")

@@ -1,7 +1,7 @@
 """SitemapSpider's own robots.txt request, answered from scrapy-rep's copy (docs/compat.md).
 
 A ``SitemapSpider`` whose ``sitemap_urls`` name a robots.txt requests that file itself
-(callback ``_parse_sitemap``) to read its ``Sitemap:`` lines; with robots.txt obeyed,
+(``compat.is_sitemap_spider_request``) to read its ``Sitemap:`` lines; with robots.txt obeyed,
 the site would be asked for it twice (Scrapy issue #3967). The spider's request is held
 like any request of an undecided origin, so by the time it reaches the downloader
 scrapy-rep has the file: a fresh copy answers it and the site sees one request. The
@@ -16,6 +16,7 @@ from scrapy.http import TextResponse
 from scrapy.spiders import SitemapSpider
 from scrapy.utils.httpobj import urlparse_cached
 
+from scrapy_rep.crawl import compat
 from scrapy_rep.policy.records import ALLOW_ALL, RULES
 from scrapy_rep.policy.robots_policy import FRESH
 
@@ -46,7 +47,7 @@ class SitemapRobotsCopy:
         """The copy as SitemapSpider's robots.txt response, or None to download it."""
         if not self.applies_to(self.crawler.spider):
             return None
-        if getattr(request.callback, "__name__", None) != "_parse_sitemap":
+        if not compat.is_sitemap_spider_request(request):
             return None
         parts = urlparse_cached(request)
         if parts.path != "/robots.txt" or parts.query:

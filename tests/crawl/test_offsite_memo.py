@@ -12,7 +12,8 @@ from scrapy import Request, Spider
 from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware
 from scrapy.utils.test import get_crawler
 
-from scrapy_rep.crawl.scheduling import _HostMemo, _is_scrapys_own
+from scrapy_rep.crawl.compat import is_plain_offsite_middleware
+from scrapy_rep.crawl.scheduling import _HostMemo
 
 
 class OffsiteSpider(Spider):
@@ -67,11 +68,11 @@ def test_a_replaced_policy_is_asked_for_each_request() -> None:
             return request.url.endswith("/ok")
 
     mw, _ = _middleware(RootOnly)
-    assert not _is_scrapys_own(mw, OffsiteMiddleware)
+    assert not is_plain_offsite_middleware(mw, OffsiteMiddleware)
     plain, _ = _middleware()
-    assert _is_scrapys_own(plain, OffsiteMiddleware)
+    assert is_plain_offsite_middleware(plain, OffsiteMiddleware)
     plain.should_follow = lambda request, spider: True
-    assert not _is_scrapys_own(plain, OffsiteMiddleware)
+    assert not is_plain_offsite_middleware(plain, OffsiteMiddleware)
 
 
 def test_the_memo_is_bounded() -> None:
