@@ -378,6 +378,19 @@ class CommandHelpFormatter(ScrapyHelpFormatter):
         return super()._join_parts(part_strings)
 
 
+# -- the spider's own selector ----------------------------------------------------------
+
+
+def cached_selector(response: object) -> Any:
+    """The Selector that ``response.selector`` already built, or None.
+
+    Why private: TextResponse keeps it in ``_cached_selector`` and has no public way to
+    ask whether it exists; ``response.selector`` would build one (a full lxml parse of
+    the page), the cost the page-level directives must not add (docs/page.md).
+    """
+    return getattr(response, "_cached_selector", None)
+
+
 # == What the stock middleware promises ================================================
 
 # -- robots_parsed ---------------------------------------------------------------------
@@ -479,16 +492,3 @@ def check_configuration(crawler: Crawler) -> None:
             "all need it). Remove the setting, or set it to 'scrapy_rep.RobotParser'.",
             parser,
         )
-
-
-# -- the spider's own selector ----------------------------------------------------------
-
-
-def cached_selector(response: object) -> Any:
-    """The Selector that ``response.selector`` already built, or None.
-
-    Why private: TextResponse keeps it in ``_cached_selector`` and has no public way to
-    ask whether it exists; ``response.selector`` would build one (a full lxml parse of
-    the page), the cost the page-level directives must not add (docs/page.md).
-    """
-    return getattr(response, "_cached_selector", None)

@@ -389,6 +389,19 @@ async def test_the_engine_doors_in_a_real_crawl(mockserver: Any, run_crawl: Any)
     assert seen["download delay, jitter off"] == 50.0, why
 
 
+def test_cached_selector_is_the_one_response_selector_built() -> None:
+    from scrapy.http import HtmlResponse
+
+    response = HtmlResponse("http://a.test/", body=b"<html><head></head></html>")
+    assert compat.cached_selector(response) is None, changed(
+        "TextResponse._cached_selector", "cached_selector"
+    )
+    selector = response.selector
+    assert compat.cached_selector(response) is selector, changed(
+        "TextResponse._cached_selector", "cached_selector"
+    )
+
+
 # -- the list in docs/architecture.md -------------------------------------------------
 
 
