@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from scrapy_rep.policy.records import OriginRecord
-from scrapy_rep.storage.base import MemoryStorage, WouldBlock
+from scrapy_rep.storage.base import MemoryStorage, WouldBlock, fetched_later
 from scrapy_rep.storage.codec import pack_record, unpack_record
-from scrapy_rep.storage.sqlite_queries import read_record, write_record
+from scrapy_rep.storage.sqlite_file import read_record, write_record
 
 logger = logging.getLogger("scrapy_rep.storage.sqlite_store")
 
@@ -51,14 +51,6 @@ def is_busy(exc: BaseException) -> bool:
         return False
     text = str(exc).lower()
     return "locked" in text or "busy" in text
-
-
-def fetched_later(mine: OriginRecord, theirs: OriginRecord) -> bool:
-    """True when ``mine`` comes from a later fetch than ``theirs``."""
-    return (mine.fetched_at or -1.0, mine.next_retry_at or -1.0) > (
-        theirs.fetched_at or -1.0,
-        theirs.next_retry_at or -1.0,
-    )
 
 
 class LockedSpell:

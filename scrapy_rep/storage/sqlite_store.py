@@ -37,24 +37,20 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from scrapy_rep.policy.config import SettingError
 from scrapy_rep.policy.records import OriginRecord
 from scrapy_rep.storage import sqlite_file
-from scrapy_rep.storage.base import MemoryStorage, WouldBlock
+from scrapy_rep.storage.base import MemoryStorage, RobotsStorage, WouldBlock
+from scrapy_rep.storage.cluster import ClusterError, Parked, SpiderCluster
 from scrapy_rep.storage.codec import MAX_DECODED, pack_record, unpack_record, warn_unreadable
 from scrapy_rep.storage.sqlite_file import (
+    CLEAN_LEASES,
     DB_SCHEMA_VERSION,
     DEFAULT_FILENAME,
-    read_records_read_only,
-)
-from scrapy_rep.storage.sqlite_locked import FAILED, WRITES, LockedSpell, is_busy
-from scrapy_rep.storage.sqlite_nowait import NoWaitPath
-from scrapy_rep.storage.sqlite_queries import (
-    CLEAN_LEASES,
     RELEASE_LEASE,
     SCHEMA,
     BadDatabase,
@@ -63,11 +59,14 @@ from scrapy_rep.storage.sqlite_queries import (
     is_corruption,
     read_lease,
     read_record,
+    read_records_read_only,
     store_and_release,
     take_lease,
     take_lease_and_read,
     write_record,
 )
+from scrapy_rep.storage.sqlite_locked import FAILED, WRITES, LockedSpell, is_busy
+from scrapy_rep.storage.sqlite_nowait import NoWaitPath
 
 __all__ = ["DB_SCHEMA_VERSION", "DEFAULT_FILENAME", "SqliteStorage", "read_records_read_only"]
 
@@ -80,13 +79,30 @@ _MAX_LOGGED_KINDS = 64
 # ValueError/OverflowError from values that do not convert.
 _DRIVER_ERRORS = (sqlite3.Error, ValueError, OverflowError)
 _FAILED = FAILED
+#: Cluster calls run off the reactor thread: they may wait longer for another
+#: process's write than the store's own calls.
+CLUSTER_BUSY_TIMEOUT = 10.0
+
+_CLUSTER_SCHEMA = """
+CREATE TABLE IF NOT EXISTS owners (
+    spider TEXT NOT NULL, owner TEXT NOT NULL, alive_until REAL NOT NULL,
+    PRIMARY KEY (spider, owner));
+CREATE TABLE IF NOT EXISTS parked (
+    spider TEXT NOT NULL, owner TEXT NOT NULL, key TEXT NOT NULL, origin TEXT NOT NULL,
+    blob BLOB NOT NULL, PRIMARY KEY (spider, owner, key));
+CREATE INDEX IF NOT EXISTS parked_by_key ON parked (spider, key);
+CREATE TABLE IF NOT EXISTS turns (
+    spider TEXT NOT NULL, origin TEXT NOT NULL, next_at REAL NOT NULL,
+    PRIMARY KEY (spider, origin));
+"""
 
 
-class SqliteStorage(NoWaitPath, LockedSpell):
+class SqliteStorage(NoWaitPath, LockedSpell, RobotsStorage):
     """One SQLite file; one connection per instance, guarded by a lock (and one more
     for answers without waiting, ``NoWaitPath``)."""
 
     shared = True
+    answers_without_waiting = True  # (sqlite_nowait.NoWaitPath)
 
     def __init__(
         self,
@@ -120,6 +136,9 @@ class SqliteStorage(NoWaitPath, LockedSpell):
         self._unsynced: set[str] = set()
         self._next_write_back = 0.0
         self.lock_waits = 0
+        # The cluster file's connection (opened by cluster()) and its own lock.
+        self._cluster_lock = threading.Lock()
+        self._cluster_conn: sqlite3.Connection | None = None
         self._conn: sqlite3.Connection | None = self._open()
 
     # -- construction -------------------------------------------------------------
@@ -139,6 +158,7 @@ class SqliteStorage(NoWaitPath, LockedSpell):
         return cls(path, fallback_max_origins=fallback_max_origins, record_limit=record_limit)
 
     path_from_spec = staticmethod(sqlite_file.path_from_spec)
+    path_of = staticmethod(sqlite_file.path_of)
 
     def _open(self) -> sqlite3.Connection | None:
         try:
@@ -427,6 +447,173 @@ class SqliteStorage(NoWaitPath, LockedSpell):
         self._fallback.release_lease(origin, holder)
         self._run("lease release", lambda conn: conn.execute(RELEASE_LEASE, (origin, holder)))
 
+    # -- the cluster primitives (storage/cluster.py) ---------------------------------------
+    #
+    # Kept in a file of their own beside the store (``<store>.cluster``): the store's
+    # schema checks never see these tables, and moving a damaged store aside never
+    # throws parked requests away. One connection per instance, opened by the first
+    # ``cluster()``; BEGIN IMMEDIATE takes the write lock before anything is read, so
+    # adoption and turns are atomic across processes. Processes on one machine share a
+    # wall clock, which the turns and heartbeats use.
+
+    @property
+    def cluster_path(self) -> Path:
+        return Path(f"{self.path}.cluster")
+
+    def cluster(self, spider: str) -> SpiderCluster:
+        with self._cluster_lock:
+            self._cluster_connection()
+        return SpiderCluster(self, spider)
+
+    def _cluster_connection(self) -> sqlite3.Connection:
+        """The cluster file's connection (the caller holds ``_cluster_lock``)."""
+        if self._closed:
+            raise ClusterError(f"the robots.txt store {self.path} is closed")
+        if self._cluster_conn is None:
+            try:
+                conn = sqlite3.connect(
+                    self.cluster_path,
+                    timeout=CLUSTER_BUSY_TIMEOUT,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
+                try:
+                    conn.execute("PRAGMA journal_mode = WAL")
+                    conn.execute("PRAGMA synchronous = NORMAL")
+                    conn.executescript(_CLUSTER_SCHEMA)
+                except BaseException:
+                    conn.close()
+                    raise
+            except sqlite3.Error as exc:
+                raise ClusterError(f"{type(exc).__name__}: {exc}") from None
+            self._cluster_conn = conn
+        return self._cluster_conn
+
+    @contextlib.contextmanager
+    def _cluster_write(self) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE takes the write lock before anything is read, so two processes
+        never both see the same dead owner or the same free turn."""
+        with self._cluster_lock:
+            try:
+                conn = self._cluster_connection()
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                    conn.execute("COMMIT")
+                except BaseException:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                    raise
+            except (sqlite3.Error, ValueError, TypeError) as exc:
+                raise ClusterError(f"{type(exc).__name__}: {exc}") from None
+
+    def park(
+        self, spider: str, owner: str, ttl: float, add: Sequence[Parked], remove: Sequence[str]
+    ) -> None:
+        with self._cluster_write() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO owners (spider, owner, alive_until) VALUES (?, ?, ?)",
+                (spider, owner, time.time() + ttl),
+            )
+            # Idempotent per request, whoever parked it: the entry of the same key
+            # under another owner (a dead run's copy of a start request this run yields
+            # again) is taken over, not kept beside it to be adopted and crawled again.
+            conn.executemany(
+                "DELETE FROM parked WHERE spider = ? AND key = ? AND owner != ?",
+                [(spider, key, owner) for key, _, _ in add],
+            )
+            conn.executemany(
+                "INSERT OR REPLACE INTO parked (spider, owner, key, origin, blob) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [(spider, owner, key, origin, blob) for key, origin, blob in add],
+            )
+            conn.executemany(
+                "DELETE FROM parked WHERE spider = ? AND owner = ? AND key = ?",
+                [(spider, owner, key) for key in remove],
+            )
+
+    def adopt(self, spider: str, owner: str, ttl: float, limit: int) -> list[Parked]:
+        now = time.time()
+        with self._cluster_write() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO owners (spider, owner, alive_until) VALUES (?, ?, ?)",
+                (spider, owner, now + ttl),
+            )
+            rows = conn.execute(
+                "SELECT p.owner, p.key, p.origin, p.blob FROM parked p "
+                "LEFT JOIN owners o ON o.spider = p.spider AND o.owner = p.owner "
+                "WHERE p.spider = ? AND p.owner != ? "
+                "AND (o.alive_until IS NULL OR NOT (o.alive_until >= ?)) LIMIT ?",
+                (spider, owner, now, limit),
+            ).fetchall()
+            mine = _present(conn, spider, owner, [row[1] for row in rows])
+            adopted: list[Parked] = []
+            for dead, key, origin, blob in rows:
+                conn.execute(
+                    "DELETE FROM parked WHERE spider = ? AND owner = ? AND key = ?",
+                    (spider, dead, key),
+                )
+                if key in mine:
+                    continue  # a duplicate of one we hold: collapses
+                mine.add(key)
+                conn.execute(
+                    "INSERT INTO parked (spider, owner, key, origin, blob) VALUES (?, ?, ?, ?, ?)",
+                    (spider, owner, key, origin, blob),
+                )
+                adopted.append((str(key), str(origin), bytes(blob)))
+            conn.execute(
+                "DELETE FROM owners WHERE spider = ? AND NOT (alive_until >= ?) AND owner NOT IN "
+                "(SELECT owner FROM parked WHERE spider = ?)",
+                (spider, now, spider),
+            )
+        return adopted
+
+    def retire(self, spider: str, owner: str, *, keep: bool) -> None:
+        with self._cluster_write() as conn:
+            conn.execute(
+                "UPDATE owners SET alive_until = 0 WHERE spider = ? AND owner = ?",
+                (spider, owner),
+            )
+            if not keep:
+                conn.execute("DELETE FROM parked WHERE spider = ? AND owner = ?", (spider, owner))
+                conn.execute("DELETE FROM owners WHERE spider = ? AND owner = ?", (spider, owner))
+
+    def parked(self, spider: str, owner: str | None = None) -> list[Parked]:
+        query = "SELECT key, origin, blob FROM parked WHERE spider = ?"
+        args: tuple[str, ...] = (spider,)
+        if owner:
+            query += " AND owner = ?"
+            args += (owner,)
+        try:
+            with self._cluster_lock:
+                rows = self._cluster_connection().execute(query, args).fetchall()
+        except sqlite3.Error as exc:
+            raise ClusterError(f"{type(exc).__name__}: {exc}") from None
+        return [(str(k), str(o), bytes(b)) for k, o, b in rows]
+
+    def reserve_turn(
+        self, spider: str, origin: str, spacing: float, horizon: float, not_before: float = 0.0
+    ) -> tuple[bool, float]:
+        with self._cluster_write() as conn:
+            now = time.time()
+            row = conn.execute(
+                "SELECT next_at FROM turns WHERE spider = ? AND origin = ?", (spider, origin)
+            ).fetchone()
+            try:
+                next_at = float(row[0]) if row is not None else 0.0
+            except (TypeError, ValueError):
+                next_at = 0.0  # an unreadable row is broken, not obeyed
+            if next_at > now + horizon + spacing:
+                next_at = 0.0  # absurd (a clock jump): broken, not obeyed
+            start = max(now + max(not_before, 0.0), next_at)
+            if start - now > horizon:
+                return False, start - now - horizon
+            conn.execute(
+                "INSERT OR REPLACE INTO turns (spider, origin, next_at) VALUES (?, ?, ?)",
+                (spider, origin, start + spacing),
+            )
+            return True, start - now
+
     def close(self) -> None:
         # Bounded: a call that hangs in another thread must not hang the crawl's stop
         # (the process exits; SQLite's journal keeps the file consistent).
@@ -450,7 +637,31 @@ class SqliteStorage(NoWaitPath, LockedSpell):
             self._fallback.close()
         finally:
             self._lock.release()
+        self._close_cluster()
+
+    def _close_cluster(self) -> None:
+        # Bounded as above: a cluster call waits at most its busy timeout.
+        if not self._cluster_lock.acquire(timeout=CLUSTER_BUSY_TIMEOUT + 2.0):
+            return
+        try:
+            conn, self._cluster_conn = self._cluster_conn, None
+            if conn is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.close()
+        finally:
+            self._cluster_lock.release()
 
     def describe(self) -> str:
         state = "" if self._conn is not None else " (unusable: process-local fallback)"
         return f"sqlite {self.path}{state}"
+
+
+def _present(conn: sqlite3.Connection, spider: str, owner: str, keys: Iterable[str]) -> set[str]:
+    found: set[str] = set()
+    for key in set(keys):
+        row = conn.execute(
+            "SELECT 1 FROM parked WHERE spider = ? AND owner = ? AND key = ?", (spider, owner, key)
+        ).fetchone()
+        if row is not None:
+            found.add(key)
+    return found
