@@ -32,8 +32,6 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from scrapy_rep.storage.base import RobotsStorage
-
 #: (key, origin, blob) of one parked request.
 Parked = tuple[str, str, bytes]
 
@@ -79,6 +77,27 @@ class ClusterStore(Protocol):
     def close(self) -> None: ...
 
 
+class ClusterBackend(Protocol):
+    """A store's cluster primitives, for every spider: ``ClusterStore``'s methods with
+    the spider's name first (``RobotsStorage`` declares them)."""
+
+    def park(
+        self, spider: str, owner: str, ttl: float, add: Sequence[Parked], remove: Sequence[str]
+    ) -> None: ...
+
+    def adopt(self, spider: str, owner: str, ttl: float, limit: int) -> list[Parked]: ...
+
+    def retire(self, spider: str, owner: str, *, keep: bool) -> None: ...
+
+    def parked(self, spider: str, owner: str | None = None) -> list[Parked]: ...
+
+    def reserve_turn(
+        self, spider: str, origin: str, spacing: float, horizon: float, not_before: float = 0.0
+    ) -> tuple[bool, float]: ...
+
+    def close(self) -> None: ...
+
+
 class SpiderCluster:
     """One spider's cluster primitives on a shared store: its ``ClusterStore``.
 
@@ -86,7 +105,7 @@ class SpiderCluster:
     or a test); in a crawl the store belongs to the middleware, which closes it last.
     """
 
-    def __init__(self, store: RobotsStorage, spider: str, *, owns_store: bool = False) -> None:
+    def __init__(self, store: ClusterBackend, spider: str, *, owns_store: bool = False) -> None:
         self.store = store
         self.spider = spider
         self.owns_store = owns_store
