@@ -8,7 +8,7 @@ made and a backend needs no more thread safety than one extra thread (SQLite's s
 has a lock and ``check_same_thread=False``; redis-py's pool is thread-safe).
 
 ``MemoryStorage`` is called directly (its Deferred has already fired): it is a dict.
-A store that ``answers_without_waiting`` (SQLite, ``storage/sqlite_nowait.py``) is asked
+A store that ``answers_without_waiting`` (SQLite, ``storage/sqlite_store.py``) is asked
 on the reactor thread first, when no call of the same origin (``key``) is queued in the
 worker, so each origin's calls still run in the order they were made: it answers at
 once or raises ``WouldBlock``, and the call then goes to the worker as any other. A

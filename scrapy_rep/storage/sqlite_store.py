@@ -18,7 +18,7 @@ Why it is safe for several processes, and for several threads of one:
   broken, and so is an unreadable row.
 * One connection per instance behind a lock: any thread may call any method.
 * The crawl's reactor thread first asks for an answer that needs no waiting
-  (``sqlite_nowait.NoWaitPath``); anything else goes to the store's worker thread.
+  (``without_waiting``); anything else goes to the store's worker thread.
 
 Nothing here raises out of the ``RobotsStorage`` interface. A damaged file (found at
 open, or later by a query) is moved aside once (``<name>.corrupt-<timestamp>``) with one
@@ -44,7 +44,7 @@ from typing import Any, TypeVar
 from scrapy_rep.policy.config import SettingError
 from scrapy_rep.policy.records import OriginRecord
 from scrapy_rep.storage import sqlite_file
-from scrapy_rep.storage.base import MemoryStorage, RobotsStorage, WouldBlock
+from scrapy_rep.storage.base import MemoryStorage, RobotsStorage, WouldBlock, fetched_later
 from scrapy_rep.storage.cluster import ClusterError, Parked, SpiderCluster
 from scrapy_rep.storage.codec import MAX_DECODED, pack_record, unpack_record, warn_unreadable
 from scrapy_rep.storage.sqlite_file import (
@@ -65,8 +65,6 @@ from scrapy_rep.storage.sqlite_file import (
     take_lease_and_read,
     write_record,
 )
-from scrapy_rep.storage.sqlite_locked import FAILED, WRITES, LockedSpell, is_busy
-from scrapy_rep.storage.sqlite_nowait import NoWaitPath
 
 __all__ = ["DB_SCHEMA_VERSION", "DEFAULT_FILENAME", "SqliteStorage", "read_records_read_only"]
 
@@ -78,7 +76,25 @@ _MAX_LOGGED_KINDS = 64
 # subclasses, UnicodeDecodeError when a flipped byte lands in schema or text columns,
 # ValueError/OverflowError from values that do not convert.
 _DRIVER_ERRORS = (sqlite3.Error, ValueError, OverflowError)
-_FAILED = FAILED
+#: What a call answers when the in-process fallback must answer instead.
+FAILED = object()
+#: Seconds between two tries to write back after one failed.
+WRITE_BACK_RETRY = 5.0
+#: The calls that take the write lock: one that succeeds proves the lock is free.
+WRITES = frozenset({"write", "lease", "lease release"})
+
+
+def is_busy(exc: BaseException) -> bool:
+    """SQLite gave up waiting for a lock another connection holds."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+#: Write transactions made without waiting between two WAL checkpoints (each writes a
+#: few pages: about SQLite's own default of 1,000 pages).
+CHECKPOINT_EVERY = 250
 #: Cluster calls run off the reactor thread: they may wait longer for another
 #: process's write than the store's own calls.
 CLUSTER_BUSY_TIMEOUT = 10.0
@@ -97,12 +113,12 @@ CREATE TABLE IF NOT EXISTS turns (
 """
 
 
-class SqliteStorage(NoWaitPath, LockedSpell, RobotsStorage):
+class SqliteStorage(RobotsStorage):
     """One SQLite file; one connection per instance, guarded by a lock (and one more
     for answers without waiting, ``NoWaitPath``)."""
 
     shared = True
-    answers_without_waiting = True  # (sqlite_nowait.NoWaitPath)
+    answers_without_waiting = True
 
     def __init__(
         self,
@@ -129,7 +145,7 @@ class SqliteStorage(NoWaitPath, LockedSpell, RobotsStorage):
         self._local = threading.local()
         self._quick: sqlite3.Connection | None = None
         self._quick_writes = 0
-        # Another process holding the write lock (sqlite_locked.LockedSpell)
+        # Another process holding the write lock (a locked spell)
         self._locked_out = False
         self._locked_since = 0.0
         self._spells = 0
@@ -279,7 +295,7 @@ class SqliteStorage(NoWaitPath, LockedSpell, RobotsStorage):
     # -- errors and repair --------------------------------------------------------------
 
     def _run(self, what: str, query: Callable[[sqlite3.Connection], _T]) -> _T | object:
-        """Run ``query`` on the connection; ``_FAILED`` when the fallback must answer.
+        """Run ``query`` on the connection; ``FAILED`` when the fallback must answer.
 
         Corruption found by a query moves the file aside and retries once on a fresh
         store (once per instance: a file that keeps failing is not moved again)."""
@@ -291,13 +307,13 @@ class SqliteStorage(NoWaitPath, LockedSpell, RobotsStorage):
             for attempt in range(2):
                 conn = self._conn
                 if conn is None or self._closed:
-                    return _FAILED
+                    return FAILED
                 try:
                     result = query(conn)
                 except sqlite3.DatabaseError as exc:
                     if is_busy(exc):
                         self._lock_found(what, exc)
-                        return _FAILED
+                        return FAILED
                     if attempt == 0 and is_corruption(exc) and self._repair(exc):
                         continue
                     self._log_once(what, exc)
@@ -311,8 +327,8 @@ class SqliteStorage(NoWaitPath, LockedSpell, RobotsStorage):
                         # takes writes again
                         self._write_back(conn)
                     return result
-                return _FAILED
-        return _FAILED  # pragma: no cover
+                return FAILED
+        return FAILED  # pragma: no cover
 
     def _repair(self, reason: BaseException) -> bool:
         """Replace a store found damaged while in use; True when a fresh one is open."""
@@ -358,7 +374,7 @@ class SqliteStorage(NoWaitPath, LockedSpell, RobotsStorage):
         if local is not None:
             return local  # decided here while the file could not take it: the newest
         raw = self._run("read", lambda conn: read_record(conn, origin))
-        return self._decoded(origin, None if raw is _FAILED else raw)
+        return self._decoded(origin, None if raw is FAILED else raw)
 
     def _decoded(self, origin: str, raw: object) -> OriginRecord | None:
         record = unpack_record(raw, self._record_limit)
@@ -391,7 +407,7 @@ class SqliteStorage(NoWaitPath, LockedSpell, RobotsStorage):
 
     def put(self, origin: str, record: OriginRecord) -> None:
         blob = pack_record(record)
-        failed = self._run("write", lambda conn: write_record(conn, origin, blob)) is _FAILED
+        failed = self._run("write", lambda conn: write_record(conn, origin, blob)) is FAILED
         if failed:
             self._keep_unsynced(origin, record)  # the only copy, written back later
         elif len(self._fallback):
@@ -402,7 +418,7 @@ class SqliteStorage(NoWaitPath, LockedSpell, RobotsStorage):
 
     def acquire_lease(self, origin: str, holder: str, ttl: float) -> bool:
         result = self._run("lease", lambda conn: take_lease(conn, origin, holder, ttl, False))
-        if result is _FAILED:
+        if result is FAILED:
             # The shared lease is out of reach: single-flight within this process at least.
             return self._fallback.acquire_lease(origin, holder, ttl)
         return bool(result)
@@ -412,7 +428,7 @@ class SqliteStorage(NoWaitPath, LockedSpell, RobotsStorage):
     ) -> tuple[bool, OriginRecord | None]:
         """``acquire_lease`` and, when won, ``get``: one transaction."""
         result = self._run("lease", lambda conn: take_lease_and_read(conn, origin, holder, ttl))
-        if result is _FAILED:
+        if result is FAILED:
             held = self._fallback.acquire_lease(origin, holder, ttl)
             return held, self.get(origin) if held else None
         assert isinstance(result, tuple)
@@ -423,7 +439,7 @@ class SqliteStorage(NoWaitPath, LockedSpell, RobotsStorage):
         blob = pack_record(record)
         self._fallback.release_lease(origin, holder)
         write = self._run("write", lambda conn: store_and_release(conn, origin, blob, holder))
-        if write is _FAILED:
+        if write is FAILED:
             self._keep_unsynced(origin, record)
             self._run("lease release", lambda conn: conn.execute(RELEASE_LEASE, (origin, holder)))
         elif len(self._fallback):
@@ -432,13 +448,13 @@ class SqliteStorage(NoWaitPath, LockedSpell, RobotsStorage):
 
     def renew_lease(self, origin: str, holder: str, ttl: float) -> bool:
         result = self._run("lease", lambda conn: take_lease(conn, origin, holder, ttl, True))
-        if result is _FAILED:
+        if result is FAILED:
             return self._fallback.renew_lease(origin, holder, ttl)
         return bool(result)
 
     def lease_holder(self, origin: str) -> str | None:
         result = self._run("lease read", lambda conn: read_lease(conn, origin))
-        if result is _FAILED or result is None:
+        if result is FAILED or result is None:
             return self._fallback.lease_holder(origin)
         assert isinstance(result, tuple)
         return str(result[0]) if float(result[1]) > time.time() else None
@@ -446,6 +462,244 @@ class SqliteStorage(NoWaitPath, LockedSpell, RobotsStorage):
     def release_lease(self, origin: str, holder: str) -> None:
         self._fallback.release_lease(origin, holder)
         self._run("lease release", lambda conn: conn.execute(RELEASE_LEASE, (origin, holder)))
+
+    # -- answers without waiting, for the reactor thread ------------------------------------
+    #
+    # A store call made from the reactor thread through ``StoreCalls`` first tries
+    # ``without_waiting``: a second connection with no busy timeout, used only when the
+    # instance's lock is free. Whatever would wait or go wrong (another process holds the
+    # write lock, a damaged file, an I/O error, an undecodable value) raises ``WouldBlock``
+    # and changes nothing, and the call is then made again in the store's worker thread,
+    # which waits, repairs and falls back as the module docstring describes. A WAL read, or a
+    # commit that does not fsync (``synchronous = NORMAL``), takes tens of microseconds: the
+    # hop to the worker thread and back, and on a busy crawler the wait for the interpreter
+    # lock at each statement, cost many times more (measured: a broad crawl's store calls
+    # took 0.1-0.5 s each, queued behind one another in the worker).
+    #
+    # That connection never checkpoints the WAL itself (an fsync could stall the reactor);
+    # ``housekeeping`` does, in the worker thread, every ``CHECKPOINT_EVERY`` writes.
+    # Durability is the same as the worker's writes: a committed transaction survives a
+    # kill of the process (it is in the WAL); a power cut may lose the commits since the
+    # last checkpoint, never the file's consistency (and a lost robots.txt copy only costs a
+    # refetch).
+
+    def answering_now(self) -> bool:
+        return bool(getattr(self._local, "now", False))
+
+    @contextlib.contextmanager
+    def without_waiting(self) -> Iterator[None]:
+        """This thread's calls answer now or raise ``WouldBlock`` (see above); a call
+        that raised it changed nothing it would not change again."""
+        self._local.now = True
+        try:
+            yield
+        finally:
+            self._local.now = False
+
+    def _run_now(self, what: str, query: Callable[[sqlite3.Connection], _T]) -> _T:
+        if not self._lock.acquire(blocking=False):
+            raise WouldBlock
+        try:
+            conn = self._quick_connection()
+            before = conn.total_changes
+            try:
+                result = query(conn)
+            except Exception as exc:  # busy, damaged, I/O: the worker's to handle
+                if conn.in_transaction:  # (never left open for the next call)
+                    self._close_quick()
+                raise WouldBlock from exc
+            if conn.total_changes != before:
+                self._quick_writes += 1
+            if what in WRITES:
+                self._lock_over(conn)  # a write got the lock: a locked spell is over
+            return result
+        finally:
+            self._lock.release()
+
+    def _quick_connection(self) -> sqlite3.Connection:
+        if self._conn is None or self._closed:
+            raise WouldBlock  # the fallback answers: the worker's path
+        if self._quick is None:
+            try:
+                conn = sqlite3.connect(
+                    self.path, timeout=0, isolation_level=None, check_same_thread=False
+                )
+                conn.execute("PRAGMA synchronous = NORMAL")
+                conn.execute("PRAGMA wal_autocheckpoint = 0")
+            except sqlite3.Error as exc:
+                raise WouldBlock from exc
+            self._quick = conn
+        return self._quick
+
+    def housekeeping_due(self) -> bool:
+        """True once every ``CHECKPOINT_EVERY`` writes made without waiting (and
+        counted as done: the caller runs ``housekeeping`` in a worker thread)."""
+        if self._quick_writes < CHECKPOINT_EVERY:
+            return False
+        self._quick_writes = 0
+        return True
+
+    def housekeeping(self) -> None:
+        """Checkpoint the WAL, on a connection of its own and without the instance's
+        lock (PASSIVE waits for no reader or writer), so calls answered without
+        waiting meanwhile are not sent to the worker by it."""
+        if self._closed:
+            return
+        with contextlib.suppress(sqlite3.Error):
+            conn = sqlite3.connect(self.path, timeout=0, isolation_level=None)
+            try:
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            finally:
+                conn.close()
+
+    def _close_quick(self) -> None:
+        quick, self._quick = self._quick, None
+        if quick is not None:
+            with contextlib.suppress(sqlite3.Error):
+                quick.close()
+
+    # -- a locked spell: another process holds the write lock ------------------------------
+    #
+    # Another process holds the write lock for longer than the busy timeout: stop waiting
+    # on it, decide locally, and write back once it answers.
+    #
+    # Every write (a lease, a record) needs SQLite's one write lock. Another process that
+    # keeps it (a ``BEGIN EXCLUSIVE`` left open, a long maintenance job, a stopped process)
+    # would make each write wait the whole busy timeout, one after another in the store's
+    # single worker thread: a crawl of new origins then waits seconds per origin although
+    # each call ends up answered by the in-process fallback anyway. So the first call that
+    # waits the busy timeout starts a *locked spell*: until the lock is seen free again,
+    # every call tries without waiting (SQLite's reads do not need the write lock in WAL
+    # mode, so other processes' records are still read) and a write that would wait is
+    # answered by the in-process fallback at once. The first write that gets the lock ends
+    # the spell, and what was decided meanwhile is written back in one transaction, unless
+    # the file holds a record from a later fetch by then. A lock therefore costs one busy
+    # timeout per spell, not one per call.
+    #
+    # While a spell lasts, leases are process-local (two processes may both fetch one
+    # robots.txt: RFC 9309 section 2.4 allows fetching it again, losing a request is not
+    # allowed), and an origin decided here is answered from this process's copy.
+
+    def _lock_found(self, what: str, exc: BaseException) -> None:
+        """A call waited the busy timeout: start a locked spell (the caller holds
+        ``_lock``)."""
+        self.lock_waits += 1
+        if self._locked_out:
+            return
+        self._locked_out = True
+        self._locked_since = time.monotonic()
+        self._spells += 1
+        logger.log(
+            logging.WARNING if self._spells == 1 else logging.DEBUG,
+            "scrapy-rep: robots.txt store %s is locked by another process (a %s waited "
+            "the %g s busy timeout: %s); until it can be written again, robots.txt is "
+            "decided in this process without waiting on it (an origin may be fetched "
+            "once per process), and what is decided meanwhile is written back then",
+            self.path,
+            what,
+            self._busy_timeout,
+            exc,
+        )
+
+    def _run_locked_out(self, what: str, query: Callable[[sqlite3.Connection], object]) -> object:
+        """``query`` without waiting, during a locked spell (the caller holds ``_lock``);
+        ``FAILED`` when it would have to wait or fails."""
+        try:
+            conn = self._quick_connection()
+        except WouldBlock:
+            return FAILED
+        try:
+            result = query(conn)
+        except (sqlite3.Error, ValueError, OverflowError) as exc:
+            if conn.in_transaction:  # (never left open for the next call)
+                self._close_quick()
+            if not is_busy(exc):
+                self._log_once(what, exc)
+            return FAILED
+        if what in WRITES:
+            self._lock_over(conn)
+        return result
+
+    def _lock_over(self, conn: sqlite3.Connection) -> None:
+        """A write got the lock: the spell is over; write back what it decided."""
+        if not self._locked_out:
+            return
+        self._locked_out = False
+        written = self._write_back(conn)
+        logger.log(
+            logging.INFO if self._spells == 1 else logging.DEBUG,
+            "scrapy-rep: robots.txt store %s can be written again after %.0f s; %s",
+            self.path,
+            time.monotonic() - self._locked_since,
+            "writing back failed, tried again later"
+            if written is None
+            else f"wrote back {written} origin(s) decided meanwhile",
+        )
+
+    def _keep_unsynced(self, origin: str, record: OriginRecord) -> None:
+        """The store could not take ``record``: the fallback answers for it until it is
+        written back."""
+        self._fallback.put(origin, record)
+        self._unsynced.add(origin)
+
+    def _unsynced_copy(self, origin: str) -> OriginRecord | None:
+        if origin not in self._unsynced:
+            return None
+        return self._fallback.get(origin)
+
+    def _write_back_due(self) -> bool:
+        """After a failed write-back, not before ``WRITE_BACK_RETRY`` seconds."""
+        return bool(self._unsynced) and time.monotonic() >= self._next_write_back
+
+    def _write_back(self, conn: sqlite3.Connection) -> int | None:
+        """Write the fallback's unsynced records, each unless the file has a record of
+        a later fetch, in one transaction without waiting; how many were written, None
+        when it failed (they stay unsynced)."""
+        pending = list(self._unsynced)
+        if not pending:
+            return 0
+        mine = {o: r for o in pending if (r := self._fallback.get(o)) is not None}
+        written = 0
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for origin, record in mine.items():
+                    theirs = unpack_record(read_record(conn, origin), self._record_limit)
+                    if theirs is None or fetched_later(record, theirs):
+                        write_record(conn, origin, pack_record(record))
+                        written += 1
+                conn.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                raise
+        except (sqlite3.Error, ValueError, OverflowError) as exc:
+            logger.debug("scrapy-rep: writing back to %s failed: %s", self.path, exc)
+            self._next_write_back = time.monotonic() + WRITE_BACK_RETRY
+            return None
+        self._unsynced.difference_update(pending)
+        for origin in mine:
+            self._fallback.discard(origin)  # the file has it (or a later one) now
+        return written
+
+    def _write_back_at_close(self) -> None:
+        """Last chance, without waiting (the caller holds ``_lock``); say what is lost."""
+        if not self._unsynced:
+            return
+        try:
+            conn = self._quick_connection()
+        except WouldBlock:
+            written = None
+        else:
+            written = self._write_back(conn)
+        if written is None:
+            logger.info(
+                "scrapy-rep: robots.txt store %s: %d origin(s) decided while it was "
+                "locked could not be written to it (their robots.txt is fetched again "
+                "by the next crawl)",
+                self.path,
+                len(self._unsynced),
+            )
 
     # -- the cluster primitives (storage/cluster.py) ---------------------------------------
     #

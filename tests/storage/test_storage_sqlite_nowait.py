@@ -20,8 +20,7 @@ from pathlib import Path
 import pytest
 
 from scrapy_rep.storage.base import WouldBlock
-from scrapy_rep.storage.sqlite_nowait import CHECKPOINT_EVERY
-from scrapy_rep.storage.sqlite_store import SqliteStorage
+from scrapy_rep.storage.sqlite_store import CHECKPOINT_EVERY, SqliteStorage
 from tests.storage.test_storage import RECORD
 
 ORIGIN = "https://nowait.test"
