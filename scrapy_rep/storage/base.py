@@ -1,8 +1,9 @@
-"""Where robots.txt state lives between fetches, behind one small interface.
+"""Where robots.txt state lives between fetches: the ``RobotsStorage`` base class.
 
 The middleware never touches a backend directly. ``REP_STORAGE`` picks one:
 ``sqlite`` (default, a file in the project data dir), ``sqlite:PATH``, ``memory``,
-``redis://...`` / ``rediss://...``, or the import path of a class with this interface.
+``redis://...`` / ``rediss://...``, or the import path of a ``RobotsStorage`` subclass
+(a class of the older shape, without the base class, is wrapped: ``ForeignStorage``).
 
 A backend must never raise out of its methods: a backend that fails is logged by the
 backend and treated as a miss, so robots.txt is fetched again (RFC 9309 allows
