@@ -39,12 +39,7 @@ if str(REPO_ROOT) not in sys.path:
 
 from scrapy_rep.policy.config import Config  # noqa: E402
 from scrapy_rep.policy.records import RULES, OriginRecord  # noqa: E402
-from scrapy_rep.storage.base import (  # noqa: E402
-    MemoryStorage,
-    RobotsStorage,
-    acquire_and_read,
-    put_and_release,
-)
+from scrapy_rep.storage.base import MemoryStorage, RobotsStorage  # noqa: E402
 from scrapy_rep.storage.sqlite_store import SqliteStorage  # noqa: E402
 
 _RULES = [
@@ -172,11 +167,9 @@ def throughput(store: RobotsStorage, ops: int) -> dict[str, float]:
         store.release_lease(names[i], "bench")
 
     result["lease+release"] = _rate(ops, lease)
-    renew = getattr(store, "renew_lease", None)
-    if renew is not None:
-        for name in names:
-            store.acquire_lease(name, "bench", 60)
-        result["renew"] = _rate(ops, lambda i: renew(names[i], "bench", 60))
+    for name in names:
+        store.acquire_lease(name, "bench", 60)
+    result["renew"] = _rate(ops, lambda i: store.renew_lease(names[i], "bench", 60))
     return result
 
 
@@ -217,10 +210,10 @@ def store_overhead_per_request(
     started = time.perf_counter()
     for i, name in enumerate(names):
         store.get(name)
-        if acquire_and_read(store, name, "bench", 60)[0]:
+        if store.acquire_lease_and_get(name, "bench", 60)[0]:
             if store.shared:
                 store.get(name)
-            put_and_release(store, name, records[i], "bench")
+            store.put_and_release_lease(name, records[i], "bench")
         if store.shared:
             store.get(name)  # the recheck when the entry is consulted again
     return (time.perf_counter() - started) / (origins * requests_per_origin)

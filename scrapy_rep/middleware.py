@@ -162,6 +162,7 @@ class RobotsTxtMiddleware:
             crawler,
             config,
             self.decider,
+            self.storage,
             hold_until=self.hold_until,
             ready=lambda origin: self._may_proceed(self.coordinator.evaluate(origin)),
             origin_of=origin_of_memo,

@@ -162,15 +162,16 @@ def receive_times(mockserver: MockServer, host: str) -> list[float]:
 def parked_by_pid(redis_url: str, spider: str = "cluster") -> dict[int, int]:
     """pid of the owning worker -> how many requests it has parked in the store (owner
     ids are ``<host>-<pid>-<random>``), live owners only."""
-    from scrapy_rep.storage.cluster import RedisCluster
+    from scrapy_rep.policy.config import Config
+    from scrapy_rep.storage.redis_store import RedisStorage
 
-    store = RedisCluster.from_url(redis_url, spider)
+    store = RedisStorage.from_url(redis_url, Config())
     try:
         counts: dict[int, int] = {}
-        for owner, alive in store.owners().items():
+        for owner, alive in store.owners(spider).items():
             if alive:
                 pid = int(owner.rsplit("-", 2)[1])
-                counts[pid] = counts.get(pid, 0) + len(store.parked(owner))
+                counts[pid] = counts.get(pid, 0) + len(store.parked(spider, owner))
         return {pid: n for pid, n in counts.items() if n}
     finally:
         store.close()

@@ -36,26 +36,26 @@ def read_store(
     """What the configured store holds per origin; None when no store is configured."""
     if not store_configured(settings):
         return None
-    spec = config.storage
-    lowered = spec.lower()
-    if lowered == "memory":
+    kind = config.store_place.kind
+    if kind == "memory":
         state = StoredState("memory", note="a memory store keeps nothing between runs")
         return dict.fromkeys(origins, state)
-    if lowered == "sqlite" or lowered.startswith("sqlite:"):
-        return _read_sqlite(spec, config, origins)
+    if kind == "sqlite":
+        return _read_sqlite(config, origins)
     return _read_other(settings, config, origins)
 
 
-def _read_sqlite(spec: str, config: Config, origins: list[str]) -> dict[str, StoredState]:
+def _read_sqlite(config: Config, origins: list[str]) -> dict[str, StoredState]:
     from scrapy_rep.storage.codec import record_limit
     from scrapy_rep.storage.factory import check_sqlite_place
     from scrapy_rep.storage.sqlite_store import SqliteStorage, read_records_read_only
 
-    path = SqliteStorage.path_from_spec(spec, create=False)
+    spec, place = config.storage, config.store_place
+    path = SqliteStorage.path_of(place, create=False)
     if path is None:
         state = StoredState("sqlite", note="no project data directory")
         return dict.fromkeys(origins, state)
-    if spec.lower() != "sqlite" or path.parent.exists():
+    if place.location or path.parent.exists():
         # As the crawl would refuse it; only the default's data dir is made by Scrapy.
         check_sqlite_place(path, spec)
     description = f"sqlite {path}"
@@ -92,13 +92,13 @@ def _read_other(
 
         secret_free = scrub(str(exc), secrets_of(config.storage))
         spec = config.storage
-        shown = mask_url(spec) if "://" in spec else spec
+        shown = mask_url(spec) if config.store_place.kind == "redis" else spec
         state = StoredState(shown, note=f"cannot open the store: {secret_free}")
         return dict.fromkeys(origins, state)
     try:
         found = {origin: store.get(origin) for origin in origins}
         description = store.describe()
-        if getattr(store, "degraded", False):
+        if store.degraded:
             # Redis answers from an empty process-local fallback during an outage: say
             # so, rather than report that the store holds nothing.
             state = StoredState(description, note="the store is unreachable")
@@ -117,7 +117,7 @@ def open_for_writing(settings: BaseSettings, config: Config, option: str) -> Rob
             f"{option} needs a store: set REP_STORAGE (-s REP_STORAGE=...) or run it "
             "inside the Scrapy project whose store it is"
         )
-    if config.storage == "memory":
+    if config.store_place.kind == "memory":
         raise SettingError(f"{option}: a memory store keeps nothing between runs")
     return create_storage(config, settings)
 
@@ -125,14 +125,9 @@ def open_for_writing(settings: BaseSettings, config: Config, option: str) -> Rob
 def forget(store: RobotsStorage, origin: str) -> OriginRecord | None:
     """Remove what ``store`` holds for ``origin``; returns what it held.
 
-    The store protocol has no delete: an empty record is what a store without one gets,
-    and a crawl reads it as unknown (it fetches robots.txt first). A store may offer
-    ``forget(origin)`` to delete the entry for real.
+    ``RobotsStorage.forget``: by default an empty record, which a crawl reads as unknown
+    (it fetches robots.txt first); a store may delete the entry for real.
     """
     held = store.get(origin)
-    delete = getattr(store, "forget", None)
-    if callable(delete):
-        delete(origin)
-    elif held is not None:
-        store.put(origin, OriginRecord())
+    store.forget(origin)
     return held

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from scrapy_rep.crawl.decide import Decider
     from scrapy_rep.policy.config import Config
     from scrapy_rep.policy.robots_policy import Evaluation
+    from scrapy_rep.storage.base import RobotsStorage
     from scrapy_rep.storage.cluster import ClusterStore
 
 logger = logging.getLogger("scrapy_rep")
@@ -263,19 +264,19 @@ def make_cluster_delay(
     crawler: Crawler,
     config: Config,
     decider: Decider,
+    storage: RobotsStorage,
     *,
     hold_until: Callable[[str, Request, float, str], None],
     ready: Callable[[str], bool],
     origin_of: Callable[[str], str | None],
     clock: Callable[[], float],
 ) -> ClusterDelay | None:
-    """A ClusterDelay when the store is shared and Crawl-delay is obeyed, else None."""
+    """A ClusterDelay when the store is shared (it has the cluster primitives) and
+    Crawl-delay is obeyed, else None."""
     if not config.crawl_delay or not config.enforce:
         return None
-    from scrapy_rep.crawl.store_ledger import open_cluster
-
     try:
-        cluster = open_cluster(config.storage, crawler.spidercls.name)
+        cluster = storage.cluster(crawler.spidercls.name)
     except ClusterError as exc:
         logger.warning(
             "scrapy-rep: no cluster-wide Crawl-delay (the shared store cannot be opened: %s)",

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from scrapy_rep.crawl.visibility import unreachable_line
 from scrapy_rep.policy.records import UNREACHABLE, OriginRecord
 from scrapy_rep.policy.robots_policy import FetchOutcome
-from scrapy_rep.storage.base import acquire_and_read, put_and_release
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -89,7 +88,11 @@ class FetchSteps:
         # between our last read and our lease (a poll that read just before its
         # write): a shared store is read once more, so one fetch serves every process.
         deferred = self.calls.call(
-            acquire_and_read, self.storage, rt.origin, self.holder, self._lease_ttl(), key=rt.origin
+            self.storage.acquire_lease_and_get,
+            rt.origin,
+            self.holder,
+            self._lease_ttl(),
+            key=rt.origin,
         )
         deferred.addCallbacks(
             self._leased, self._lease_failed, callbackArgs=(rt,), errbackArgs=(rt,)
@@ -168,7 +171,7 @@ class FetchSteps:
         def write() -> OriginRecord:
             stored = storage.get(rt.origin) if storage.shared else None
             record = policy.after_fetch(stored or previous, outcome, now)
-            put_and_release(storage, rt.origin, record, holder)
+            storage.put_and_release_lease(rt.origin, record, holder)
             return record
 
         def failed(failure: Any) -> OriginRecord:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from twisted.internet.task import LoopingCall
 
-from scrapy_rep.storage.base import describe_holder, lease_holder, renew_lease
+from scrapy_rep.storage.base import describe_holder
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -69,7 +69,7 @@ class LeaseKeeper:
         # (store_calls.CLOSE_WAIT). LoopingCall waits for the Deferred before the next
         # renewal.
         renewing = self.calls.call(
-            renew_lease, self.storage, origin, self.holder, self.config.lease_ttl, key=origin
+            self.storage.renew_lease, origin, self.holder, self.config.lease_ttl, key=origin
         )
         renewing.addCallback(self._renewed, origin)
         return renewing.addErrback(self._renew_failed, origin)
@@ -95,7 +95,7 @@ class LeaseKeeper:
         if now - since < LEASE_WAIT_LOG_AFTER or origin in self._lease_wait_logged:
             return
         self._lease_wait_logged.add(origin)
-        asking = self.calls.call(lease_holder, self.storage, origin, key=origin)
+        asking = self.calls.call(self.storage.lease_holder, origin, key=origin)
         asking.addCallback(self._log_lease_wait, origin, now - since)
         asking.addErrback(lambda failure: self._log_lease_wait(None, origin, now - since))
 

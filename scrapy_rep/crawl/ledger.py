@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from scrapy_rep.crawl.request_codec import RequestCodec
     from scrapy_rep.crawl.store_ledger import StoreLedger
     from scrapy_rep.policy.config import Config
+    from scrapy_rep.storage.base import RobotsStorage
 
 logger = logging.getLogger("scrapy_rep")
 
@@ -155,7 +156,7 @@ def waiting_fate_line(config: Config, settings: Any, ledger: HeldLedger) -> str:
 def make_store_ledger(
     crawler: Crawler,
     config: Config,
-    storage: object = None,
+    storage: RobotsStorage | None = None,
     codec: RequestCodec | None = None,
 ) -> StoreLedger | None:
     """A StoreLedger when ``REP_STORAGE`` is shared across processes (Redis, SQLite),
@@ -169,7 +170,9 @@ def make_store_ledger(
     if config.durable_waiting is False:
         return None
     try:
-        cluster = open_cluster(config.storage, crawler.spidercls.name)
+        # (a caller without the crawl's store gets a store of its own)
+        spider = crawler.spidercls.name
+        cluster = open_cluster(config, spider) if storage is None else storage.cluster(spider)
     except ClusterError as exc:
         logger.warning(
             "scrapy-rep: waiting requests are kept in this process only: the shared store "
@@ -184,7 +187,7 @@ def make_store_ledger(
         crawler,
         cluster,
         heartbeat=config.cluster_heartbeat,
-        store_degraded=lambda: bool(getattr(storage, "degraded", False)),
+        store_degraded=lambda: storage is not None and storage.degraded,
         codec=codec,
     )
 

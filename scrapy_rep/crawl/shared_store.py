@@ -1,9 +1,9 @@
-"""The shared store as the waiting room and the cluster see it: which ``REP_STORAGE``
-values are shared across processes (Redis; SQLite for processes on one machine) and
-their cluster primitives (``storage/cluster.py``), and scrapy-redis's idle close.
+"""The shared store outside a crawl, and scrapy-redis's idle close.
 
-Used by the durable ledger (``crawl/store_ledger.py``) and the cluster-wide Crawl-delay
-(``crawl/cluster_delay.py``); each opens its own connection.
+A crawl's durable ledger (``crawl/store_ledger.py``) and cluster-wide Crawl-delay
+(``crawl/cluster_delay.py``) use the cluster primitives of the crawl's own robots.txt
+store (``RobotsStorage.cluster``: one connection per store). ``open_cluster`` opens a
+store of its own, for tools and tests that look at what a crawl parked.
 """
 
 from __future__ import annotations
@@ -11,34 +11,35 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from scrapy_rep.storage.cluster import ClusterError
+from scrapy_rep.policy.config import Config, SettingError, storage_spec
+from scrapy_rep.storage.cluster import ClusterError, SpiderCluster
 
 if TYPE_CHECKING:
     from scrapy_rep.storage.cluster import ClusterStore
 
 
-def open_cluster(storage_spec: str, spider: str) -> ClusterStore | None:
-    """The cluster primitives for ``REP_STORAGE``'s store (its own connection), or None
-    when the store is not shared across processes (``memory``, a custom class). Raises
+def open_cluster(storage: str | Config, spider: str) -> ClusterStore | None:
+    """``spider``'s cluster primitives on a store of its own, opened from a ``Config``
+    or a spelling of ``REP_STORAGE`` (for tools, tests and benchmarks: a crawl uses its
+    robots.txt store's, ``RobotsStorage.cluster``); closing it closes that store. None when the
+    store is not shared across processes (``memory``, a custom class). Raises
     ClusterError when the store cannot be opened."""
-    spec = storage_spec.strip()
-    lowered = spec.lower()
-    if lowered.startswith(("redis://", "rediss://", "unix://")):
-        from scrapy_rep.storage.cluster import RedisCluster
+    from scrapy_rep.storage.factory import create_storage
 
-        try:
-            return RedisCluster.from_url(spec, spider)
-        except (ImportError, ValueError, TypeError) as exc:
-            # the type only: a bad URL's message may quote its password
-            raise ClusterError(type(exc).__name__) from None
-    if lowered == "sqlite" or lowered.startswith("sqlite:"):
-        from scrapy_rep.storage.cluster_sqlite import SqliteCluster
-        from scrapy_rep.storage.sqlite_store import SqliteStorage
-
-        path = SqliteStorage.path_from_spec(spec)
-        assert path is not None
-        return SqliteCluster.beside(path, spider)
-    return None
+    try:
+        config = storage if isinstance(storage, Config) else Config(storage=storage_spec(storage))
+        store = create_storage(config)
+    except SettingError as exc:  # (its message never shows a Redis password)
+        raise ClusterError(str(exc)) from None
+    try:
+        cluster = store.cluster(spider)
+    except ClusterError:
+        store.close()
+        raise
+    if cluster is None:
+        store.close()
+        return None
+    return SpiderCluster(store, spider, owns_store=True)
 
 
 def scrapy_redis_idle_expired(spider: Any) -> bool:

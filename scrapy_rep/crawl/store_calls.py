@@ -8,8 +8,8 @@ made and a backend needs no more thread safety than one extra thread (SQLite's s
 has a lock and ``check_same_thread=False``; redis-py's pool is thread-safe).
 
 ``MemoryStorage`` is called directly (its Deferred has already fired): it is a dict.
-A store with ``without_waiting`` (SQLite, ``storage/sqlite_nowait.py``) is asked on the
-reactor thread first, when no call of the same origin (``key``) is queued in the
+A store that ``answers_without_waiting`` (SQLite, ``storage/sqlite_store.py``) is asked
+on the reactor thread first, when no call of the same origin (``key``) is queued in the
 worker, so each origin's calls still run in the order they were made: it answers at
 once or raises ``WouldBlock``, and the call then goes to the worker as any other. A
 broad crawl makes a few store calls per new origin; on a busy crawler each hop to the
@@ -100,7 +100,7 @@ class StoreCalls:
     def __init__(self, storage: RobotsStorage) -> None:
         self.storage = storage
         self.direct = isinstance(storage, MemoryStorage)
-        self._now: Callable[[], Any] | None = getattr(storage, "without_waiting", None)
+        self.answers_now = storage.answers_without_waiting
         self._worker: StoreWorker | None = None
         # key -> calls of that key given to the worker and not yet answered
         self._queued: dict[str | None, int] = {}
@@ -117,9 +117,9 @@ class StoreCalls:
                 return defer.succeed(function(*args))
             except Exception:
                 return defer.fail()
-        if self._now is not None and key not in self._queued:
+        if self.answers_now and key not in self._queued:
             try:
-                with self._now():
+                with self.storage.without_waiting():
                     result = function(*args)
             except WouldBlock:
                 pass  # to the worker, which may wait
@@ -154,10 +154,8 @@ class StoreCalls:
 
     def _housekeeping(self) -> None:
         # In the worker, ordered with no origin's calls (it waits for nothing: PASSIVE).
-        due = getattr(self.storage, "housekeeping_due", None)
-        if due is not None and due():
-            housekeeping = self.storage.housekeeping  # type: ignore[attr-defined]
-            self._in_worker(housekeeping).addErrback(lambda _: None)
+        if self.storage.housekeeping_due():
+            self._in_worker(self.storage.housekeeping).addErrback(lambda _: None)
 
     def close(self, timeout: float = CLOSE_WAIT) -> None:
         worker, self._worker = self._worker, None

@@ -147,7 +147,8 @@ def storage_spec(raw: Any) -> str:
     A bare file path (what most users type) is a SQLite path: anything with a slash,
     starting with ``~`` or ``.``, or ending in ``.sqlite``, ``.sqlite3`` or ``.db``. It
     becomes ``sqlite:PATH``, so every reader (the crawl and ``scrapy robots``) sees one
-    spelling. Whether the file can be opened is the store's business (storage.factory).
+    spelling, and ``StorePlace.parse`` reads it once. Whether the file can be opened is the
+    store's business (storage.factory).
     """
     if raw is None or raw == "":
         return "sqlite"
@@ -173,6 +174,39 @@ def storage_spec(raw: Any) -> str:
     if _IMPORT_PATH.fullmatch(spec):
         return spec
     raise SettingError(f"REP_STORAGE must be {STORAGE_FORMS}; got {raw!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class StorePlace:
+    """``REP_STORAGE`` parsed once: which kind of store, and where it is.
+
+    ``kind`` is ``memory``, ``sqlite``, ``redis`` or ``class``; ``location`` is the
+    SQLite file as written after ``sqlite:`` ("" for the project data dir), the Redis
+    URL (with its password: never log it, ``describe()`` masks it) or the class import
+    path. The storage factory and the crawl read these and never the setting's text.
+    """
+
+    kind: str
+    location: str = field(default="", repr=False)
+
+    @property
+    def shared(self) -> bool:
+        """A store that other processes can see (Redis; SQLite for one machine)."""
+        return self.kind in ("sqlite", "redis")
+
+    @classmethod
+    def parse(cls, spec: str) -> StorePlace:
+        """The place ``spec`` (``storage_spec``'s canonical form) names."""
+        lowered = spec.lower()
+        if lowered == "memory":
+            return cls("memory")
+        if lowered == "sqlite" or lowered.startswith("sqlite:"):
+            return cls("sqlite", spec.partition(":")[2])
+        if lowered.startswith(("redis://", "rediss://", "unix://")):
+            return cls("redis", spec)
+        if _IMPORT_PATH.fullmatch(spec):
+            return cls("class", spec)
+        raise SettingError(f"REP_STORAGE must be {STORAGE_FORMS}; got {spec!r}")
 
 
 # REP_USAGE_MODE: what the crawl does with usage preferences (see crawl/usage.py).
@@ -249,6 +283,8 @@ class Config:
     # A Redis URL may carry a password: keep it out of repr(config), which a log
     # line or a traceback may print (the store modules mask it where they log it).
     storage: str = field(default="sqlite", repr=False)
+    # ``storage`` parsed (set from it by __post_init__): what every reader uses.
+    store_place: StorePlace = field(init=False, repr=False, compare=False)
     memory_max_origins: int = 100_000
     # Estimated bytes of robots.txt copies (bodies and parsed rules) that origins keep in
     # RAM; beyond it the least recently used idle origins drop theirs and read the store
@@ -286,6 +322,10 @@ class Config:
     # REP_RECORD: where the compliance record goes (docs/record.md), a path that may hold
     # %(name)s, %(time)s and %(pid)s; None = no record
     record: str | None = None
+
+    def __post_init__(self) -> None:
+        # Frozen: the derived field is set the way dataclasses set fields themselves.
+        object.__setattr__(self, "store_place", StorePlace.parse(self.storage))
 
     @property
     def lease_renew_every(self) -> float:

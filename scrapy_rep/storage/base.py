@@ -1,8 +1,9 @@
-"""Where robots.txt state lives between fetches, behind one small interface.
+"""Where robots.txt state lives between fetches: the ``RobotsStorage`` base class.
 
 The middleware never touches a backend directly. ``REP_STORAGE`` picks one:
 ``sqlite`` (default, a file in the project data dir), ``sqlite:PATH``, ``memory``,
-``redis://...`` / ``rediss://...``, or the import path of a class with this interface.
+``redis://...`` / ``rediss://...``, or the import path of a ``RobotsStorage`` subclass
+(a class of the older shape, without the base class, is wrapped: ``ForeignStorage``).
 
 A backend must never raise out of its methods: a backend that fails is logged by the
 backend and treated as a miss, so robots.txt is fetched again (RFC 9309 allows
@@ -18,6 +19,7 @@ process of this machine that no longer runs (``holder_is_dead``).
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import os
 import socket
@@ -25,9 +27,16 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from scrapy_rep.policy.records import OriginRecord
+from scrapy_rep.storage.cluster import ClusterError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping, Sequence
+
+    from scrapy_rep.policy.config import Config
+    from scrapy_rep.storage.cluster import Parked, SpiderCluster
 
 
 class WouldBlock(Exception):
@@ -36,29 +45,130 @@ class WouldBlock(Exception):
     is allowed (the store's worker thread)."""
 
 
-@runtime_checkable
-class RobotsStorage(Protocol):
-    """Per-origin records plus a single-flight fetch lease."""
+class RobotsStorage(abc.ABC):
+    """Per-origin records plus a single-flight fetch lease: the base class of every store.
+
+    A backend implements the abstract methods; the others have working defaults that a
+    backend overrides when it can do better (one round trip instead of two, an answer on
+    the reactor thread, the cluster primitives of a store shared across processes).
+    Callers call every method directly: no capability is discovered by probing.
+    """
 
     #: True when other processes can see what this store holds (they can then also
     #: finish a fetch we are waiting on, so waiters must poll the store).
-    shared: bool
+    shared: bool = False
+    #: True when ``without_waiting`` can answer a call at once (SQLite): the crawl then
+    #: tries that on the reactor thread before handing the call to its worker thread.
+    answers_without_waiting: bool = False
 
+    @classmethod
+    def from_config(cls, config: Config, settings: Mapping[str, Any] | None) -> RobotsStorage:
+        """The store a ``REP_STORAGE`` class path names, built from the crawl's settings
+        (the default takes no arguments)."""
+        return cls()
+
+    @abc.abstractmethod
     def get(self, origin: str) -> OriginRecord | None: ...
 
+    @abc.abstractmethod
     def put(self, origin: str, record: OriginRecord) -> None: ...
 
+    @abc.abstractmethod
     def acquire_lease(self, origin: str, holder: str, ttl: float) -> bool:
         """Try to become the one fetcher of ``origin`` for ``ttl`` seconds (wall clock)."""
-        ...
 
+    @abc.abstractmethod
     def release_lease(self, origin: str, holder: str) -> None: ...
 
+    @abc.abstractmethod
     def close(self) -> None: ...
 
+    @abc.abstractmethod
     def describe(self) -> str:
         """A human description for logs; never includes credentials."""
-        ...
+
+    # -- optional capabilities, with working defaults ----------------------------------
+
+    def renew_lease(self, origin: str, holder: str, ttl: float) -> bool:
+        """Extend our lease to now + ``ttl``; False when it is no longer ours. The
+        default takes the lease again (every backend lets the holder re-acquire its own
+        lease; but that may also take a lease that was just released)."""
+        return self.acquire_lease(origin, holder, ttl)
+
+    def lease_holder(self, origin: str) -> str | None:
+        """Who holds ``origin``'s lease now, when the store can tell (for log lines)."""
+        return None
+
+    def acquire_lease_and_get(
+        self, origin: str, holder: str, ttl: float
+    ) -> tuple[bool, OriginRecord | None]:
+        """Take the fetch lease and, when the store is shared and the lease was won, read
+        the record again (another process may have just stored it). A backend may do
+        both in one round trip (Redis pipelines them, SQLite makes one transaction)."""
+        if not self.acquire_lease(origin, holder, ttl):
+            return False, None
+        return True, self.get(origin) if self.shared else None
+
+    def put_and_release_lease(self, origin: str, record: OriginRecord, holder: str) -> None:
+        """Store a fetch's record and give up the lease (one round trip where the
+        backend can)."""
+        self.put(origin, record)
+        self.release_lease(origin, holder)
+
+    @contextlib.contextmanager
+    def without_waiting(self) -> Iterator[None]:
+        """This thread's calls answer now or raise ``WouldBlock``. The default can never
+        answer without waiting (``answers_without_waiting`` is False)."""
+        raise WouldBlock
+        yield  # pragma: no cover - makes this a generator
+
+    def housekeeping_due(self) -> bool:
+        """True when ``housekeeping`` should run (in the store's worker thread)."""
+        return False
+
+    def housekeeping(self) -> None:
+        """Maintenance that may wait (SQLite: a WAL checkpoint); nothing by default."""
+        return
+
+    @property
+    def degraded(self) -> bool:
+        """True while the store cannot be reached and a process-local fallback answers
+        for it (Redis in an outage)."""
+        return False
+
+    def forget(self, origin: str) -> None:
+        """Remove what the store holds for ``origin`` (``scrapy robots --forget``). The
+        default stores an empty record, which a crawl reads as unknown (it fetches
+        robots.txt first); a backend that can delete overrides it."""
+        if self.get(origin) is not None:
+            self.put(origin, OriginRecord())
+
+    # -- the cluster primitives (storage/cluster.py): only a shared store has them ---------
+
+    def cluster(self, spider: str) -> SpiderCluster | None:
+        """``spider``'s cluster primitives on this store, or None when the store has
+        none (it is not shared across processes). Raises ``ClusterError`` when they
+        cannot be opened."""
+        return None
+
+    def park(
+        self, spider: str, owner: str, ttl: float, add: Sequence[Parked], remove: Sequence[str]
+    ) -> None:
+        raise ClusterError(f"{self.describe()} keeps no cluster state")
+
+    def adopt(self, spider: str, owner: str, ttl: float, limit: int) -> list[Parked]:
+        raise ClusterError(f"{self.describe()} keeps no cluster state")
+
+    def retire(self, spider: str, owner: str, *, keep: bool) -> None:
+        raise ClusterError(f"{self.describe()} keeps no cluster state")
+
+    def parked(self, spider: str, owner: str | None = None) -> list[Parked]:
+        raise ClusterError(f"{self.describe()} keeps no cluster state")
+
+    def reserve_turn(
+        self, spider: str, origin: str, spacing: float, horizon: float, not_before: float = 0.0
+    ) -> tuple[bool, float]:
+        raise ClusterError(f"{self.describe()} keeps no cluster state")
 
 
 # -- lease rules shared by every backend ----------------------------------------------
@@ -78,6 +188,15 @@ def absurd_after(ttl: float) -> float:
 def lease_is_absurd(remaining: float, ttl: float) -> bool:
     """True when a lease claims an expiry no renewal could have set (broken)."""
     return remaining > absurd_after(ttl)
+
+
+def fetched_later(mine: OriginRecord, theirs: OriginRecord) -> bool:
+    """True when ``mine`` comes from a later fetch than ``theirs`` (a store writing back
+    what it decided during an outage keeps the newer of the two)."""
+    return (mine.fetched_at or -1.0, mine.next_retry_at or -1.0) > (
+        theirs.fetched_at or -1.0,
+        theirs.next_retry_at or -1.0,
+    )
 
 
 def _this_host() -> str:
@@ -145,7 +264,7 @@ def describe_holder(holder: str) -> str:
     return f"pid {parts[1]} on {where}"
 
 
-class MemoryStorage:
+class MemoryStorage(RobotsStorage):
     """Process-local and bounded: least-recently-used origins are evicted first."""
 
     shared = False
@@ -219,46 +338,130 @@ class MemoryStorage:
         return f"memory (at most {self._max} origins)"
 
 
-def renew_lease(storage: RobotsStorage, origin: str, holder: str, ttl: float) -> bool:
-    """``storage.renew_lease``; for a custom store without it, taking the lease again
-    (every backend lets the holder re-acquire its own lease; but that may also take a
-    lease that was just released)."""
-    renew = getattr(storage, "renew_lease", None)
-    if renew is not None:
-        return bool(renew(origin, holder, ttl))
-    return storage.acquire_lease(origin, holder, ttl)
+# -- REP_STORAGE classes written before RobotsStorage was a base class ------------------
 
 
-def lease_holder(storage: RobotsStorage, origin: str) -> str | None:
-    """Who holds ``origin``'s lease now, when the store can tell (for log lines)."""
-    ask = getattr(storage, "lease_holder", None)
-    return None if ask is None else ask(origin)
+@runtime_checkable
+class StorageProtocol(Protocol):
+    """What a ``REP_STORAGE`` class had to implement before ``RobotsStorage`` became a
+    base class. A class that has these methods without subclassing ``RobotsStorage``
+    still works: ``ForeignStorage`` wraps it."""
+
+    shared: bool
+
+    def get(self, origin: str) -> OriginRecord | None: ...
+
+    def put(self, origin: str, record: OriginRecord) -> None: ...
+
+    def acquire_lease(self, origin: str, holder: str, ttl: float) -> bool: ...
+
+    def release_lease(self, origin: str, holder: str) -> None: ...
+
+    def close(self) -> None: ...
+
+    def describe(self) -> str: ...
 
 
-def acquire_and_read(
-    storage: RobotsStorage, origin: str, holder: str, ttl: float
-) -> tuple[bool, OriginRecord | None]:
-    """Take the fetch lease and, when the store is shared and the lease was won, read
-    the record again (another process may have just stored it).
+@runtime_checkable
+class BuiltFromConfig(Protocol):
+    """A ``REP_STORAGE`` class of the older shape that builds itself from the settings."""
 
-    A store may do both in one round trip with ``acquire_lease_and_get`` (Redis
-    pipelines them); any other store gets the two calls.
-    """
-    combined = getattr(storage, "acquire_lease_and_get", None)
-    if combined is not None:
-        held, record = combined(origin, holder, ttl)
+    def from_config(self, config: Config, settings: Mapping[str, Any] | None) -> Any: ...
+
+
+@runtime_checkable
+class _Renews(Protocol):
+    def renew_lease(self, origin: str, holder: str, ttl: float) -> bool: ...
+
+
+@runtime_checkable
+class _TellsHolder(Protocol):
+    def lease_holder(self, origin: str) -> str | None: ...
+
+
+@runtime_checkable
+class _AcquiresAndGets(Protocol):
+    def acquire_lease_and_get(
+        self, origin: str, holder: str, ttl: float
+    ) -> tuple[bool, OriginRecord | None]: ...
+
+
+@runtime_checkable
+class _PutsAndReleases(Protocol):
+    def put_and_release_lease(self, origin: str, record: OriginRecord, holder: str) -> None: ...
+
+
+@runtime_checkable
+class _Degrades(Protocol):
+    degraded: bool
+
+
+@runtime_checkable
+class _Forgets(Protocol):
+    def forget(self, origin: str) -> None: ...
+
+
+class ForeignStorage(RobotsStorage):
+    """A store of the older shape (``StorageProtocol``) as a ``RobotsStorage``: its
+    optional methods, where it has them, are used as before; the base class's defaults
+    stand in for the others. What it has is looked at once, here."""
+
+    def __init__(self, inner: StorageProtocol) -> None:
+        self.inner = inner
+        self.shared = bool(inner.shared)
+        self._renews = inner if isinstance(inner, _Renews) else None
+        self._tells_holder = inner if isinstance(inner, _TellsHolder) else None
+        self._acquires_and_gets = inner if isinstance(inner, _AcquiresAndGets) else None
+        self._puts_and_releases = inner if isinstance(inner, _PutsAndReleases) else None
+        self._degrades = inner if isinstance(inner, _Degrades) else None
+        self._forgets = inner if isinstance(inner, _Forgets) else None
+
+    def get(self, origin: str) -> OriginRecord | None:
+        return self.inner.get(origin)
+
+    def put(self, origin: str, record: OriginRecord) -> None:
+        self.inner.put(origin, record)
+
+    def acquire_lease(self, origin: str, holder: str, ttl: float) -> bool:
+        return self.inner.acquire_lease(origin, holder, ttl)
+
+    def release_lease(self, origin: str, holder: str) -> None:
+        self.inner.release_lease(origin, holder)
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+    def renew_lease(self, origin: str, holder: str, ttl: float) -> bool:
+        if self._renews is None:
+            return super().renew_lease(origin, holder, ttl)
+        return bool(self._renews.renew_lease(origin, holder, ttl))
+
+    def lease_holder(self, origin: str) -> str | None:
+        return None if self._tells_holder is None else self._tells_holder.lease_holder(origin)
+
+    def acquire_lease_and_get(
+        self, origin: str, holder: str, ttl: float
+    ) -> tuple[bool, OriginRecord | None]:
+        if self._acquires_and_gets is None:
+            return super().acquire_lease_and_get(origin, holder, ttl)
+        held, record = self._acquires_and_gets.acquire_lease_and_get(origin, holder, ttl)
         return bool(held), record
-    if not storage.acquire_lease(origin, holder, ttl):
-        return False, None
-    return True, storage.get(origin) if storage.shared else None
 
+    def put_and_release_lease(self, origin: str, record: OriginRecord, holder: str) -> None:
+        if self._puts_and_releases is None:
+            super().put_and_release_lease(origin, record, holder)
+        else:
+            self._puts_and_releases.put_and_release_lease(origin, record, holder)
 
-def put_and_release(storage: RobotsStorage, origin: str, record: OriginRecord, holder: str) -> None:
-    """Store a fetch's record and give up the lease: one round trip when the store has
-    ``put_and_release_lease`` (Redis pipelines them), else the two calls."""
-    combined = getattr(storage, "put_and_release_lease", None)
-    if combined is not None:
-        combined(origin, record, holder)
-        return
-    storage.put(origin, record)
-    storage.release_lease(origin, holder)
+    @property
+    def degraded(self) -> bool:
+        return self._degrades is not None and bool(self._degrades.degraded)
+
+    def forget(self, origin: str) -> None:
+        if self._forgets is None:
+            super().forget(origin)
+        else:
+            self._forgets.forget(origin)

@@ -9,7 +9,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scrapy_rep.policy.config import Config, SettingError
-from scrapy_rep.storage.base import MemoryStorage, RobotsStorage
+from scrapy_rep.storage.base import (
+    BuiltFromConfig,
+    ForeignStorage,
+    MemoryStorage,
+    RobotsStorage,
+    StorageProtocol,
+)
 from scrapy_rep.storage.codec import record_limit
 
 if TYPE_CHECKING:
@@ -17,41 +23,45 @@ if TYPE_CHECKING:
 
 
 def create_storage(config: Config, settings: Mapping[str, Any] | None = None) -> RobotsStorage:
-    """Build the store ``REP_STORAGE`` names."""
-    spec = config.storage
-    lowered = spec.lower()
-    if lowered == "memory":
+    """Build the store ``REP_STORAGE`` names (``config.store_place``, parsed once)."""
+    place = config.store_place
+    if place.kind == "memory":
         return MemoryStorage(config.memory_max_origins)
-    if lowered == "sqlite" or lowered.startswith("sqlite:"):
+    if place.kind == "sqlite":
         from scrapy_rep.storage.sqlite_store import SqliteStorage
 
-        path = SqliteStorage.path_from_spec(spec)  # "sqlite": makes Scrapy's data dir
+        path = SqliteStorage.path_of(place)  # "sqlite": makes Scrapy's data dir
         assert path is not None
-        check_sqlite_place(path, spec)
+        check_sqlite_place(path, config.storage)
         return SqliteStorage(
             path,
             fallback_max_origins=config.memory_max_origins,
             record_limit=record_limit(config.max_size),
         )
-    if lowered.startswith(("redis://", "rediss://", "unix://")):
+    if place.kind == "redis":
         from scrapy_rep.storage.redis_store import RedisStorage
 
-        return RedisStorage.from_url(spec, config)
-    if "." in spec and "/" not in spec:
-        from scrapy.utils.misc import load_object
+        return RedisStorage.from_url(place.location, config)
+    return _custom_storage(place.location, config, settings)
 
-        try:
-            cls = load_object(spec)
-        except (ImportError, NameError, ValueError, AttributeError) as exc:
-            raise SettingError(f"REP_STORAGE: cannot import {spec!r}: {exc}") from None
-        store = cls.from_config(config, settings) if hasattr(cls, "from_config") else cls()
-        if not isinstance(store, RobotsStorage):
-            raise SettingError(f"REP_STORAGE: {spec!r} does not implement RobotsStorage")
+
+def _custom_storage(path: str, config: Config, settings: Mapping[str, Any] | None) -> RobotsStorage:
+    """A ``REP_STORAGE`` class: a ``RobotsStorage`` subclass, or a class of the older
+    shape (``StorageProtocol``, no base class), wrapped so that it gets the defaults."""
+    from scrapy.utils.misc import load_object
+
+    try:
+        cls = load_object(path)
+    except (ImportError, NameError, ValueError, AttributeError) as exc:
+        raise SettingError(f"REP_STORAGE: cannot import {path!r}: {exc}") from None
+    if isinstance(cls, type) and issubclass(cls, RobotsStorage):
+        return cls.from_config(config, settings)
+    store = cls.from_config(config, settings) if isinstance(cls, BuiltFromConfig) else cls()
+    if isinstance(store, RobotsStorage):
         return store
-    raise SettingError(
-        "REP_STORAGE must be 'sqlite', 'sqlite:PATH', 'memory', a redis:// URL or a class "
-        f"import path; got {spec!r}"
-    )
+    if not isinstance(store, StorageProtocol):
+        raise SettingError(f"REP_STORAGE: {path!r} does not implement RobotsStorage")
+    return ForeignStorage(store)
 
 
 def sqlite_place_problem(path: Path) -> str | None:

@@ -1,45 +1,253 @@
 """Redis store: one robots.txt fetch per origin across many processes and machines.
 
-Keys are namespaced and versioned (``scrapy-rep:v1:origin:<origin>``,
-``scrapy-rep:v1:lease:<origin>``). A record carries a Redis TTL a little longer than
-``REP_STALE_MAX_AGE + REP_UNREACHABLE_WAIT``, the longest any record can still matter,
-so origins nobody crawls any more disappear by themselves. Leases are taken, renewed,
-taken over and released by Lua scripts, so each step is atomic; a lease key without a
-TTL, with more TTL than any renewal gives, or of the wrong type is broken and taken over.
+One ``RedisStorage`` holds a crawl's records, fetch leases and cluster primitives
+(docs/cluster.md), all on one redis-py client (its connection pool is thread-safe).
 
-Threads and outages (``redis_outage.py``): the client (redis-py's, with its connection
-pool) is thread-safe and every call has a short socket timeout and no client-side
-retries, so a stalled or blackholed Redis costs a caller about a second, then the store
-switches to an in-process ``MemoryStorage`` (leases then only single-flight this
-process), logs ONE warning, and probes Redis again at most every ``reconnect_interval``
-seconds. What it learns meanwhile is written back once Redis answers again (unless Redis
-holds a newer record by then). Nothing raises out of the interface, and no log line or
-``describe()`` shows a password (``redis_url.mask_url``).
+Keys are namespaced and versioned (``scrapy-rep:v1:origin:<origin>``,
+``scrapy-rep:v1:lease:<origin>``, ``scrapy-rep:v1:cluster:<spider>:...``). A record
+carries a Redis TTL a little longer than ``REP_STALE_MAX_AGE + REP_UNREACHABLE_WAIT``,
+the longest any record can still matter, so origins nobody crawls any more disappear by
+themselves. Leases are taken, renewed, taken over and released by Lua scripts, so each
+step is atomic; a lease key that is not a string (another program's key, a damaged data
+set) is deleted before use, and one without a TTL or with more TTL than any renewal
+gives is broken and taken over. ``PTTL`` and the Crawl-delay turns are read on the
+server's clock, so the machines' clocks need not agree.
+
+Outages: every call has a short socket timeout and no client-side retries, so a
+stalled or blackholed Redis costs a caller about a second, then the records and leases
+switch to an in-process ``MemoryStorage`` (leases then only single-flight this process),
+log ONE warning, and probe Redis again at most every ``reconnect_interval`` seconds.
+What is learned meanwhile is written back once Redis answers again (unless Redis holds
+a newer record by then). Nothing raises out of the ``RobotsStorage`` interface; a
+cluster primitive that fails raises ``ClusterError``, so its callers decide once what an
+outage means. No log line or ``describe()`` shows a password (``redis_url.mask_url``).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from scrapy_rep.policy.config import Config
 from scrapy_rep.policy.records import OriginRecord
-from scrapy_rep.storage import redis_scripts as lua
-from scrapy_rep.storage.base import absurd_after, holder_is_dead
-from scrapy_rep.storage.codec import pack_record, record_limit
+from scrapy_rep.storage.base import (
+    MemoryStorage,
+    RobotsStorage,
+    absurd_after,
+    fetched_later,
+    holder_is_dead,
+)
+from scrapy_rep.storage.cluster import ClusterError, Parked, SpiderCluster
+from scrapy_rep.storage.codec import MAX_DECODED, pack_record, record_limit, unpack_record
 from scrapy_rep.storage.codec import unpack_stored as _unpack_stored
-from scrapy_rep.storage.redis_outage import DOWN, KEY_PREFIX, RedisConnection
-from scrapy_rep.storage.redis_url import mask_url, open_client
+from scrapy_rep.storage.redis_url import mask_url, open_client, scrub, secrets_of
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import redis
 
 __all__ = ["KEY_PREFIX", "RedisStorage", "mask_url"]
 
 logger = logging.getLogger(__name__)
 
+KEY_PREFIX = "scrapy-rep:v1:"
+CLUSTER_PREFIX = f"{KEY_PREFIX}cluster:"
+_T = TypeVar("_T")
+DOWN = object()  # "Redis unavailable, use the fallback"
+_MAX_LOGGED_KINDS = 64
+_WRITE_BACK_BATCH = 200
 
-class RedisStorage(RedisConnection):
-    """Records and leases in Redis, with an in-process fallback during outages."""
+# -- Lua: fetch leases ------------------------------------------------------------------
+
+_CLEAN_WRONG_TYPE = """
+local kind = redis.call('type', KEYS[1])['ok']
+if kind ~= 'none' and kind ~= 'string' then redis.call('del', KEYS[1]) end
+"""
+
+#: ARGV: holder, ttl ms, "absurd" ms. Returns {1, ""} when taken (free, expired, ours,
+#: or broken: no TTL or more TTL than a renewal gives), else {0, current holder}.
+_ACQUIRE = (
+    _CLEAN_WRONG_TYPE
+    + """
+local current = redis.call('get', KEYS[1])
+if current then
+    local left = redis.call('pttl', KEYS[1])
+    if current ~= ARGV[1] and left >= 0 and left <= tonumber(ARGV[3]) then
+        return {0, current}
+    end
+end
+redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return {1, ''}
+"""
+)
+
+#: ARGV: holder, ttl ms. Extends our own lease only (never takes a free one).
+_RENEW = """
+if redis.call('type', KEYS[1])['ok'] == 'string' and redis.call('get', KEYS[1]) == ARGV[1] then
+    return redis.call('pexpire', KEYS[1], ARGV[2])
+end
+return 0
+"""
+
+#: ARGV: the dead holder we saw, the new holder, ttl ms: compare and swap.
+_TAKEOVER = (
+    _CLEAN_WRONG_TYPE
+    + """
+if redis.call('get', KEYS[1]) == ARGV[1] then
+    redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3])
+    return 1
+end
+return 0
+"""
+)
+
+#: ARGV: holder. Releases only a lease we still hold.
+_RELEASE = """
+if redis.call('type', KEYS[1])['ok'] == 'string' and redis.call('get', KEYS[1]) == ARGV[1] then
+    return redis.call('del', KEYS[1])
+end
+return 0
+"""
+
+#: The current holder, or false (no lease, or a key that is not a lease).
+_HOLDER = """
+if redis.call('type', KEYS[1])['ok'] ~= 'string' then return false end
+return redis.call('get', KEYS[1])
+"""
+
+_LEASE_SCRIPTS = {
+    "acquire": _ACQUIRE,
+    "renew": _RENEW,
+    "takeover": _TAKEOVER,
+    "release": _RELEASE,
+    "holder": _HOLDER,
+}
+
+# -- Lua: cluster primitives -------------------------------------------------------------
+
+# KEYS: owners set, my parked hash, my heartbeat. ARGV: me, key prefix, limit, ttl ms.
+# Keys of dead owners are computed here: fine on a single Redis (not Redis Cluster,
+# where all keys of a script must be declared).
+_ADOPT_LUA = """
+local out = {}
+local limit = tonumber(ARGV[3])
+redis.call('SET', KEYS[3], '1', 'PX', ARGV[4])
+redis.call('SADD', KEYS[1], ARGV[1])
+for _, owner in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  if #out >= 2 * limit then break end
+  if owner ~= ARGV[1] and redis.call('EXISTS', ARGV[2] .. 'alive:' .. owner) == 0 then
+    local dead = ARGV[2] .. 'parked:' .. owner
+    local cursor = '0'
+    repeat
+      local scan = redis.call('HSCAN', dead, cursor, 'COUNT', limit)
+      cursor = scan[1]
+      local items = scan[2]
+      for i = 1, #items, 2 do
+        if #out >= 2 * limit then break end
+        if redis.call('HSETNX', KEYS[2], items[i], items[i + 1]) == 1 then
+          out[#out + 1] = items[i]
+          out[#out + 1] = items[i + 1]
+        end
+        redis.call('HDEL', dead, items[i])
+      end
+    until cursor == '0' or #out >= 2 * limit
+    if redis.call('EXISTS', dead) == 0 then redis.call('SREM', KEYS[1], owner) end
+  end
+end
+return out
+"""
+
+# KEYS: owners set. ARGV: me, key prefix, then the keys being parked by me. The same
+# keys under other owners are removed: parking takes a request over, one copy per key.
+_TAKE_OVER_LUA = """
+local keys = {}
+for i = 3, #ARGV do keys[#keys + 1] = ARGV[i] end
+for _, owner in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  if owner ~= ARGV[1] then
+    local hash = ARGV[2] .. 'parked:' .. owner
+    for i = 1, #keys, 500 do
+      redis.call('HDEL', hash, unpack(keys, i, math.min(i + 499, #keys)))
+    end
+  end
+end
+return 0
+"""
+
+# KEYS: the origin's turn key. ARGV: spacing, horizon, not_before. Returns {reserved, wait} as
+# strings (Lua numbers become integers in replies). Redis' own clock: no skew.
+_TURN_LUA = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local spacing = tonumber(ARGV[1])
+local horizon = tonumber(ARGV[2])
+local nxt = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
+-- A next time further ahead than any reservation can reach is broken (a clock jump,
+-- a foreign value): ignored, as a lease with an absurd expiry is.
+if nxt > now + horizon + spacing then nxt = 0 end
+local start = math.max(now + tonumber(ARGV[3]), nxt)
+if start - now > horizon then
+  return {'0', string.format('%.6f', start - now - horizon)}
+end
+local after = start + spacing
+redis.call('SET', KEYS[1], string.format('%.6f', after), 'PX',
+           math.ceil((after - now) * 1000) + 1000)
+return {'1', string.format('%.6f', start - now)}
+"""
+
+
+class RedisStorage(RobotsStorage):
+    """Records, leases and the cluster primitives in Redis, on one client, with an
+    in-process fallback for the records and leases during outages."""
 
     shared = True
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        url: str = "redis://",
+        record_ttl: float = 31 * 86_400.0,
+        reconnect_interval: float = 5.0,
+        fallback_max_origins: int = 100_000,
+        record_limit: int = MAX_DECODED,
+    ) -> None:
+        from redis.exceptions import ConnectionError as RedisConnectionError
+        from redis.exceptions import RedisError
+        from redis.exceptions import TimeoutError as RedisTimeoutError
+
+        self._masked_url = mask_url(url)
+        self._secrets = secrets_of(url)
+        self._client = client
+        self._record_ttl_ms = max(1000, int(record_ttl * 1000))
+        self._record_limit = record_limit
+        self._reconnect_interval = reconnect_interval
+        self._fallback = MemoryStorage(fallback_max_origins)
+        self._scripts = {
+            name: client.register_script(body) for name, body in _LEASE_SCRIPTS.items()
+        }
+        self._adopt = client.register_script(_ADOPT_LUA)
+        self._turn = client.register_script(_TURN_LUA)
+        self._take_over = client.register_script(_TAKE_OVER_LUA)
+        self._timeout_errors: tuple[type[BaseException], ...] = (RedisTimeoutError, TimeoutError)
+        self._outage_errors: tuple[type[BaseException], ...] = (
+            RedisConnectionError,
+            RedisTimeoutError,
+            OSError,
+        )
+        self._redis_error: type[BaseException] = RedisError
+        self._lock = threading.Lock()  # guards the outage state below
+        self._down = False
+        self._next_probe = 0.0
+        self._logged: set[str] = set()
+        # Origins learned while Redis could not take them: written back when it can.
+        self._unsynced: set[str] = set()
+        self._writing_back = False
+        self._next_write_back = 0.0
+        self._closed = False
 
     @classmethod
     def from_url(cls, url: str, config: Config, **kwargs: Any) -> RedisStorage:
@@ -130,7 +338,7 @@ class RedisStorage(RedisConnection):
             pipe = self._client.pipeline(transaction=False)
             # EVAL, not the registered script: in a pipeline that costs an extra SCRIPT
             # EXISTS round trip first; the script is short and Redis caches it.
-            pipe.eval(lua.ACQUIRE, 1, lease_key, *args)
+            pipe.eval(_ACQUIRE, 1, lease_key, *args)
             pipe.get(key)
             answer, raw = pipe.execute(raise_on_error=False)
             if isinstance(answer, Exception):
@@ -159,11 +367,106 @@ class RedisStorage(RedisConnection):
         def store_and_release() -> list[Any]:
             pipe = self._client.pipeline(transaction=False)
             pipe.set(key, blob, px=self._record_ttl_ms)
-            pipe.eval(lua.RELEASE, 1, lease_key, holder)
+            pipe.eval(_RELEASE, 1, lease_key, holder)
             return list(pipe.execute())
 
         result = self._call(store_and_release)
         self._keep_locally(origin, record, result is not DOWN)
+
+    # -- the cluster primitives (docs/cluster.md; callers use ``cluster(spider)``) ----
+
+    def cluster(self, spider: str) -> SpiderCluster:
+        return SpiderCluster(self, spider)
+
+    @staticmethod
+    def cluster_prefix(spider: str) -> str:
+        return f"{CLUSTER_PREFIX}{spider}:"
+
+    def _cluster_call(self, operation: Callable[[], _T]) -> _T:
+        """One cluster operation; ``ClusterError`` when Redis fails it. An idle pooled
+        socket that died (a server restart) is retried once, as ``_call`` does."""
+        try:
+            try:
+                return operation()
+            except self._timeout_errors:
+                raise
+            except self._outage_errors:
+                return operation()
+        except (*self._outage_errors, self._redis_error) as exc:
+            raise ClusterError(self._scrub(exc)) from None
+
+    def park(
+        self, spider: str, owner: str, ttl: float, add: Sequence[Parked], remove: Sequence[str]
+    ) -> None:
+        prefix = self.cluster_prefix(spider)
+        owners, hash_key = f"{prefix}owners", f"{prefix}parked:{owner}"
+
+        def write() -> None:
+            # One transaction: the heartbeat is fresh before any entry is visible, so no
+            # adopter can take an entry of a live owner between the two.
+            pipe = self._client.pipeline(transaction=True)
+            pipe.set(f"{prefix}alive:{owner}", b"1", px=max(1, int(ttl * 1000)))
+            pipe.sadd(owners, owner)
+            if add:
+                self._take_over(
+                    keys=[owners], args=[owner, prefix, *(key for key, _, _ in add)], client=pipe
+                )
+                pipe.hset(
+                    hash_key, mapping={key: _envelope(origin, blob) for key, origin, blob in add}
+                )
+            if remove:
+                pipe.hdel(hash_key, *remove)
+            pipe.execute()
+
+        self._cluster_call(write)
+
+    def adopt(self, spider: str, owner: str, ttl: float, limit: int) -> list[Parked]:
+        prefix = self.cluster_prefix(spider)
+        keys = [f"{prefix}owners", f"{prefix}parked:{owner}", f"{prefix}alive:{owner}"]
+        args: list[str | int] = [owner, prefix, limit, max(1, int(ttl * 1000))]
+        flat = self._cluster_call(lambda: self._adopt(keys=keys, args=args))
+        return [_parked_from(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
+
+    def retire(self, spider: str, owner: str, *, keep: bool) -> None:
+        prefix = self.cluster_prefix(spider)
+
+        def write() -> None:
+            pipe = self._client.pipeline(transaction=True)
+            pipe.delete(f"{prefix}alive:{owner}")
+            if not keep:
+                pipe.delete(f"{prefix}parked:{owner}")
+                pipe.srem(f"{prefix}owners", owner)
+            pipe.execute()
+
+        self._cluster_call(write)
+
+    def parked(self, spider: str, owner: str | None = None) -> list[Parked]:
+        prefix = self.cluster_prefix(spider)
+
+        def read() -> list[Parked]:
+            members = self._client.smembers(f"{prefix}owners")
+            owners = [owner] if owner else [_text(o) for o in members]
+            found: list[Parked] = []
+            for name in owners:
+                for key, value in self._client.hgetall(f"{prefix}parked:{name}").items():
+                    found.append(_parked_from(key, value))
+            return found
+
+        return self._cluster_call(read)
+
+    def owners(self, spider: str) -> dict[str, bool]:
+        """Owner id -> whether its heartbeat is alive (for tests)."""
+        prefix = self.cluster_prefix(spider)
+        names = [_text(o) for o in self._client.smembers(f"{prefix}owners")]
+        return {name: bool(self._client.exists(f"{prefix}alive:{name}")) for name in names}
+
+    def reserve_turn(
+        self, spider: str, origin: str, spacing: float, horizon: float, not_before: float = 0.0
+    ) -> tuple[bool, float]:
+        keys = [f"{self.cluster_prefix(spider)}turn:{origin}"]
+        args = [spacing, horizon, max(not_before, 0.0)]
+        reserved, wait = self._cluster_call(lambda: self._turn(keys=keys, args=args))
+        return _text(reserved) == "1", float(wait)
 
     def close(self) -> None:
         if self._closed:
@@ -185,8 +488,166 @@ class RedisStorage(RedisConnection):
         state = " (unreachable: using a process-local fallback)" if self._down else ""
         return f"redis {self._masked_url}{state}"
 
+    # -- keys -------------------------------------------------------------------------
+
+    @staticmethod
+    def origin_key(origin: str) -> str:
+        return f"{KEY_PREFIX}origin:{origin}"
+
+    @staticmethod
+    def lease_key(origin: str) -> str:
+        return f"{KEY_PREFIX}lease:{origin}"
+
+    # -- outage handling ----------------------------------------------------------
+
+    @property
+    def degraded(self) -> bool:
+        """True while Redis is unreachable and the in-process fallback answers."""
+        return self._down
+
+    def _scrub(self, exc: BaseException) -> str:
+        return scrub(f"{type(exc).__name__}: {exc}", self._secrets)
+
+    def _call(self, operation: Callable[[], _T]) -> _T | object:
+        """Run one Redis operation, or return ``DOWN`` when the fallback must answer."""
+        if self._closed:
+            return DOWN
+        with self._lock:
+            probing = self._down
+            if probing and time.monotonic() < self._next_probe:
+                return DOWN
+        try:
+            try:
+                result = operation()
+            except self._timeout_errors:
+                raise  # a stalled Redis: a second try would only double the wait
+            except self._outage_errors:
+                if probing:
+                    raise
+                # A pooled socket may have died while idle (server restart, idle
+                # timeout); redis-py dropped it, so one immediate retry reconnects.
+                result = operation()
+        except self._outage_errors as exc:
+            self._went_down(exc)
+            return DOWN
+        except self._redis_error as exc:
+            # Reachable but refused (OOM, READONLY replica, a key of the wrong type):
+            # this one call falls back, Redis stays in use.
+            self._back_up(probing)
+            self._log_once(exc)
+            return DOWN
+        self._back_up(probing)
+        return result
+
+    def _went_down(self, exc: BaseException) -> None:
+        with self._lock:
+            self._next_probe = time.monotonic() + self._reconnect_interval
+            first = not self._down
+            self._down = True
+        if first:
+            logger.warning(
+                "scrapy-rep: robots.txt store redis %s is unreachable (%s); continuing "
+                "with a process-local store (robots.txt may be fetched once per process) "
+                "and retrying at most every %gs",
+                self._masked_url,
+                self._scrub(exc),
+                self._reconnect_interval,
+            )
+        else:
+            logger.debug("scrapy-rep: redis still unreachable: %s", self._scrub(exc))
+
+    def _back_up(self, probing: bool) -> None:
+        """Redis answered: leave the outage state, and write back what was learned."""
+        if probing:
+            with self._lock:
+                recovered, self._down = self._down, False
+            if recovered:
+                logger.info(
+                    "scrapy-rep: robots.txt store redis %s is reachable again; using it "
+                    "(writing back %d origin(s) learned meanwhile)",
+                    self._masked_url,
+                    len(self._unsynced),
+                )
+        if self._unsynced:
+            self._write_back()
+
+    def _write_back(self) -> None:
+        """Put what the fallback learned into Redis, unless Redis has newer by now."""
+        with self._lock:
+            if self._writing_back or self._down or not self._unsynced:
+                return
+            if time.monotonic() < self._next_write_back:
+                return  # the last attempt failed: not on every call
+            self._writing_back = True
+            pending = list(self._unsynced)
+        try:
+            for start in range(0, len(pending), _WRITE_BACK_BATCH):
+                if not self._write_back_batch(pending[start : start + _WRITE_BACK_BATCH]):
+                    return
+        finally:
+            with self._lock:
+                self._writing_back = False
+
+    def _write_back_batch(self, origins: list[str]) -> bool:
+        mine = {o: r for o in origins if (r := self._fallback.get(o)) is not None}
+        keys = [self.origin_key(o) for o in mine]
+        try:
+            theirs = self._client.mget(keys) if keys else []
+            pipe = self._client.pipeline(transaction=False)
+            for (origin, record), raw in zip(mine.items(), theirs, strict=True):
+                stored = unpack_record(raw, self._record_limit)
+                if stored is None or fetched_later(record, stored):
+                    pipe.set(self.origin_key(origin), pack_record(record), px=self._record_ttl_ms)
+            pipe.execute()
+        except self._outage_errors as exc:
+            self._went_down(exc)
+            return False
+        except self._redis_error as exc:
+            self._log_once(exc)
+            with self._lock:
+                self._next_write_back = time.monotonic() + self._reconnect_interval
+            return False
+        with self._lock:
+            self._unsynced.difference_update(origins)
+        for origin in mine:
+            if origin not in self._unsynced:  # Redis has it (or newer): stop answering
+                self._fallback.discard(origin)
+        return True
+
+    def _log_once(self, exc: BaseException) -> None:
+        message = self._scrub(exc)
+        with self._lock:
+            first = message not in self._logged and len(self._logged) < _MAX_LOGGED_KINDS
+            self._logged.add(message)
+        if first:
+            logger.warning(
+                "scrapy-rep: robots.txt store redis %s: %s (treated as a cache miss; "
+                "repeats are logged at DEBUG)",
+                self._masked_url,
+                message,
+            )
+        else:
+            logger.debug("scrapy-rep: redis error: %s", message)
+
+    def _keep_locally(self, origin: str, record: OriginRecord, stored: bool) -> None:
+        if not stored:
+            # The only copy for now: answered from here, written back later.
+            self._fallback.put(origin, record)
+            with self._lock:
+                self._unsynced.add(origin)
+        elif len(self._fallback):
+            # An outage-era copy is kept in step, so it never answers with older data.
+            self._fallback.put(origin, record)
+
+
+def _envelope(origin: str, blob: bytes) -> bytes:
+    return origin.encode("utf-8") + b"\n" + blob
+
+
+def _parked_from(key: Any, value: Any) -> Parked:
+    origin, _, blob = bytes(value).partition(b"\n")
+    return _text(key), origin.decode("utf-8", "replace"), blob
+
 
 def _text(value: Any) -> str:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return str(value)
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)

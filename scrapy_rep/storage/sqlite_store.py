@@ -18,7 +18,7 @@ Why it is safe for several processes, and for several threads of one:
   broken, and so is an unreadable row.
 * One connection per instance behind a lock: any thread may call any method.
 * The crawl's reactor thread first asks for an answer that needs no waiting
-  (``sqlite_nowait.NoWaitPath``); anything else goes to the store's worker thread.
+  (``without_waiting``); anything else goes to the store's worker thread.
 
 Nothing here raises out of the ``RobotsStorage`` interface. A damaged file (found at
 open, or later by a query) is moved aside once (``<name>.corrupt-<timestamp>``) with one
@@ -37,24 +37,20 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from scrapy_rep.policy.config import SettingError
 from scrapy_rep.policy.records import OriginRecord
 from scrapy_rep.storage import sqlite_file
-from scrapy_rep.storage.base import MemoryStorage, WouldBlock
+from scrapy_rep.storage.base import MemoryStorage, RobotsStorage, WouldBlock, fetched_later
+from scrapy_rep.storage.cluster import ClusterError, Parked, SpiderCluster
 from scrapy_rep.storage.codec import MAX_DECODED, pack_record, unpack_record, warn_unreadable
 from scrapy_rep.storage.sqlite_file import (
+    CLEAN_LEASES,
     DB_SCHEMA_VERSION,
     DEFAULT_FILENAME,
-    read_records_read_only,
-)
-from scrapy_rep.storage.sqlite_locked import FAILED, WRITES, LockedSpell, is_busy
-from scrapy_rep.storage.sqlite_nowait import NoWaitPath
-from scrapy_rep.storage.sqlite_queries import (
-    CLEAN_LEASES,
     RELEASE_LEASE,
     SCHEMA,
     BadDatabase,
@@ -63,6 +59,7 @@ from scrapy_rep.storage.sqlite_queries import (
     is_corruption,
     read_lease,
     read_record,
+    read_records_read_only,
     store_and_release,
     take_lease,
     take_lease_and_read,
@@ -79,14 +76,49 @@ _MAX_LOGGED_KINDS = 64
 # subclasses, UnicodeDecodeError when a flipped byte lands in schema or text columns,
 # ValueError/OverflowError from values that do not convert.
 _DRIVER_ERRORS = (sqlite3.Error, ValueError, OverflowError)
-_FAILED = FAILED
+#: What a call answers when the in-process fallback must answer instead.
+FAILED = object()
+#: Seconds between two tries to write back after one failed.
+WRITE_BACK_RETRY = 5.0
+#: The calls that take the write lock: one that succeeds proves the lock is free.
+WRITES = frozenset({"write", "lease", "lease release"})
 
 
-class SqliteStorage(NoWaitPath, LockedSpell):
+def is_busy(exc: BaseException) -> bool:
+    """SQLite gave up waiting for a lock another connection holds."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+#: Write transactions made without waiting between two WAL checkpoints (each writes a
+#: few pages: about SQLite's own default of 1,000 pages).
+CHECKPOINT_EVERY = 250
+#: Cluster calls run off the reactor thread: they may wait longer for another
+#: process's write than the store's own calls.
+CLUSTER_BUSY_TIMEOUT = 10.0
+
+_CLUSTER_SCHEMA = """
+CREATE TABLE IF NOT EXISTS owners (
+    spider TEXT NOT NULL, owner TEXT NOT NULL, alive_until REAL NOT NULL,
+    PRIMARY KEY (spider, owner));
+CREATE TABLE IF NOT EXISTS parked (
+    spider TEXT NOT NULL, owner TEXT NOT NULL, key TEXT NOT NULL, origin TEXT NOT NULL,
+    blob BLOB NOT NULL, PRIMARY KEY (spider, owner, key));
+CREATE INDEX IF NOT EXISTS parked_by_key ON parked (spider, key);
+CREATE TABLE IF NOT EXISTS turns (
+    spider TEXT NOT NULL, origin TEXT NOT NULL, next_at REAL NOT NULL,
+    PRIMARY KEY (spider, origin));
+"""
+
+
+class SqliteStorage(RobotsStorage):
     """One SQLite file; one connection per instance, guarded by a lock (and one more
     for answers without waiting, ``NoWaitPath``)."""
 
     shared = True
+    answers_without_waiting = True
 
     def __init__(
         self,
@@ -113,13 +145,16 @@ class SqliteStorage(NoWaitPath, LockedSpell):
         self._local = threading.local()
         self._quick: sqlite3.Connection | None = None
         self._quick_writes = 0
-        # Another process holding the write lock (sqlite_locked.LockedSpell)
+        # Another process holding the write lock (a locked spell)
         self._locked_out = False
         self._locked_since = 0.0
         self._spells = 0
         self._unsynced: set[str] = set()
         self._next_write_back = 0.0
         self.lock_waits = 0
+        # The cluster file's connection (opened by cluster()) and its own lock.
+        self._cluster_lock = threading.Lock()
+        self._cluster_conn: sqlite3.Connection | None = None
         self._conn: sqlite3.Connection | None = self._open()
 
     # -- construction -------------------------------------------------------------
@@ -139,6 +174,7 @@ class SqliteStorage(NoWaitPath, LockedSpell):
         return cls(path, fallback_max_origins=fallback_max_origins, record_limit=record_limit)
 
     path_from_spec = staticmethod(sqlite_file.path_from_spec)
+    path_of = staticmethod(sqlite_file.path_of)
 
     def _open(self) -> sqlite3.Connection | None:
         try:
@@ -259,7 +295,7 @@ class SqliteStorage(NoWaitPath, LockedSpell):
     # -- errors and repair --------------------------------------------------------------
 
     def _run(self, what: str, query: Callable[[sqlite3.Connection], _T]) -> _T | object:
-        """Run ``query`` on the connection; ``_FAILED`` when the fallback must answer.
+        """Run ``query`` on the connection; ``FAILED`` when the fallback must answer.
 
         Corruption found by a query moves the file aside and retries once on a fresh
         store (once per instance: a file that keeps failing is not moved again)."""
@@ -271,13 +307,13 @@ class SqliteStorage(NoWaitPath, LockedSpell):
             for attempt in range(2):
                 conn = self._conn
                 if conn is None or self._closed:
-                    return _FAILED
+                    return FAILED
                 try:
                     result = query(conn)
                 except sqlite3.DatabaseError as exc:
                     if is_busy(exc):
                         self._lock_found(what, exc)
-                        return _FAILED
+                        return FAILED
                     if attempt == 0 and is_corruption(exc) and self._repair(exc):
                         continue
                     self._log_once(what, exc)
@@ -291,8 +327,8 @@ class SqliteStorage(NoWaitPath, LockedSpell):
                         # takes writes again
                         self._write_back(conn)
                     return result
-                return _FAILED
-        return _FAILED  # pragma: no cover
+                return FAILED
+        return FAILED  # pragma: no cover
 
     def _repair(self, reason: BaseException) -> bool:
         """Replace a store found damaged while in use; True when a fresh one is open."""
@@ -338,7 +374,7 @@ class SqliteStorage(NoWaitPath, LockedSpell):
         if local is not None:
             return local  # decided here while the file could not take it: the newest
         raw = self._run("read", lambda conn: read_record(conn, origin))
-        return self._decoded(origin, None if raw is _FAILED else raw)
+        return self._decoded(origin, None if raw is FAILED else raw)
 
     def _decoded(self, origin: str, raw: object) -> OriginRecord | None:
         record = unpack_record(raw, self._record_limit)
@@ -371,7 +407,7 @@ class SqliteStorage(NoWaitPath, LockedSpell):
 
     def put(self, origin: str, record: OriginRecord) -> None:
         blob = pack_record(record)
-        failed = self._run("write", lambda conn: write_record(conn, origin, blob)) is _FAILED
+        failed = self._run("write", lambda conn: write_record(conn, origin, blob)) is FAILED
         if failed:
             self._keep_unsynced(origin, record)  # the only copy, written back later
         elif len(self._fallback):
@@ -382,7 +418,7 @@ class SqliteStorage(NoWaitPath, LockedSpell):
 
     def acquire_lease(self, origin: str, holder: str, ttl: float) -> bool:
         result = self._run("lease", lambda conn: take_lease(conn, origin, holder, ttl, False))
-        if result is _FAILED:
+        if result is FAILED:
             # The shared lease is out of reach: single-flight within this process at least.
             return self._fallback.acquire_lease(origin, holder, ttl)
         return bool(result)
@@ -392,7 +428,7 @@ class SqliteStorage(NoWaitPath, LockedSpell):
     ) -> tuple[bool, OriginRecord | None]:
         """``acquire_lease`` and, when won, ``get``: one transaction."""
         result = self._run("lease", lambda conn: take_lease_and_read(conn, origin, holder, ttl))
-        if result is _FAILED:
+        if result is FAILED:
             held = self._fallback.acquire_lease(origin, holder, ttl)
             return held, self.get(origin) if held else None
         assert isinstance(result, tuple)
@@ -403,7 +439,7 @@ class SqliteStorage(NoWaitPath, LockedSpell):
         blob = pack_record(record)
         self._fallback.release_lease(origin, holder)
         write = self._run("write", lambda conn: store_and_release(conn, origin, blob, holder))
-        if write is _FAILED:
+        if write is FAILED:
             self._keep_unsynced(origin, record)
             self._run("lease release", lambda conn: conn.execute(RELEASE_LEASE, (origin, holder)))
         elif len(self._fallback):
@@ -412,13 +448,13 @@ class SqliteStorage(NoWaitPath, LockedSpell):
 
     def renew_lease(self, origin: str, holder: str, ttl: float) -> bool:
         result = self._run("lease", lambda conn: take_lease(conn, origin, holder, ttl, True))
-        if result is _FAILED:
+        if result is FAILED:
             return self._fallback.renew_lease(origin, holder, ttl)
         return bool(result)
 
     def lease_holder(self, origin: str) -> str | None:
         result = self._run("lease read", lambda conn: read_lease(conn, origin))
-        if result is _FAILED or result is None:
+        if result is FAILED or result is None:
             return self._fallback.lease_holder(origin)
         assert isinstance(result, tuple)
         return str(result[0]) if float(result[1]) > time.time() else None
@@ -426,6 +462,411 @@ class SqliteStorage(NoWaitPath, LockedSpell):
     def release_lease(self, origin: str, holder: str) -> None:
         self._fallback.release_lease(origin, holder)
         self._run("lease release", lambda conn: conn.execute(RELEASE_LEASE, (origin, holder)))
+
+    # -- answers without waiting, for the reactor thread ------------------------------------
+    #
+    # A store call made from the reactor thread through ``StoreCalls`` first tries
+    # ``without_waiting``: a second connection with no busy timeout, used only when the
+    # instance's lock is free. Whatever would wait or go wrong (another process holds the
+    # write lock, a damaged file, an I/O error, an undecodable value) raises ``WouldBlock``
+    # and changes nothing, and the call is then made again in the store's worker thread,
+    # which waits, repairs and falls back as the module docstring describes. A WAL read, or a
+    # commit that does not fsync (``synchronous = NORMAL``), takes tens of microseconds: the
+    # hop to the worker thread and back, and on a busy crawler the wait for the interpreter
+    # lock at each statement, cost many times more (measured: a broad crawl's store calls
+    # took 0.1-0.5 s each, queued behind one another in the worker).
+    #
+    # That connection never checkpoints the WAL itself (an fsync could stall the reactor);
+    # ``housekeeping`` does, in the worker thread, every ``CHECKPOINT_EVERY`` writes.
+    # Durability is the same as the worker's writes: a committed transaction survives a
+    # kill of the process (it is in the WAL); a power cut may lose the commits since the
+    # last checkpoint, never the file's consistency (and a lost robots.txt copy only costs a
+    # refetch).
+
+    def answering_now(self) -> bool:
+        return bool(getattr(self._local, "now", False))
+
+    @contextlib.contextmanager
+    def without_waiting(self) -> Iterator[None]:
+        """This thread's calls answer now or raise ``WouldBlock`` (see above); a call
+        that raised it changed nothing it would not change again."""
+        self._local.now = True
+        try:
+            yield
+        finally:
+            self._local.now = False
+
+    def _run_now(self, what: str, query: Callable[[sqlite3.Connection], _T]) -> _T:
+        if not self._lock.acquire(blocking=False):
+            raise WouldBlock
+        try:
+            conn = self._quick_connection()
+            before = conn.total_changes
+            try:
+                result = query(conn)
+            except Exception as exc:  # busy, damaged, I/O: the worker's to handle
+                if conn.in_transaction:  # (never left open for the next call)
+                    self._close_quick()
+                raise WouldBlock from exc
+            if conn.total_changes != before:
+                self._quick_writes += 1
+            if what in WRITES:
+                self._lock_over(conn)  # a write got the lock: a locked spell is over
+            return result
+        finally:
+            self._lock.release()
+
+    def _quick_connection(self) -> sqlite3.Connection:
+        if self._conn is None or self._closed:
+            raise WouldBlock  # the fallback answers: the worker's path
+        if self._quick is None:
+            try:
+                conn = sqlite3.connect(
+                    self.path, timeout=0, isolation_level=None, check_same_thread=False
+                )
+                conn.execute("PRAGMA synchronous = NORMAL")
+                conn.execute("PRAGMA wal_autocheckpoint = 0")
+            except sqlite3.Error as exc:
+                raise WouldBlock from exc
+            self._quick = conn
+        return self._quick
+
+    def housekeeping_due(self) -> bool:
+        """True once every ``CHECKPOINT_EVERY`` writes made without waiting (and
+        counted as done: the caller runs ``housekeeping`` in a worker thread)."""
+        if self._quick_writes < CHECKPOINT_EVERY:
+            return False
+        self._quick_writes = 0
+        return True
+
+    def housekeeping(self) -> None:
+        """Checkpoint the WAL, on a connection of its own and without the instance's
+        lock (PASSIVE waits for no reader or writer), so calls answered without
+        waiting meanwhile are not sent to the worker by it."""
+        if self._closed:
+            return
+        with contextlib.suppress(sqlite3.Error):
+            conn = sqlite3.connect(self.path, timeout=0, isolation_level=None)
+            try:
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            finally:
+                conn.close()
+
+    def _close_quick(self) -> None:
+        quick, self._quick = self._quick, None
+        if quick is not None:
+            with contextlib.suppress(sqlite3.Error):
+                quick.close()
+
+    # -- a locked spell: another process holds the write lock ------------------------------
+    #
+    # Another process holds the write lock for longer than the busy timeout: stop waiting
+    # on it, decide locally, and write back once it answers.
+    #
+    # Every write (a lease, a record) needs SQLite's one write lock. Another process that
+    # keeps it (a ``BEGIN EXCLUSIVE`` left open, a long maintenance job, a stopped process)
+    # would make each write wait the whole busy timeout, one after another in the store's
+    # single worker thread: a crawl of new origins then waits seconds per origin although
+    # each call ends up answered by the in-process fallback anyway. So the first call that
+    # waits the busy timeout starts a *locked spell*: until the lock is seen free again,
+    # every call tries without waiting (SQLite's reads do not need the write lock in WAL
+    # mode, so other processes' records are still read) and a write that would wait is
+    # answered by the in-process fallback at once. The first write that gets the lock ends
+    # the spell, and what was decided meanwhile is written back in one transaction, unless
+    # the file holds a record from a later fetch by then. A lock therefore costs one busy
+    # timeout per spell, not one per call.
+    #
+    # While a spell lasts, leases are process-local (two processes may both fetch one
+    # robots.txt: RFC 9309 section 2.4 allows fetching it again, losing a request is not
+    # allowed), and an origin decided here is answered from this process's copy.
+
+    def _lock_found(self, what: str, exc: BaseException) -> None:
+        """A call waited the busy timeout: start a locked spell (the caller holds
+        ``_lock``)."""
+        self.lock_waits += 1
+        if self._locked_out:
+            return
+        self._locked_out = True
+        self._locked_since = time.monotonic()
+        self._spells += 1
+        logger.log(
+            logging.WARNING if self._spells == 1 else logging.DEBUG,
+            "scrapy-rep: robots.txt store %s is locked by another process (a %s waited "
+            "the %g s busy timeout: %s); until it can be written again, robots.txt is "
+            "decided in this process without waiting on it (an origin may be fetched "
+            "once per process), and what is decided meanwhile is written back then",
+            self.path,
+            what,
+            self._busy_timeout,
+            exc,
+        )
+
+    def _run_locked_out(self, what: str, query: Callable[[sqlite3.Connection], object]) -> object:
+        """``query`` without waiting, during a locked spell (the caller holds ``_lock``);
+        ``FAILED`` when it would have to wait or fails."""
+        try:
+            conn = self._quick_connection()
+        except WouldBlock:
+            return FAILED
+        try:
+            result = query(conn)
+        except (sqlite3.Error, ValueError, OverflowError) as exc:
+            if conn.in_transaction:  # (never left open for the next call)
+                self._close_quick()
+            if not is_busy(exc):
+                self._log_once(what, exc)
+            return FAILED
+        if what in WRITES:
+            self._lock_over(conn)
+        return result
+
+    def _lock_over(self, conn: sqlite3.Connection) -> None:
+        """A write got the lock: the spell is over; write back what it decided."""
+        if not self._locked_out:
+            return
+        self._locked_out = False
+        written = self._write_back(conn)
+        logger.log(
+            logging.INFO if self._spells == 1 else logging.DEBUG,
+            "scrapy-rep: robots.txt store %s can be written again after %.0f s; %s",
+            self.path,
+            time.monotonic() - self._locked_since,
+            "writing back failed, tried again later"
+            if written is None
+            else f"wrote back {written} origin(s) decided meanwhile",
+        )
+
+    def _keep_unsynced(self, origin: str, record: OriginRecord) -> None:
+        """The store could not take ``record``: the fallback answers for it until it is
+        written back."""
+        self._fallback.put(origin, record)
+        self._unsynced.add(origin)
+
+    def _unsynced_copy(self, origin: str) -> OriginRecord | None:
+        if origin not in self._unsynced:
+            return None
+        return self._fallback.get(origin)
+
+    def _write_back_due(self) -> bool:
+        """After a failed write-back, not before ``WRITE_BACK_RETRY`` seconds."""
+        return bool(self._unsynced) and time.monotonic() >= self._next_write_back
+
+    def _write_back(self, conn: sqlite3.Connection) -> int | None:
+        """Write the fallback's unsynced records, each unless the file has a record of
+        a later fetch, in one transaction without waiting; how many were written, None
+        when it failed (they stay unsynced)."""
+        pending = list(self._unsynced)
+        if not pending:
+            return 0
+        mine = {o: r for o in pending if (r := self._fallback.get(o)) is not None}
+        written = 0
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for origin, record in mine.items():
+                    theirs = unpack_record(read_record(conn, origin), self._record_limit)
+                    if theirs is None or fetched_later(record, theirs):
+                        write_record(conn, origin, pack_record(record))
+                        written += 1
+                conn.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                raise
+        except (sqlite3.Error, ValueError, OverflowError) as exc:
+            logger.debug("scrapy-rep: writing back to %s failed: %s", self.path, exc)
+            self._next_write_back = time.monotonic() + WRITE_BACK_RETRY
+            return None
+        self._unsynced.difference_update(pending)
+        for origin in mine:
+            self._fallback.discard(origin)  # the file has it (or a later one) now
+        return written
+
+    def _write_back_at_close(self) -> None:
+        """Last chance, without waiting (the caller holds ``_lock``); say what is lost."""
+        if not self._unsynced:
+            return
+        try:
+            conn = self._quick_connection()
+        except WouldBlock:
+            written = None
+        else:
+            written = self._write_back(conn)
+        if written is None:
+            logger.info(
+                "scrapy-rep: robots.txt store %s: %d origin(s) decided while it was "
+                "locked could not be written to it (their robots.txt is fetched again "
+                "by the next crawl)",
+                self.path,
+                len(self._unsynced),
+            )
+
+    # -- the cluster primitives (storage/cluster.py) ---------------------------------------
+    #
+    # Kept in a file of their own beside the store (``<store>.cluster``): the store's
+    # schema checks never see these tables, and moving a damaged store aside never
+    # throws parked requests away. One connection per instance, opened by the first
+    # ``cluster()``; BEGIN IMMEDIATE takes the write lock before anything is read, so
+    # adoption and turns are atomic across processes. Processes on one machine share a
+    # wall clock, which the turns and heartbeats use.
+
+    @property
+    def cluster_path(self) -> Path:
+        return Path(f"{self.path}.cluster")
+
+    def cluster(self, spider: str) -> SpiderCluster:
+        with self._cluster_lock:
+            self._cluster_connection()
+        return SpiderCluster(self, spider)
+
+    def _cluster_connection(self) -> sqlite3.Connection:
+        """The cluster file's connection (the caller holds ``_cluster_lock``)."""
+        if self._closed:
+            raise ClusterError(f"the robots.txt store {self.path} is closed")
+        if self._cluster_conn is None:
+            try:
+                conn = sqlite3.connect(
+                    self.cluster_path,
+                    timeout=CLUSTER_BUSY_TIMEOUT,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
+                try:
+                    conn.execute("PRAGMA journal_mode = WAL")
+                    conn.execute("PRAGMA synchronous = NORMAL")
+                    conn.executescript(_CLUSTER_SCHEMA)
+                except BaseException:
+                    conn.close()
+                    raise
+            except sqlite3.Error as exc:
+                raise ClusterError(f"{type(exc).__name__}: {exc}") from None
+            self._cluster_conn = conn
+        return self._cluster_conn
+
+    @contextlib.contextmanager
+    def _cluster_write(self) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE takes the write lock before anything is read, so two processes
+        never both see the same dead owner or the same free turn."""
+        with self._cluster_lock:
+            try:
+                conn = self._cluster_connection()
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                    conn.execute("COMMIT")
+                except BaseException:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                    raise
+            except (sqlite3.Error, ValueError, TypeError) as exc:
+                raise ClusterError(f"{type(exc).__name__}: {exc}") from None
+
+    def park(
+        self, spider: str, owner: str, ttl: float, add: Sequence[Parked], remove: Sequence[str]
+    ) -> None:
+        with self._cluster_write() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO owners (spider, owner, alive_until) VALUES (?, ?, ?)",
+                (spider, owner, time.time() + ttl),
+            )
+            # Idempotent per request, whoever parked it: the entry of the same key
+            # under another owner (a dead run's copy of a start request this run yields
+            # again) is taken over, not kept beside it to be adopted and crawled again.
+            conn.executemany(
+                "DELETE FROM parked WHERE spider = ? AND key = ? AND owner != ?",
+                [(spider, key, owner) for key, _, _ in add],
+            )
+            conn.executemany(
+                "INSERT OR REPLACE INTO parked (spider, owner, key, origin, blob) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [(spider, owner, key, origin, blob) for key, origin, blob in add],
+            )
+            conn.executemany(
+                "DELETE FROM parked WHERE spider = ? AND owner = ? AND key = ?",
+                [(spider, owner, key) for key in remove],
+            )
+
+    def adopt(self, spider: str, owner: str, ttl: float, limit: int) -> list[Parked]:
+        now = time.time()
+        with self._cluster_write() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO owners (spider, owner, alive_until) VALUES (?, ?, ?)",
+                (spider, owner, now + ttl),
+            )
+            rows = conn.execute(
+                "SELECT p.owner, p.key, p.origin, p.blob FROM parked p "
+                "LEFT JOIN owners o ON o.spider = p.spider AND o.owner = p.owner "
+                "WHERE p.spider = ? AND p.owner != ? "
+                "AND (o.alive_until IS NULL OR NOT (o.alive_until >= ?)) LIMIT ?",
+                (spider, owner, now, limit),
+            ).fetchall()
+            mine = _present(conn, spider, owner, [row[1] for row in rows])
+            adopted: list[Parked] = []
+            for dead, key, origin, blob in rows:
+                conn.execute(
+                    "DELETE FROM parked WHERE spider = ? AND owner = ? AND key = ?",
+                    (spider, dead, key),
+                )
+                if key in mine:
+                    continue  # a duplicate of one we hold: collapses
+                mine.add(key)
+                conn.execute(
+                    "INSERT INTO parked (spider, owner, key, origin, blob) VALUES (?, ?, ?, ?, ?)",
+                    (spider, owner, key, origin, blob),
+                )
+                adopted.append((str(key), str(origin), bytes(blob)))
+            conn.execute(
+                "DELETE FROM owners WHERE spider = ? AND NOT (alive_until >= ?) AND owner NOT IN "
+                "(SELECT owner FROM parked WHERE spider = ?)",
+                (spider, now, spider),
+            )
+        return adopted
+
+    def retire(self, spider: str, owner: str, *, keep: bool) -> None:
+        with self._cluster_write() as conn:
+            conn.execute(
+                "UPDATE owners SET alive_until = 0 WHERE spider = ? AND owner = ?",
+                (spider, owner),
+            )
+            if not keep:
+                conn.execute("DELETE FROM parked WHERE spider = ? AND owner = ?", (spider, owner))
+                conn.execute("DELETE FROM owners WHERE spider = ? AND owner = ?", (spider, owner))
+
+    def parked(self, spider: str, owner: str | None = None) -> list[Parked]:
+        query = "SELECT key, origin, blob FROM parked WHERE spider = ?"
+        args: tuple[str, ...] = (spider,)
+        if owner:
+            query += " AND owner = ?"
+            args += (owner,)
+        try:
+            with self._cluster_lock:
+                rows = self._cluster_connection().execute(query, args).fetchall()
+        except sqlite3.Error as exc:
+            raise ClusterError(f"{type(exc).__name__}: {exc}") from None
+        return [(str(k), str(o), bytes(b)) for k, o, b in rows]
+
+    def reserve_turn(
+        self, spider: str, origin: str, spacing: float, horizon: float, not_before: float = 0.0
+    ) -> tuple[bool, float]:
+        with self._cluster_write() as conn:
+            now = time.time()
+            row = conn.execute(
+                "SELECT next_at FROM turns WHERE spider = ? AND origin = ?", (spider, origin)
+            ).fetchone()
+            try:
+                next_at = float(row[0]) if row is not None else 0.0
+            except (TypeError, ValueError):
+                next_at = 0.0  # an unreadable row is broken, not obeyed
+            if next_at > now + horizon + spacing:
+                next_at = 0.0  # absurd (a clock jump): broken, not obeyed
+            start = max(now + max(not_before, 0.0), next_at)
+            if start - now > horizon:
+                return False, start - now - horizon
+            conn.execute(
+                "INSERT OR REPLACE INTO turns (spider, origin, next_at) VALUES (?, ?, ?)",
+                (spider, origin, start + spacing),
+            )
+            return True, start - now
 
     def close(self) -> None:
         # Bounded: a call that hangs in another thread must not hang the crawl's stop
@@ -450,7 +891,31 @@ class SqliteStorage(NoWaitPath, LockedSpell):
             self._fallback.close()
         finally:
             self._lock.release()
+        self._close_cluster()
+
+    def _close_cluster(self) -> None:
+        # Bounded as above: a cluster call waits at most its busy timeout.
+        if not self._cluster_lock.acquire(timeout=CLUSTER_BUSY_TIMEOUT + 2.0):
+            return
+        try:
+            conn, self._cluster_conn = self._cluster_conn, None
+            if conn is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.close()
+        finally:
+            self._cluster_lock.release()
 
     def describe(self) -> str:
         state = "" if self._conn is not None else " (unusable: process-local fallback)"
         return f"sqlite {self.path}{state}"
+
+
+def _present(conn: sqlite3.Connection, spider: str, owner: str, keys: Iterable[str]) -> set[str]:
+    found: set[str] = set()
+    for key in set(keys):
+        row = conn.execute(
+            "SELECT 1 FROM parked WHERE spider = ? AND owner = ? AND key = ?", (spider, owner, key)
+        ).fetchone()
+        if row is not None:
+            found.add(key)
+    return found

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from scrapy_rep.crawl.store_ledger import open_cluster
-from scrapy_rep.storage.cluster import ClusterError, ClusterStore, RedisCluster
-from scrapy_rep.storage.cluster_sqlite import SqliteCluster
+from scrapy_rep.storage.cluster import ClusterError, ClusterStore, SpiderCluster
+from scrapy_rep.storage.redis_store import RedisStorage
+from scrapy_rep.storage.sqlite_store import SqliteStorage
 from tests import redis_server as redis_helper
 from tests.redis_server import RedisServer
 
@@ -161,15 +162,17 @@ def test_an_absurd_or_unreadable_next_time_is_not_obeyed(
 ) -> None:
     store = opener()
     store.reserve_turn("http://x.test", 1.0, 10.0)
-    if isinstance(store, RedisCluster):
-        key = store._turn_key("http://x.test")
-        store._client.set(key, str(time.time() + 10**9))
+    assert isinstance(store, SpiderCluster)
+    backend = store.store
+    if isinstance(backend, RedisStorage):
+        key = f"{backend.cluster_prefix(store.spider)}turn:http://x.test"
+        backend._client.set(key, str(time.time() + 10**9))
         assert store.reserve_turn("http://x.test", 1.0, 10.0) == (True, pytest.approx(0, abs=0.05))
-        store._client.set(key, "abc")
+        backend._client.set(key, "abc")
         assert store.reserve_turn("http://x.test", 1.0, 10.0)[0]
     else:
-        assert isinstance(store, SqliteCluster)
-        conn = sqlite3.connect(store.path)
+        assert isinstance(backend, SqliteStorage)
+        conn = sqlite3.connect(backend.cluster_path)
         conn.execute("UPDATE turns SET next_at = ?", (time.time() + 10**9,))
         conn.commit()
         assert store.reserve_turn("http://x.test", 1.0, 10.0) == (True, pytest.approx(0, abs=0.05))
@@ -180,12 +183,16 @@ def test_an_absurd_or_unreadable_next_time_is_not_obeyed(
 
 
 def test_spiders_sharing_a_store_do_not_adopt_each_other(tmp_path: Path) -> None:
-    path = tmp_path / "store.db"
-    one, two = SqliteCluster(path, "one"), SqliteCluster(path, "two")
+    spec = f"sqlite:{tmp_path / 'store.db'}"
+    one, two = open_cluster(spec, "one"), open_cluster(spec, "two")
+    assert one is not None and two is not None
     one.park("A", 60, entries(2), [])
     one.retire("A", keep=True)
     assert two.adopt("B", 60, 10) == []
-    assert len(SqliteCluster(path, "one").adopt("C", 60, 10)) == 2
+    again = open_cluster(spec, "one")
+    assert again is not None and len(again.adopt("C", 60, 10)) == 2
+    for store in (one, two, again):
+        store.close()
 
 
 def test_an_unreachable_redis_raises_cluster_error(refused_port: int) -> None:

@@ -15,13 +15,13 @@ import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scrapy_rep.policy.config import Config
+from scrapy_rep.policy.config import Config, SettingError, StorePlace
 from scrapy_rep.policy.records import ALLOW_ALL, RULES, OriginRecord, encode_record
 from scrapy_rep.storage.base import MemoryStorage, RobotsStorage
 from scrapy_rep.storage.codec import MAX_DECODED, pack_record
@@ -251,3 +251,66 @@ def test_create_storage_picks_backends(tmp_path: Path) -> None:
     assert isinstance(sqlite, SqliteStorage)
     assert sqlite.path == tmp_path / "x.db"
     sqlite.close()
+
+
+class OlderShapeStore:
+    """A ``REP_STORAGE`` class written before ``RobotsStorage`` was a base class: the
+    old protocol's methods, no base class, a ``renew_lease`` and ``degraded`` of its own."""
+
+    shared = True
+    degraded = True
+    renewed: ClassVar[list[str]] = []
+
+    def __init__(self) -> None:
+        self.inner = MemoryStorage()
+
+    def get(self, origin: str) -> OriginRecord | None:
+        return self.inner.get(origin)
+
+    def put(self, origin: str, record: OriginRecord) -> None:
+        self.inner.put(origin, record)
+
+    def acquire_lease(self, origin: str, holder: str, ttl: float) -> bool:
+        return self.inner.acquire_lease(origin, holder, ttl)
+
+    def renew_lease(self, origin: str, holder: str, ttl: float) -> bool:
+        OlderShapeStore.renewed.append(origin)
+        return self.inner.renew_lease(origin, holder, ttl)
+
+    def release_lease(self, origin: str, holder: str) -> None:
+        self.inner.release_lease(origin, holder)
+
+    def close(self) -> None:
+        pass
+
+    def describe(self) -> str:
+        return "older shape"
+
+
+class NotAStore:
+    pass
+
+
+def test_a_class_of_the_older_shape_still_works() -> None:
+    store = create_storage(Config(storage=f"{__name__}.OlderShapeStore"))
+    assert isinstance(store, RobotsStorage)
+    assert store.shared and store.degraded and store.describe() == "older shape"
+    # its own renew_lease is used; the base class's defaults stand in for the rest
+    assert store.acquire_lease_and_get("o", "p1", 60) == (True, None)
+    assert store.renew_lease("o", "p1", 60) and OlderShapeStore.renewed == ["o"]
+    assert store.lease_holder("o") is None
+    store.put_and_release_lease("o", RECORD, "p1")
+    assert store.get("o") == RECORD and store.acquire_lease("o", "p2", 60)
+    store.forget("o")
+    assert store.get("o") == OriginRecord()
+    with pytest.raises(SettingError, match="does not implement RobotsStorage"):
+        create_storage(Config(storage=f"{__name__}.NotAStore"))
+
+
+def test_config_parses_rep_storage_once() -> None:
+    assert Config().store_place == StorePlace("sqlite", "")
+    assert Config(storage="sqlite:///a/b.db").store_place == StorePlace("sqlite", "///a/b.db")
+    assert Config(storage="memory").store_place.kind == "memory"
+    place = Config(storage="redis://:pw@127.0.0.1:6379/0").store_place
+    assert place.kind == "redis" and place.shared and "pw" not in repr(place)
+    assert Config(storage="a.b.C").store_place == StorePlace("class", "a.b.C")

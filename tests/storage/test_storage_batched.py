@@ -13,7 +13,7 @@ import pytest
 
 from scrapy_rep.policy.config import Config
 from scrapy_rep.policy.records import OriginRecord
-from scrapy_rep.storage.base import MemoryStorage, RobotsStorage, acquire_and_read, put_and_release
+from scrapy_rep.storage.base import MemoryStorage, RobotsStorage
 from scrapy_rep.storage.redis_store import RedisStorage
 from tests.redis_server import RedisServer
 from tests.storage.test_storage import RECORD, private_redis_server, redis_server, store
@@ -24,29 +24,29 @@ ORIGIN = "https://batched.test"
 
 
 def test_lease_and_reread_on_an_empty_store(store: RobotsStorage) -> None:
-    assert acquire_and_read(store, ORIGIN, "p1", 60) == (True, None)
+    assert store.acquire_lease_and_get(ORIGIN, "p1", 60) == (True, None)
     # single flight: another holder is refused, the holder itself keeps it
-    assert acquire_and_read(store, ORIGIN, "p2", 60) == (False, None)
-    assert acquire_and_read(store, ORIGIN, "p1", 60)[0] is True
+    assert store.acquire_lease_and_get(ORIGIN, "p2", 60) == (False, None)
+    assert store.acquire_lease_and_get(ORIGIN, "p1", 60)[0] is True
 
 
 def test_write_and_release(store: RobotsStorage) -> None:
-    assert acquire_and_read(store, ORIGIN, "p1", 60)[0]
-    put_and_release(store, ORIGIN, RECORD, "p1")
+    assert store.acquire_lease_and_get(ORIGIN, "p1", 60)[0]
+    store.put_and_release_lease(ORIGIN, RECORD, "p1")
     assert store.get(ORIGIN) == RECORD
     assert store.acquire_lease(ORIGIN, "p2", 60)  # the lease was given up
 
 
 def test_release_by_another_holder_keeps_the_lease(store: RobotsStorage) -> None:
     assert store.acquire_lease(ORIGIN, "p1", 60)
-    put_and_release(store, ORIGIN, RECORD, "p2")
+    store.put_and_release_lease(ORIGIN, RECORD, "p2")
     assert store.get(ORIGIN) == RECORD
     assert not store.acquire_lease(ORIGIN, "p3", 60)
 
 
 def test_reread_sees_what_another_process_stored(store: RobotsStorage) -> None:
     store.put(ORIGIN, RECORD)
-    held, record = acquire_and_read(store, ORIGIN, "p1", 60)
+    held, record = store.acquire_lease_and_get(ORIGIN, "p1", 60)
     assert held
     # shared stores read again (one fetch then serves every process); a process-local
     # store has nothing another process could have written
@@ -57,8 +57,8 @@ def test_redis_pipelines_each_pair(redis_server: RedisServer) -> None:
     backend = RedisStorage.from_url(redis_server.url, Config())
     backend._client.flushdb()
     backend._client.config_resetstat()
-    assert acquire_and_read(backend, ORIGIN, "p1", 60) == (True, None)
-    put_and_release(backend, ORIGIN, RECORD, "p1")
+    assert backend.acquire_lease_and_get(ORIGIN, "p1", 60) == (True, None)
+    backend.put_and_release_lease(ORIGIN, RECORD, "p1")
     assert backend.get(ORIGIN) == RECORD
     calls = {
         name.removeprefix("cmdstat_"): stats["calls"]
@@ -77,12 +77,12 @@ def test_redis_outage_uses_the_local_fallback(
     backend = RedisStorage.from_url(private_redis_server.url, Config(), reconnect_interval=0)
     caplog.set_level(logging.DEBUG, logger="scrapy_rep.storage.redis_store")
     private_redis_server.stop()
-    assert acquire_and_read(backend, ORIGIN, "p1", 60) == (True, None)
-    assert acquire_and_read(backend, ORIGIN, "p2", 60) == (False, None)
+    assert backend.acquire_lease_and_get(ORIGIN, "p1", 60) == (True, None)
+    assert backend.acquire_lease_and_get(ORIGIN, "p2", 60) == (False, None)
     record = OriginRecord(kind=RECORD.kind, body=b"User-agent: *\nDisallow: /\n")
-    put_and_release(backend, ORIGIN, record, "p1")
+    backend.put_and_release_lease(ORIGIN, record, "p1")
     assert backend.get(ORIGIN) == record  # the outage-era copy answers
-    assert acquire_and_read(backend, ORIGIN, "p2", 60) == (True, record)
+    assert backend.acquire_lease_and_get(ORIGIN, "p2", 60) == (True, record)
     assert backend.degraded
     backend.close()
 
@@ -92,8 +92,9 @@ def test_stores_without_batched_calls_get_the_plain_ones() -> None:
         shared = True  # as a user's shared store would be
 
     plain = PlainStore()
-    assert not hasattr(plain, "acquire_lease_and_get")
+    # (the base class's default: the two plain calls)
+    assert type(plain).acquire_lease_and_get is RobotsStorage.acquire_lease_and_get
     plain.put(ORIGIN, RECORD)
-    assert acquire_and_read(plain, ORIGIN, "p1", 60) == (True, RECORD)
-    put_and_release(plain, ORIGIN, RECORD, "p1")
+    assert plain.acquire_lease_and_get(ORIGIN, "p1", 60) == (True, RECORD)
+    plain.put_and_release_lease(ORIGIN, RECORD, "p1")
     assert plain.acquire_lease(ORIGIN, "p2", 60)

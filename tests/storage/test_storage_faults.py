@@ -23,7 +23,7 @@ import pytest
 
 from scrapy_rep.policy.config import Config
 from scrapy_rep.storage import codec
-from scrapy_rep.storage.base import MemoryStorage, RobotsStorage, new_holder, renew_lease
+from scrapy_rep.storage.base import MemoryStorage, RobotsStorage, new_holder
 from scrapy_rep.storage.redis_store import RedisStorage
 from scrapy_rep.storage.sqlite_store import SqliteStorage
 from tests.redis_server import RedisServer
@@ -118,7 +118,7 @@ def test_an_unreadable_lease_is_ignored_and_cleaned(store: RobotsStorage) -> Non
     plant_unreadable_lease(store)
     assert store.acquire_lease(ORIGIN, "p2", 30)
     assert store.acquire_lease("https://other.test", "p2", 30)
-    assert renew_lease(store, ORIGIN, "p2", 30)
+    assert store.renew_lease(ORIGIN, "p2", 30)
     assert store.lease_holder(ORIGIN) == "p2"  # type: ignore[attr-defined]
     assert not store.acquire_lease(ORIGIN, "p3", 30)
 
@@ -136,15 +136,15 @@ def test_live_holders_are_obeyed(store: RobotsStorage) -> None:
 
 def test_renew_extends_only_our_own_lease(store: RobotsStorage) -> None:
     assert store.acquire_lease(ORIGIN, "p1", 0.2)
-    assert renew_lease(store, ORIGIN, "p1", 60)
+    assert store.renew_lease(ORIGIN, "p1", 60)
     time.sleep(0.4)  # the first lease would be over by now; the renewed one is not
     assert not store.acquire_lease(ORIGIN, "p2", 60)
-    assert not renew_lease(store, ORIGIN, "p2", 60)
+    assert not store.renew_lease(ORIGIN, "p2", 60)
     assert store.lease_holder(ORIGIN) == "p1"  # type: ignore[attr-defined]
     store.release_lease(ORIGIN, "p1")
     assert store.lease_holder(ORIGIN) is None  # type: ignore[attr-defined]
     # a renewal that arrives after the release leaves no stray lease behind
-    assert not renew_lease(store, ORIGIN, "p1", 60)
+    assert not store.renew_lease(ORIGIN, "p1", 60)
     assert store.lease_holder(ORIGIN) is None  # type: ignore[attr-defined]
 
 
@@ -155,7 +155,7 @@ def test_lease_calls_that_arrive_after_close_raise_nothing(store: RobotsStorage)
     assert store.acquire_lease(ORIGIN, "p1", 60)
     store.release_lease(ORIGIN, "p1")
     store.close()
-    assert not renew_lease(store, ORIGIN, "p1", 60)
+    assert not store.renew_lease(ORIGIN, "p1", 60)
     store.release_lease(ORIGIN, "p1")
     store.close()  # twice is harmless
 
@@ -173,7 +173,7 @@ def test_many_threads_share_one_store(store: RobotsStorage) -> None:
                 assert store.get(origin) == RECORD
                 if store.acquire_lease(origin, name, 60):
                     won.append(name)
-                    assert renew_lease(store, origin, name, 60)
+                    assert store.renew_lease(origin, name, 60)
         except BaseException as exc:  # reported below
             errors.append(exc)
 

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from scrapy_rep.storage.base import renew_lease
 from scrapy_rep.storage.sqlite_store import SqliteStorage
 from tests.storage.test_storage import RECORD, ours
 
@@ -46,7 +45,7 @@ def exercise(store: SqliteStorage, count: int = 300) -> None:
             store.put(origin, RECORD)
             assert store.get(origin) == RECORD
     assert store.acquire_lease(ORIGIN, "p2", 60) in (True, False)
-    renew_lease(store, ORIGIN, "p2", 60)
+    store.renew_lease(ORIGIN, "p2", 60)
     store.lease_holder(ORIGIN)
     store.release_lease(ORIGIN, "p2")
 

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from scrapy_rep.storage.base import acquire_and_read, put_and_release
 from scrapy_rep.storage.sqlite_store import SqliteStorage
 from tests.storage.test_storage import RECORD
 
@@ -93,9 +92,9 @@ def test_a_locked_store_is_waited_on_once_per_spell(
     the others answer at once from this process; each origin is single-flight here."""
     with caplog.at_level(logging.DEBUG, logger=SQLITE_LOGGER):
         for origin in origins(40):
-            assert acquire_and_read(store, origin, "me", 60) == (True, None)
+            assert store.acquire_lease_and_get(origin, "me", 60) == (True, None)
             assert not store.acquire_lease(origin, "other-crawler-of-mine", 60)
-            put_and_release(store, origin, RECORD, "me")
+            store.put_and_release_lease(origin, RECORD, "me")
             assert store.get(origin) == RECORD  # decided here, answered here
     assert store.lock_waits == 1
     warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]

@@ -19,9 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from scrapy_rep.storage.base import WouldBlock, acquire_and_read, put_and_release
-from scrapy_rep.storage.sqlite_nowait import CHECKPOINT_EVERY
-from scrapy_rep.storage.sqlite_store import SqliteStorage
+from scrapy_rep.storage.base import WouldBlock
+from scrapy_rep.storage.sqlite_store import CHECKPOINT_EVERY, SqliteStorage
 from tests.storage.test_storage import RECORD
 
 ORIGIN = "https://nowait.test"
@@ -68,8 +67,8 @@ class WriteLockHolder:
 def test_calls_answer_at_once_when_nothing_waits(store: SqliteStorage, tmp_path: Path) -> None:
     with store.without_waiting():
         assert store.get(ORIGIN) is None
-        assert acquire_and_read(store, ORIGIN, "p1", 60) == (True, None)
-        put_and_release(store, ORIGIN, RECORD, "p1")
+        assert store.acquire_lease_and_get(ORIGIN, "p1", 60) == (True, None)
+        store.put_and_release_lease(ORIGIN, RECORD, "p1")
         assert store.get(ORIGIN) == RECORD
     # what was answered at once is in the file, for another process too
     other = SqliteStorage(tmp_path / "store.db")
@@ -93,17 +92,17 @@ def test_a_write_that_would_wait_raises_and_changes_nothing(
             with pytest.raises(WouldBlock):
                 store.acquire_lease(ORIGIN, "p1", 60)
             with pytest.raises(WouldBlock):
-                acquire_and_read(store, ORIGIN, "p1", 60)
+                store.acquire_lease_and_get(ORIGIN, "p1", 60)
             with pytest.raises(WouldBlock):
-                put_and_release(store, "https://other.test", RECORD, "p1")
+                store.put_and_release_lease("https://other.test", RECORD, "p1")
     finally:
         holder.stop()
     # nothing of it happened: the lease is free, the other record absent
     assert store.lease_holder(ORIGIN) is None
     assert store.get("https://other.test") is None
     # made again where waiting is allowed (the worker thread), each call works
-    assert acquire_and_read(store, ORIGIN, "p1", 60) == (True, RECORD)
-    put_and_release(store, ORIGIN, RECORD, "p1")
+    assert store.acquire_lease_and_get(ORIGIN, "p1", 60) == (True, RECORD)
+    store.put_and_release_lease(ORIGIN, RECORD, "p1")
     assert store.lease_holder(ORIGIN) is None
 
 
