@@ -121,8 +121,8 @@ def log_summary(
     lines = [
         f"scrapy-rep summary: {totals.origins} origin(s): {totals.states[RULES]} with rules, "
         f"{totals.states[ALLOW_ALL]} allow-all, {totals.states['unreachable']} unreachable, "
-        f"{totals.states['unknown']} unknown (no answer before the spider closed), as the "
-        f"spider closed; unreachable for a while: {_was_unreachable(totals)}; "
+        f"{totals.states['unknown']} unknown (no answer before the spider closed); "
+        f"turned unreachable during the crawl: {_was_unreachable(totals)}; "
         f"stale copies used: {totals.stale_used}; "
         f"requests forbidden: {totals.dropped}, delayed: {totals.delayed}, dropped at close: "
         f"{totals.dropped_at_close}, handed back: {totals.handed_back}; "
