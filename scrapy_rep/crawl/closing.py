@@ -73,9 +73,9 @@ class WaitingAtClose:
 
     def warn_waiting(self, idle_for: float, idle_wait: float, unreachable_wait: float) -> None:
         """WARNING, once per run and origin, when requests waiting on an unreachable
-        robots.txt are all that keep the spider open: every run, not only the one that
-        found the origin unreachable (a later run reads that from the store, and its
-        refetches that fail again are DEBUG lines)."""
+        robots.txt are all that keep the spider open, for an origin this run found
+        unreachable in the store: its refetches that fail again are DEBUG lines, so
+        without this a later run would never name it at WARNING."""
         now = self.clock()
         per_origin: list[tuple[str, int, str, float | None]] = []
         for origin in self.room.origins():
@@ -83,7 +83,15 @@ class WaitingAtClose:
             record = rt.record if rt is not None else None
             # Only an unreachable robots.txt keeps requests waiting for long; a first
             # fetch in flight or a Crawl-delay turn is seconds (the INFO line covers it).
-            if origin in self._named_waiting or record is None or not record.unreachable:
+            # An origin that turned unreachable in this run had its own WARNING then
+            # (visibility.unreachable_line); one read so from the store had none.
+            if (
+                origin in self._named_waiting
+                or rt is None
+                or rt.unreachable_spells
+                or record is None
+                or not record.unreachable
+            ):
                 continue
             self._named_waiting.add(origin)
             why = f"robots.txt unreachable: {record.last_outcome}"

@@ -65,7 +65,8 @@ def unreachable_line(
         + f"; next try in {duration(retry_at - now)} ({retry_setting}); "
         f"the wait ends at {clock_time(ends, now)} at the latest (REP_UNREACHABLE_WAIT = "
         f"{duration(config.unreachable_wait)}), then {then}; a spider with nothing else "
-        f"to do waits at most REP_IDLE_WAIT = {duration(config.idle_wait)}"
+        f"to do waits at most REP_IDLE_WAIT = {duration(config.idle_wait)}; Ctrl-C stops "
+        "the crawl now (the start-up line says what becomes of waiting requests)"
     )
 
 
