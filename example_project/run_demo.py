@@ -139,6 +139,8 @@ def robots_answers(hits: list[Hit]) -> dict[str, str]:
         if slowest >= 0.5:
             text += f" after {slowest:.1f} s"
         answers[role] = text
+    if any(hit.role == "cdn" for hit in hits):
+        answers["cdn"] = "(redirect's hops)"
     return answers
 
 

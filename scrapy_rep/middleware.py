@@ -50,10 +50,10 @@ from scrapy_rep.crawl.store_ledger import scrapy_redis_idle_expired
 from scrapy_rep.crawl.usage import UsageKeeper
 from scrapy_rep.crawl.visibility import IdleWatch, duration
 from scrapy_rep.crawl.waiting_room import WaitingRoom
-from scrapy_rep.policy.config import Config, SettingError
+from scrapy_rep.policy.config import Config, SettingError, unknown_settings
 from scrapy_rep.policy.origin import origin_of_memo
 from scrapy_rep.policy.robots_policy import RobotsPolicy
-from scrapy_rep.storage.factory import create_storage
+from scrapy_rep.storage.factory import START_REACH_WAIT, create_storage
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -78,12 +78,19 @@ class RobotsTxtMiddleware:
     """RFC 9309 robots.txt, with Google's error states. Drop-in for Scrapy's middleware."""
 
     def __init__(self, crawler: Crawler) -> None:
+        warn_unknown_settings(crawler.settings)
         try:
             self.config = config = Config.from_settings(crawler.settings)
             if not config.obey:
+                # Scrapy says nothing of a middleware that is off: a user who enabled the
+                # add-on would see no sign of it.
+                logger.info(
+                    "scrapy-rep is off: ROBOTSTXT_OBEY is False, so robots.txt is not "
+                    "fetched or obeyed (set ROBOTSTXT_OBEY = True to obey it)"
+                )
                 raise NotConfigured
             self.clock = config.clock or time.time  # REP_CLOCK, validated by Config
-            self.storage = create_storage(config, crawler.settings)
+            self.storage = create_storage(config, crawler.settings, reach_within=START_REACH_WAIT)
             self.recorder = make_recorder(crawler, config, self.clock)  # REP_RECORD
         except SettingError as exc:
             # One line that names the setting, before Scrapy's traceback of the failed
@@ -397,6 +404,7 @@ class RobotsTxtMiddleware:
                 self.closing.fate(),
             )
             return
+        self.closing.warn_waiting(idle_for, self.config.idle_wait, self.config.unreachable_wait)
         if self.idle.line_due():
             logger.info(self.closing.waiting_line(idle_for, self.config.idle_wait))
         raise DontCloseSpider
@@ -429,3 +437,11 @@ class RobotsTxtMiddleware:
         log_summary(list(registry.runtimes()), registry.evicted, self.stats, audit=audit)
         self.storage.close()
         self.recorder.close()
+
+
+def warn_unknown_settings(settings: Any) -> None:
+    """One WARNING per ``REP_*`` setting scrapy-rep does not read (a typo keeps the
+    default in force silently), with the closest name it does read."""
+    for name, close in unknown_settings(settings):
+        hint = f"; did you mean {close}?" if close else ""
+        logger.warning("scrapy-rep: unknown setting %s is ignored%s", name, hint)

@@ -86,10 +86,16 @@ def test_prints_the_report(demo: DemoRun) -> None:
         assert f'Spider "{spider}":' in out
         assert demo.record["spiders"][spider]["returncode"] == 0
         assert demo.record["spiders"][spider]["summary"].startswith("scrapy-rep summary:")
-    # The output ends with the per-origin summary, one row per crawled origin.
+    # The output ends with the per-origin summary, one row per origin, cdn included
+    # (nobody crawls it: it serves the redirect origin's robots.txt hops).
     tail = out[out.index("per-origin summary") :]
-    for role in ("rules", "missing", "flaky", "redirect", "delay", "slow"):
-        assert f"{role} " in tail and demo.origins[role] in tail
+    for role in demo.origins:
+        assert f"\n{role} " in tail and demo.origins[role] in tail, role
+    assert "(redirect's hops)" in tail
+    # The summary of the crawl that met the 503 says so, as its stats do.
+    tour = demo.record["spiders"]["tour"]
+    assert tour["ledger"]["stats"]["robotstxt/unreachable"] == 1
+    assert "turned unreachable during the crawl: 1 time(s)" in tour["summary"]
     assert "dropped by robots.txt:" in out
     assert "all crawls finished" in out.splitlines()[-1]
 

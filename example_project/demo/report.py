@@ -102,6 +102,12 @@ def format_origins(
             row["via"] = row["via"] or e.get("robots") or ""
             if e["outcome"] == "downloaded" and ledger["spider"] == "tour":
                 times[e["origin"]].append(e["at"])
+    for url in origins.values():
+        # An origin nobody crawls (cdn: it only serves redirect's robots.txt hops) still
+        # gets its row, so the table lists every origin the demo printed at the start.
+        rows.setdefault(
+            url, {"downloaded": 0, "dropped": 0, "failed": 0, "held": 0, "wait": 0.0, "via": ""}
+        )
     header = (
         f"{'role':<9} {'origin':<23} {'robots.txt answers (site log)':<30} {'crawled':>7} "
         f"{'dropped':>7} {'delayed':>7} {'longest wait':>12} {'min gap':>8}"
@@ -123,6 +129,11 @@ def format_origins(
         "  the other origins keep crawling meanwhile.",
         "min gap: the shortest time between two downloads of spider tour on that origin",
         "  (Crawl-delay: 1 on the delay origin).",
+        "robots.txt answers: the three spiders are three processes, each with its own",
+        "  REP_STORAGE = 'memory', so each fetches robots.txt once per origin it crawls:",
+        "  the rules origin, which all three crawl, shows three 200s. Processes that share",
+        "  a store (SQLite, Redis) fetch it once between them. cdn serves only redirect's",
+        "  hops (shown in redirect's row), so nobody crawls it.",
     ]
     return lines
 

@@ -116,7 +116,13 @@ def evaluate_origin(
         report.retry_in = max(0.0, record.next_retry_at - now)
     if uses_stored and previous is not None:
         report.copy_fetched_at = previous.fetched_at
-        report.stored_differs = (previous.kind, previous.body) != (outcome.kind, outcome.body)
+        # Only a fetch that brought a copy can differ from the stored copy: a failed
+        # fetch (503 now, 503 stored) has no copy to compare, and --refresh would
+        # store no rules from it.
+        report.stored_differs = outcome.kind != UNREACHABLE and (previous.kind, previous.body) != (
+            outcome.kind,
+            outcome.body,
+        )
     _plan(report, record, policy, config, now, uses_stored)
     return report, record, refreshed
 

@@ -123,17 +123,20 @@ def _signals_text(signals: dict[str, bool]) -> str:
     return ", ".join(f"{key}={'yes' if value else 'no'}" for key, value in signals.items())
 
 
-def usage_text(usage: dict[str, Any]) -> str:
-    """``train-ai=n (line 4), search=unknown, ..., use=reference (line 6)``."""
+def usage_text(usage: dict[str, Any]) -> str | None:
+    """``train-ai=n (line 4), search=y (line 5), use=reference (line 6)``: the labels a
+    site declared, or None when it declared none (most sites: nothing to print)."""
     sources = usage.get("sources") or {}
+    if not sources:
+        return None
 
     def one(label: str, value: str) -> str:
         lines = [str(s["line"]) for s in sources.get(label, ()) if s.get("line") is not None]
         where = f" (line{'s' if len(lines) > 1 else ''} {', '.join(lines)})" if lines else ""
         return f"{label}={value}{where}"
 
-    parts = [one(label, value) for label, value in usage["preferences"].items()]
-    if usage.get("use") is not None:
+    parts = [one(label, value) for label, value in usage["preferences"].items() if label in sources]
+    if usage.get("use") is not None and "use" in sources:
         parts.append(one("use", usage["use"]))
     return ", ".join(parts)
 
@@ -195,8 +198,9 @@ def render_text(report: Report) -> str:
                     f"; fresh copy: {result.fresh.verdict.upper()} ({_verdict_text(result.fresh)})"
                 )
             lines.append(f"  {verdict.verdict.upper():<10}  {result.url}  {why}")
-            if result.usage is not None:
-                lines.append(f"              usage: {usage_text(result.usage)}")
+            declared = None if result.usage is None else usage_text(result.usage)
+            if declared:
+                lines.append(f"              usage: {declared}")
         lines.append("")
     counts = {name: 0 for name in (ALLOWED, DISALLOWED, WAIT)}
     for result in report.urls:

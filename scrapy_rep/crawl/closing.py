@@ -1,6 +1,7 @@
 """What becomes of waiting requests when the spider closes (docs/behaviour.md, "nothing
 lost"): handed back to a persistent scheduler, kept in a shared store, or dropped with
-one summary line and a stats key; and the INFO line listing the waiting origins."""
+one summary line and a stats key; the INFO line listing the waiting origins, and the
+WARNING that names them, and what Ctrl-C does to them, once per run."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy_rep.crawl import compat
 from scrapy_rep.crawl.ledger import is_durable
 from scrapy_rep.crawl.record import NullRecorder
-from scrapy_rep.crawl.visibility import waiting_line
+from scrapy_rep.crawl.visibility import waiting_line, waiting_warning
 from scrapy_rep.policy.origin import origin_of_memo
 
 if TYPE_CHECKING:
@@ -50,6 +51,8 @@ class WaitingAtClose:
         # once the ledger has written them (finish), as many as it did write.
         self._left_to_ledger: dict[str, int] = {}
         self.recorder = recorder or NullRecorder()  # the compliance record (crawl/record.py)
+        # Origins the "stays open only for waiting requests" WARNING has named this run.
+        self._named_waiting: set[str] = set()
 
     def fate(self) -> str:
         if self.bridge.persists():
@@ -71,6 +74,37 @@ class WaitingAtClose:
             )
             per_origin.append((origin, self.room.count(origin), why))
         return waiting_line(len(self.room), per_origin, idle_for, idle_wait)
+
+    def warn_waiting(self, idle_for: float, idle_wait: float, unreachable_wait: float) -> None:
+        """WARNING, once per run and origin, when requests waiting on an unreachable
+        robots.txt are all that keep the spider open, for an origin this run found
+        unreachable in the store: its refetches that fail again are DEBUG lines, so
+        without this a later run would never name it at WARNING."""
+        now = self.clock()
+        per_origin: list[tuple[str, int, str, float | None]] = []
+        for origin in self.room.origins():
+            rt = self.registry.lookup(origin)
+            record = rt.record if rt is not None else None
+            # Only an unreachable robots.txt keeps requests waiting for long; a first
+            # fetch in flight or a Crawl-delay turn is seconds (the INFO line covers it).
+            # An origin that turned unreachable in this run had its own WARNING then
+            # (visibility.unreachable_line); one read so from the store had none.
+            if (
+                origin in self._named_waiting
+                or rt is None
+                or rt.unreachable_spells
+                or record is None
+                or not record.unreachable
+            ):
+                continue
+            self._named_waiting.add(origin)
+            why = f"robots.txt unreachable: {record.last_outcome}"
+            ends = (record.unreachable_since or now) + unreachable_wait
+            per_origin.append((origin, self.room.count(origin), why, ends))
+        if not per_origin:
+            return
+        closes_at = now + max(idle_wait - idle_for, 0.0)
+        logger.warning(waiting_warning(per_origin, closes_at, now, self.fate()))
 
     def install_handback(self) -> None:
         """On a graceful stop, give held requests back to the scheduler before it closes.

@@ -71,6 +71,8 @@ DEADLINE_META_KEY = "rep_turn_deadline"
 #: Reservations in a row for one request that all came back too late to be used.
 _MAX_TRIES = 3
 STAT = "robotstxt/cluster_delay/"
+_MAX_TURN_STATES = 10_000  # origins whose last logged turn state is remembered
+_EPOCH_2001 = 978_307_200.0  # a wall-clock stamp is larger; a monotonic one (uptime) is not
 
 
 class ClusterDelay:
@@ -99,8 +101,32 @@ class ClusterDelay:
         self.stats = crawler.stats
         self._waiting_for_room: dict[str, int] = {}
         self._warned = False
+        # origin -> (turn reserved, Crawl-delay) last logged at DEBUG
+        self._turn_states: dict[str, tuple[bool, float]] = {}
         crawler.signals.connect(self._on_request_scheduled, signal=signals.request_scheduled)
         crawler.signals.connect(self._on_spider_closed, signal=signals.spider_closed)
+
+    def _log_turn_state(
+        self, origin: str, request: Request, reserved: bool, delay: float, wait: float
+    ) -> None:
+        """DEBUG once per origin and change (turns reserved or the horizon full, at
+        which Crawl-delay), not once per request: a long crawl of one origin would
+        otherwise log a line for every page. The stats count every turn."""
+        state = (reserved, delay)
+        if self._turn_states.get(origin) == state:
+            return
+        if len(self._turn_states) >= _MAX_TURN_STATES:
+            self._turn_states.clear()  # a broad crawl: a few lines said again, no growth
+        self._turn_states[origin] = state
+        logger.debug(
+            "Crawl-delay turns of %s (Crawl-delay %g s) %s, from %s (in %.3f s); said "
+            "again when that changes",
+            origin,
+            delay,
+            "reserved in the shared store" if reserved else "wait: the horizon is full",
+            request,
+            wait,
+        )
 
     async def crawl_delay(self, request: Request, origin: str, evaluation: Evaluation) -> float:
         """The origin's Crawl-delay for this request's product token (0: none)."""
@@ -149,14 +175,7 @@ class ClusterDelay:
                         exc,
                     )
                 return None
-            logger.debug(
-                "Crawl-delay turn of %s for %s: %s, in %.3f s (slot ready in %.3f s)",
-                origin,
-                request,
-                "reserved" if reserved else "horizon full",
-                wait,
-                not_before,
-            )
+            self._log_turn_state(origin, request, reserved, delay, wait)
             if not reserved:
                 # The horizon is full: ask again when there is room, one Crawl-delay
                 # after this process's previous request that found it full.

@@ -44,6 +44,8 @@ class SummaryTotals:
     longest_wait: float = 0.0
     dropped_at_close: int = 0
     handed_back: int = 0
+    # Spells of unreachability, recovered or not: the stats' robotstxt/unreachable.
+    unreachable_spells: int = 0
 
     def add(self, rt: OriginRuntime) -> None:
         self.origins += 1
@@ -54,6 +56,7 @@ class SummaryTotals:
         self.longest_wait = max(self.longest_wait, rt.longest_wait)
         self.dropped_at_close += rt.dropped_at_close
         self.handed_back += rt.handed_back
+        self.unreachable_spells += rt.unreachable_spells
 
     def forget_origin(self, state: str) -> None:
         """An evicted origin came back: its runtime counts it from now on (its event
@@ -65,6 +68,7 @@ class SummaryTotals:
         total = SummaryTotals(
             self.origins, dict(self.states), self.stale_used, self.dropped, self.delayed,
             self.longest_wait, self.dropped_at_close, self.handed_back,
+            self.unreachable_spells,
         )  # fmt: skip
         for rt in runtimes:
             total.add(rt)
@@ -86,6 +90,13 @@ def _origin_line(rt: OriginRuntime) -> str:
             else ""
         )
     )
+
+
+def _was_unreachable(totals: SummaryTotals) -> str:
+    """The unreachable spells of the whole crawl (recovered ones too), as the stats
+    count them: a 503 that turned 200 is "0 unreachable" at close, not never."""
+    spells = totals.unreachable_spells
+    return f"{spells} time(s) (robotstxt/unreachable)" if spells else "0"
 
 
 def log_summary(
@@ -111,6 +122,7 @@ def log_summary(
         f"scrapy-rep summary: {totals.origins} origin(s): {totals.states[RULES]} with rules, "
         f"{totals.states[ALLOW_ALL]} allow-all, {totals.states['unreachable']} unreachable, "
         f"{totals.states['unknown']} unknown (no answer before the spider closed); "
+        f"turned unreachable during the crawl: {_was_unreachable(totals)}; "
         f"stale copies used: {totals.stale_used}; "
         f"requests forbidden: {totals.dropped}, delayed: {totals.delayed}, dropped at close: "
         f"{totals.dropped_at_close}, handed back: {totals.handed_back}; "

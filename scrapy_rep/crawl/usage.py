@@ -5,7 +5,8 @@ may do with content. The crawl declares its purposes (``REP_PURPOSES``, or the r
 ``meta["rep_purposes"]``); ``REP_USAGE_MODE`` says what happens when a purpose is refused:
 
 - ``record`` (default): nothing is dropped; every response's ``meta["rep_usage"]`` holds
-  the preferences that apply and the stats count URLs per label and value;
+  the preferences that apply and the stats count URLs per label and declared value
+  (``y`` or ``n``: a label nobody stated is not counted);
 - ``audit``: as record, and what ``enforce`` would drop is logged and counted;
 - ``enforce``: a request whose purpose robots.txt refuses (``n``) is dropped before it is
   downloaded; a response whose ``Content-Usage`` header refuses it is dropped after;
@@ -76,6 +77,10 @@ class UsageKeeper:
         if self.mode == "off":
             return
         crawler.signals.connect(self._on_spider_closed, signal=signals.spider_closed)
+        if not self.purposes and self.mode == "record":
+            # Nothing declared and nothing to refuse: recording stays quiet (a request's
+            # meta["rep_purposes"] and a site's own preferences still work).
+            return
         logger.info(
             "scrapy-rep: usage preferences: %s; purposes: %s",
             {
@@ -171,12 +176,13 @@ class UsageKeeper:
         """``_count_values`` of the Usage ``doc`` is the JSON of (Usage.to_json)."""
         given, sources = doc["preferences"], doc["sources"]
         if not sources and given == _UNKNOWN_PREFERENCES:  # most files and pages
-            self._count(_NOTHING_STATED)
-            return
+            return  # nothing stated: nothing to count
         values = tuple(given.get(label, UNKNOWN) for label in LABELS)
         self._count((values, (doc["use"] or UNKNOWN) if "use" in sources else None))
 
     def _count(self, combination: tuple[tuple[str, ...], str | None]) -> None:
+        if combination == _NOTHING_STATED:
+            return
         pending = self._pending
         pending[combination] = pending.get(combination, 0) + 1
         self._pending_total += 1
@@ -189,8 +195,9 @@ class UsageKeeper:
         inc = self.stats.inc_value
         for (values, use), count in pending.items():
             for label, value in zip(LABELS, values, strict=True):
-                inc(_stat_key(label, value), count)
-            if use is not None:
+                if value != UNKNOWN:  # counted: what a site declared, not its silence
+                    inc(_stat_key(label, value), count)
+            if use is not None and use != UNKNOWN:
                 inc(_stat_key("use", use), count)
 
     def _refuse(
@@ -218,7 +225,7 @@ class UsageKeeper:
 
 
 _UNKNOWN_PREFERENCES = {label: UNKNOWN for label in LABELS}
-# what _count_doc counts for a doc that states nothing: every label unknown, no use=
+# a doc that states nothing (every label unknown, no use=): not counted
 _NOTHING_STATED: tuple[tuple[str, ...], str | None] = (tuple(UNKNOWN for _ in LABELS), None)
 _CONTENT_USAGE = b"Content-Usage"  # (as Headers.normkey spells it: title case)
 

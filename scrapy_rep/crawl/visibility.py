@@ -32,8 +32,13 @@ def duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def clock_time(epoch: float) -> str:
-    return time.strftime("%H:%M:%S UTC", time.gmtime(epoch))
+def clock_time(epoch: float, now: float | None = None) -> str:
+    """``epoch`` as a UTC time of day, with its date when that is not ``now``'s date
+    (a 12-hour wait ends tomorrow as often as not)."""
+    moment = time.gmtime(epoch)
+    if now is not None and moment[:3] != time.gmtime(now)[:3]:
+        return time.strftime("%Y-%m-%d %H:%M:%S UTC", moment)
+    return time.strftime("%H:%M:%S UTC", moment)
 
 
 def unreachable_line(
@@ -58,9 +63,10 @@ def unreachable_line(
         f"robots.txt of {origin} is unreachable ({outcome.detail.rstrip('.')}): "
         + (f"{waiting} request(s) wait for it" if waiting else "its requests will wait for it")
         + f"; next try in {duration(retry_at - now)} ({retry_setting}); "
-        f"the wait ends at {clock_time(ends)} at the latest (REP_UNREACHABLE_WAIT = "
+        f"the wait ends at {clock_time(ends, now)} at the latest (REP_UNREACHABLE_WAIT = "
         f"{duration(config.unreachable_wait)}), then {then}; a spider with nothing else "
-        f"to do waits at most REP_IDLE_WAIT = {duration(config.idle_wait)}"
+        f"to do waits at most REP_IDLE_WAIT = {duration(config.idle_wait)}; Ctrl-C stops "
+        "the crawl now (the start-up line says what becomes of waiting requests)"
     )
 
 
@@ -78,6 +84,33 @@ def waiting_line(
         f"scrapy-rep: nothing to do but wait on robots.txt: {total} request(s) of "
         f"{len(ranked)} origin(s) wait: {shown}{more}; idle for {duration(idle_for)}, the "
         f"spider closes after REP_IDLE_WAIT = {duration(idle_wait)}"
+    )
+
+
+def waiting_warning(
+    per_origin: Iterable[tuple[str, int, str, float | None]],
+    closes_at: float,
+    now: float,
+    fate: str,
+) -> str:
+    """The WARNING of a run whose spider stays open only for requests waiting on
+    robots.txt: which origins, why, until when; ``per_origin`` is (origin, count, why,
+    when its wait ends or None), ``closes_at`` when REP_IDLE_WAIT closes the spider."""
+    ranked = sorted(per_origin, key=lambda item: (-item[1], item[0]))
+    shown = "; ".join(
+        f"{origin} ({count} request(s), {why}"
+        + (
+            f", until {clock_time(ends, now)} at the latest (REP_UNREACHABLE_WAIT))"
+            if ends is not None and ends < closes_at
+            else ")"
+        )
+        for origin, count, why, ends in ranked[:MAX_LISTED]
+    )
+    more = f" and {len(ranked) - MAX_LISTED} more origin(s)" if len(ranked) > MAX_LISTED else ""
+    return (
+        f"scrapy-rep: the spider stays open only for requests waiting on robots.txt: "
+        f"{shown}{more}. With nothing else to do it waits until {clock_time(closes_at, now)} "
+        f"(REP_IDLE_WAIT); Ctrl-C stops the crawl now, and the waiting requests are {fate}"
     )
 
 

@@ -6,6 +6,7 @@ which names the setting, at start-up rather than half-way through a crawl.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import math
 import re
@@ -24,56 +25,63 @@ class SettingError(ValueError):
     """A scrapy-rep (or related Scrapy) setting has a value we cannot use."""
 
 
-def _number(
-    settings: Mapping[str, Any],
-    name: str,
-    default: float,
-    *,
-    minimum: float = 0.0,
-    strictly_positive: bool = False,
-) -> float:
-    raw = settings.get(name)
-    if raw is None or raw == "":
-        return default
-    if isinstance(raw, bool):
-        raise SettingError(f"{name} must be a number of seconds, got {raw!r}")
-    try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        raise SettingError(f"{name} must be a number, got {raw!r}") from None
-    if math.isnan(value) or math.isinf(value):
-        raise SettingError(f"{name} must be a finite number, got {raw!r}")
-    if value < minimum or (strictly_positive and value <= 0):
-        bound = f"> {minimum:g}" if strictly_positive else f">= {minimum:g}"
-        raise SettingError(f"{name} must be {bound}, got {raw!r}")
-    return value
+# -- readers: (raw value, setting name, default) -> value, or SettingError -----------
+# A reader gets what the settings hold for one name (None when unset) and the default
+# that applies; the bounds a value must keep are given where the table names the reader.
+
+Reader = Callable[[Any, str, Any], Any]
 
 
-def _integer(settings: Mapping[str, Any], name: str, default: int, *, minimum: int) -> int:
-    raw = settings.get(name)
-    if raw is None or raw == "":
-        return default
-    if isinstance(raw, bool):
-        raise SettingError(f"{name} must be an integer, got {raw!r}")
-    try:
-        value = int(raw)
-        if isinstance(raw, float) and raw != value:
-            raise ValueError
-    except (TypeError, ValueError):
-        raise SettingError(f"{name} must be an integer, got {raw!r}") from None
-    if value < minimum:
-        raise SettingError(f"{name} must be >= {minimum}, got {raw!r}")
-    return value
+def number(*, minimum: float = 0.0, positive: bool = False) -> Reader:
+    """Seconds (or any float) ``>= minimum``, or ``> minimum`` when ``positive``."""
+
+    def read(raw: Any, name: str, default: Any) -> float:
+        if raw is None or raw == "":
+            return float(default)
+        if isinstance(raw, bool):
+            raise SettingError(f"{name} must be a number of seconds, got {raw!r}")
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            raise SettingError(f"{name} must be a number, got {raw!r}") from None
+        if math.isnan(value) or math.isinf(value):
+            raise SettingError(f"{name} must be a finite number, got {raw!r}")
+        if value < minimum or (positive and value <= 0):
+            bound = f"> {minimum:g}" if positive else f">= {minimum:g}"
+            raise SettingError(f"{name} must be {bound}, got {raw!r}")
+        return value
+
+    return read
+
+
+def integer(*, minimum: int) -> Reader:
+    """A whole number ``>= minimum`` (``2.0`` is 2; ``2.5`` is refused)."""
+
+    def read(raw: Any, name: str, default: Any) -> int:
+        if raw is None or raw == "":
+            return int(default)
+        if isinstance(raw, bool):
+            raise SettingError(f"{name} must be an integer, got {raw!r}")
+        try:
+            value = int(raw)
+            if isinstance(raw, float) and raw != value:
+                raise ValueError
+        except (TypeError, ValueError):
+            raise SettingError(f"{name} must be an integer, got {raw!r}") from None
+        if value < minimum:
+            raise SettingError(f"{name} must be >= {minimum}, got {raw!r}")
+        return value
+
+    return read
 
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
 
-def _boolean(settings: Mapping[str, Any], name: str, default: bool) -> bool:
-    raw = settings.get(name)
+def boolean(raw: Any, name: str, default: Any) -> bool:
     if raw is None:
-        return default
+        return bool(default)
     if isinstance(raw, bool):
         return raw
     if isinstance(raw, int) and raw in (0, 1):
@@ -83,28 +91,31 @@ def _boolean(settings: Mapping[str, Any], name: str, default: bool) -> bool:
     raise SettingError(f"{name} must be True or False, got {raw!r}")
 
 
-def _optional_boolean(settings: Mapping[str, Any], name: str) -> bool | None:
+def optional_boolean(raw: Any, name: str, default: Any) -> bool | None:
     """True, False, or None when unset (or set to None or ""): the component decides."""
-    raw = settings.get(name)
     if raw is None or (isinstance(raw, str) and raw.strip() == ""):
         return None
-    return _boolean(settings, name, False)
+    return boolean(raw, name, False)
 
 
-def _choice(settings: Mapping[str, Any], name: str, default: str, choices: tuple[str, ...]) -> str:
-    raw = settings.get(name)
-    if raw is None:
-        return default
-    value = str(raw).strip().lower()
-    if value not in choices:
-        raise SettingError(f"{name} must be one of {', '.join(choices)}; got {raw!r}")
-    return value
+def choice(*choices: str) -> Reader:
+    """One of ``choices``, case-insensitive."""
+
+    def read(raw: Any, name: str, default: Any) -> str:
+        if raw is None:
+            return str(default)
+        value = str(raw).strip().lower()
+        if value not in choices:
+            raise SettingError(f"{name} must be one of {', '.join(choices)}; got {raw!r}")
+        return value
+
+    return read
 
 
-def _optional_str(settings: Mapping[str, Any], name: str) -> str | None:
-    raw = settings.get(name)
+def optional_text(raw: Any, name: str, default: Any) -> str | None:
+    """A string, or ``default`` when unset or empty."""
     if raw is None or raw == "":
-        return None
+        return default  # type: ignore[no-any-return]
     if isinstance(raw, bytes):
         return raw.decode("utf-8", "replace")
     if not isinstance(raw, str):
@@ -112,23 +123,22 @@ def _optional_str(settings: Mapping[str, Any], name: str) -> str | None:
     return raw
 
 
-def _clock(settings: Mapping[str, Any], name: str) -> Callable[[], float] | None:
+def clock(raw: Any, name: str, default: Any) -> Callable[[], float] | None:
     """A callable, or the import path of one, that returns epoch seconds."""
-    raw = settings.get(name)
     if raw is None or raw == "":
         return None
-    clock = raw
+    found = raw
     if isinstance(raw, str):
         module, _, attribute = raw.strip().rpartition(".")
         if not module:
             raise SettingError(f"{name} must be a callable or its import path, got {raw!r}")
         try:
-            clock = getattr(importlib.import_module(module), attribute)
+            found = getattr(importlib.import_module(module), attribute)
         except (ImportError, AttributeError, ValueError) as exc:
             raise SettingError(f"{name}: cannot import {raw!r}: {exc}") from None
-    if not callable(clock):
+    if not callable(found):
         raise SettingError(f"{name} must be a callable returning epoch seconds, got {raw!r}")
-    return clock  # type: ignore[no-any-return]
+    return found  # type: ignore[no-any-return]
 
 
 # A class import path (``mypackage.stores.MyStore``): dotted identifiers only.
@@ -259,69 +269,187 @@ def purposes_from(raw: Any, name: str = "REP_PURPOSES") -> tuple[str, ...]:
     return tuple(purposes)
 
 
-@dataclass(frozen=True, slots=True)
-class Config:
-    """Every setting scrapy-rep reads, with its default. See docs/settings.md for each."""
+def storage(raw: Any, name: str, default: Any) -> str:
+    return storage_spec(raw)
 
-    obey: bool = True
-    enforce: bool = True
-    robotstxt_user_agent: str | None = None
-    user_agent: str = "Scrapy"
-    max_size: int = RFC_MIN_PARSE_SIZE
-    fetch_timeout: float = 180.0
-    max_redirects: int = 5
-    retry_backoff: float = 10.0
-    max_retry_backoff: float = 900.0
-    unreachable_wait: float = 12 * 3600.0
-    stale_max_age: float = 30 * DAY
-    unreachable_fallback: str = "allow"
-    cache_ttl: float = DAY
-    min_ttl: float = 60.0
-    max_ttl: float = DAY
-    crawl_delay: bool = True
-    max_crawl_delay: float = 30.0
-    # A Redis URL may carry a password: keep it out of repr(config), which a log
-    # line or a traceback may print (the store modules mask it where they log it).
-    storage: str = field(default="sqlite", repr=False)
-    # ``storage`` parsed (set from it by __post_init__): what every reader uses.
-    store_place: StorePlace = field(init=False, repr=False, compare=False)
-    memory_max_origins: int = 100_000
+
+def purposes(raw: Any, name: str, default: Any) -> tuple[str, ...]:
+    return purposes_from(raw, name)
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One setting: its name, the ``Config`` field it fills, its default, its reader.
+
+    ``field`` is None for a setting read only as another's default (``default_from``):
+    ``DOWNLOAD_TIMEOUT`` for ``REP_FETCH_TIMEOUT``, the old name ``REP_LEASE_TIMEOUT``
+    for ``REP_LEASE_TTL``. Such a setting comes before the one that uses it.
+    """
+
+    name: str
+    field: str | None
+    default: Any
+    read: Reader
+    default_from: str | None = None
+
+
+# Scrapy's own defaults, for the Scrapy settings scrapy-rep follows.
+_SCRAPY_DOWNLOAD_TIMEOUT = 180.0
+_LEASE_TTL = 30.0
+
+# Every setting scrapy-rep reads, in one place (docs/settings.md describes each). To add
+# one: a row here (its default is written nowhere else), a typed field on ``Config``
+# below as ``field: type = _DEFAULTS["field"]``, and a section in docs/settings.md. A rule
+# between two settings goes in ``_check_together``.
+SETTINGS: tuple[Setting, ...] = (
+    Setting("ROBOTSTXT_OBEY", "obey", False, boolean),  # Scrapy's default
+    Setting("REP_ENFORCE", "enforce", True, boolean),
+    Setting("ROBOTSTXT_USER_AGENT", "robotstxt_user_agent", None, optional_text),
+    Setting("USER_AGENT", "user_agent", "Scrapy", optional_text),
+    # RFC 9309 section 2.5: crawlers MUST parse at least 500 KiB.
+    Setting(
+        "REP_MAX_SIZE",
+        "max_size",
+        RFC_MIN_PARSE_SIZE,
+        integer(minimum=RFC_MIN_PARSE_SIZE),
+    ),
+    Setting("DOWNLOAD_TIMEOUT", None, _SCRAPY_DOWNLOAD_TIMEOUT, number(positive=True)),
+    Setting(
+        "REP_FETCH_TIMEOUT",
+        "fetch_timeout",
+        _SCRAPY_DOWNLOAD_TIMEOUT,
+        number(positive=True),
+        default_from="DOWNLOAD_TIMEOUT",
+    ),
+    Setting("REP_MAX_REDIRECTS", "max_redirects", 5, integer(minimum=0)),
+    Setting("REP_RETRY_BACKOFF", "retry_backoff", 10.0, number(positive=True)),
+    Setting("REP_MAX_RETRY_BACKOFF", "max_retry_backoff", 900.0, number(positive=True)),
+    Setting("REP_UNREACHABLE_WAIT", "unreachable_wait", 12 * 3600.0, number()),
+    Setting("REP_STALE_MAX_AGE", "stale_max_age", 30 * DAY, number()),
+    Setting(
+        "REP_UNREACHABLE_FALLBACK", "unreachable_fallback", "allow", choice("allow", "disallow")
+    ),
+    Setting("REP_CACHE_TTL", "cache_ttl", DAY, number(positive=True)),
+    Setting("REP_MIN_TTL", "min_ttl", 60.0, number()),
+    Setting("REP_MAX_TTL", "max_ttl", DAY, number(positive=True)),
+    Setting("REP_CRAWL_DELAY", "crawl_delay", True, boolean),
+    Setting("REP_MAX_CRAWL_DELAY", "max_crawl_delay", 30.0, number()),
+    Setting("REP_STORAGE", "storage", "sqlite", storage),
+    Setting("REP_MEMORY_MAX_ORIGINS", "memory_max_origins", 100_000, integer(minimum=1)),
     # Estimated bytes of robots.txt copies (bodies and parsed rules) that origins keep in
     # RAM; beyond it the least recently used idle origins drop theirs and read the store
     # again on their next request. 64 MiB: about 8,000 origins of the corpus's mean size
     # (4 KB), 30,000 of its median; the runtimes themselves stay bounded by count.
-    memory_max_bytes: int = 64 * 2**20
-    # Fetch leases in a shared store (docs/cluster.md): a lease lasts
-    # ``lease_ttl`` seconds and the running fetch renews it every
-    # ``lease_renew_every``, so a holder that dies blocks its origin for at most
-    # ``lease_ttl`` whatever DOWNLOAD_TIMEOUT is.
-    lease_ttl: float = 30.0
-    lease_renew_interval: float = 0.0  # 0 = a third of lease_ttl
-    clock: Callable[[], float] | None = None  # REP_CLOCK; None = time.time
-    purposes: tuple[str, ...] = ()  # REP_PURPOSES: what the crawl uses content for
-    usage_mode: str = "record"  # REP_USAGE_MODE, one of USAGE_MODES
-    page_mode: str = "record"  # REP_PAGE_MODE, one of PAGE_MODES
-    # How long a spider with nothing to do but wait on robots.txt stays open: 25 min, so
-    # a batch crawl ends within 30 min of its last other work (idle checks run every 5 s).
-    idle_wait: float = 1500.0
+    Setting("REP_MEMORY_MAX_BYTES", "memory_max_bytes", 64 * 2**20, integer(minimum=0)),
+    # Fetch leases in a shared store (docs/storage.md): a lease lasts REP_LEASE_TTL
+    # seconds and the running fetch renews it, so a holder that dies blocks its origin
+    # for at most that long whatever DOWNLOAD_TIMEOUT is. REP_LEASE_TIMEOUT is its old
+    # name (then a lease was never renewed), still honoured when REP_LEASE_TTL is unset.
+    Setting("REP_LEASE_TIMEOUT", None, _LEASE_TTL, number(positive=True)),
+    Setting(
+        "REP_LEASE_TTL",
+        "lease_ttl",
+        _LEASE_TTL,
+        number(positive=True),
+        default_from="REP_LEASE_TIMEOUT",
+    ),
+    Setting("REP_LEASE_RENEW_INTERVAL", "lease_renew_interval", 0.0, number()),  # 0: a third
+    Setting("REP_CLOCK", "clock", None, clock),  # None: time.time
+    Setting("REP_PURPOSES", "purposes", (), purposes),  # what the crawl uses content for
+    Setting("REP_USAGE_MODE", "usage_mode", "record", choice(*USAGE_MODES)),
+    # Page-level directives: robots meta tag, X-Robots-Tag, rel=nofollow (docs/page.md).
+    Setting("REP_PAGE_MODE", "page_mode", "record", choice(*PAGE_MODES)),
+    # How long a spider with nothing to do but wait on robots.txt stays open: 25 min
+    # (1500 s) of idleness, counted from its last other work (docs/waiting.md).
+    Setting("REP_IDLE_WAIT", "idle_wait", 1500.0, number()),
     # Held requests kept in memory (about 1 KB each, so about 100 MB at the bound);
     # beyond this they spill to disk (Scrapy's disk queues, about 230 us each).
-    memory_max_held: int = 100_000
-    # robots.txt fetches in flight at once: CONCURRENT_REQUESTS (engine.download_async
-    # bypasses the engine's own limit: it is not counted by the scheduler's slots).
-    fetch_concurrency: int = 16
-    # How often the "still waiting" INFO line may repeat: LOGSTATS_INTERVAL (0 = never).
-    logstats_interval: float = 60.0
+    Setting("REP_MEMORY_MAX_HELD", "memory_max_held", 100_000, integer(minimum=1)),
+    # robots.txt fetches in flight at once: CONCURRENT_REQUESTS, Scrapy's default
+    # (engine.download_async bypasses the engine's own limit).
+    Setting("CONCURRENT_REQUESTS", "fetch_concurrency", 16, integer(minimum=1)),
+    # How often the "still waiting" INFO line may repeat (0 = never); Scrapy's default.
+    Setting("LOGSTATS_INTERVAL", "logstats_interval", 60.0, number()),
     # how long a crashed process's parked requests wait before another adopts them
-    cluster_heartbeat: float = 30.0
+    Setting("REP_CLUSTER_HEARTBEAT", "cluster_heartbeat", 30.0, number(positive=True)),
     # Waiting requests also recorded in a shared store (Redis, SQLite), so a kill -9
     # loses none and the next run adopts what a stopped one kept. None (the default):
     # only where the crawl itself persists (JOBDIR, a persistent scheduler), as Scrapy
     # keeps its own queue only there (docs/waiting.md "When the spider closes").
-    durable_waiting: bool | None = None
-    # REP_RECORD: where the compliance record goes (docs/record.md), a path that may hold
-    # %(name)s, %(time)s and %(pid)s; None = no record
-    record: str | None = None
+    Setting("REP_DURABLE_WAITING", "durable_waiting", None, optional_boolean),
+    # The compliance record (docs/record.md): a path that may hold %(name)s, %(time)s and
+    # %(pid)s; unset = no record.
+    Setting("REP_RECORD", "record", None, lambda raw, name, default: record_path_template(raw)),
+    # (New settings go above this line, one row each.)
+)
+
+#: The names of every setting scrapy-rep reads (the typo check compares against them).
+SETTING_NAMES: frozenset[str] = frozenset(setting.name for setting in SETTINGS)
+# Config field -> the table's default: the dataclass below takes its defaults from here.
+_DEFAULTS: dict[str, Any] = {s.field: s.default for s in SETTINGS if s.field is not None}
+
+
+def _check_together(values: Mapping[str, Any]) -> None:
+    """Rules between two settings, by ``Config`` field (read values)."""
+    if values["min_ttl"] > values["max_ttl"]:
+        raise SettingError(
+            f"REP_MIN_TTL ({values['min_ttl']:g}) must not exceed REP_MAX_TTL "
+            f"({values['max_ttl']:g})"
+        )
+    if values["retry_backoff"] > values["max_retry_backoff"]:
+        raise SettingError(
+            f"REP_RETRY_BACKOFF ({values['retry_backoff']:g}) must not exceed "
+            f"REP_MAX_RETRY_BACKOFF ({values['max_retry_backoff']:g})"
+        )
+    if values["lease_renew_interval"] >= values["lease_ttl"]:
+        raise SettingError(
+            f"REP_LEASE_RENEW_INTERVAL ({values['lease_renew_interval']:g}) must be shorter "
+            f"than REP_LEASE_TTL ({values['lease_ttl']:g}), or the lease runs out between "
+            "renewals"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """Every setting scrapy-rep reads, as ``SETTINGS`` reads it (defaults there)."""
+
+    obey: bool = _DEFAULTS["obey"]
+    enforce: bool = _DEFAULTS["enforce"]
+    robotstxt_user_agent: str | None = _DEFAULTS["robotstxt_user_agent"]
+    user_agent: str = _DEFAULTS["user_agent"]
+    max_size: int = _DEFAULTS["max_size"]
+    fetch_timeout: float = _DEFAULTS["fetch_timeout"]
+    max_redirects: int = _DEFAULTS["max_redirects"]
+    retry_backoff: float = _DEFAULTS["retry_backoff"]
+    max_retry_backoff: float = _DEFAULTS["max_retry_backoff"]
+    unreachable_wait: float = _DEFAULTS["unreachable_wait"]
+    stale_max_age: float = _DEFAULTS["stale_max_age"]
+    unreachable_fallback: str = _DEFAULTS["unreachable_fallback"]
+    cache_ttl: float = _DEFAULTS["cache_ttl"]
+    min_ttl: float = _DEFAULTS["min_ttl"]
+    max_ttl: float = _DEFAULTS["max_ttl"]
+    crawl_delay: bool = _DEFAULTS["crawl_delay"]
+    max_crawl_delay: float = _DEFAULTS["max_crawl_delay"]
+    # A Redis URL may carry a password: keep it out of repr(config), which a log
+    # line or a traceback may print (the store modules mask it where they log it).
+    storage: str = field(default=_DEFAULTS["storage"], repr=False)
+    memory_max_origins: int = _DEFAULTS["memory_max_origins"]
+    memory_max_bytes: int = _DEFAULTS["memory_max_bytes"]
+    lease_ttl: float = _DEFAULTS["lease_ttl"]
+    lease_renew_interval: float = _DEFAULTS["lease_renew_interval"]
+    clock: Callable[[], float] | None = _DEFAULTS["clock"]
+    purposes: tuple[str, ...] = _DEFAULTS["purposes"]
+    usage_mode: str = _DEFAULTS["usage_mode"]  # one of USAGE_MODES
+    page_mode: str = _DEFAULTS["page_mode"]  # one of PAGE_MODES
+    idle_wait: float = _DEFAULTS["idle_wait"]
+    memory_max_held: int = _DEFAULTS["memory_max_held"]
+    fetch_concurrency: int = _DEFAULTS["fetch_concurrency"]
+    logstats_interval: float = _DEFAULTS["logstats_interval"]
+    cluster_heartbeat: float = _DEFAULTS["cluster_heartbeat"]
+    durable_waiting: bool | None = _DEFAULTS["durable_waiting"]
+    record: str | None = _DEFAULTS["record"]
+    # ``storage`` parsed (set from it by __post_init__): what every reader uses.
+    store_place: StorePlace = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Frozen: the derived field is set the way dataclasses set fields themselves.
@@ -338,76 +466,29 @@ class Config:
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> Config:
         """Read and validate. ``settings`` is Scrapy ``Settings`` or any mapping."""
-        download_timeout = _number(settings, "DOWNLOAD_TIMEOUT", 180.0, strictly_positive=True)
-        min_ttl = _number(settings, "REP_MIN_TTL", 60.0)
-        max_ttl = _number(settings, "REP_MAX_TTL", DAY, strictly_positive=True)
-        if min_ttl > max_ttl:
-            raise SettingError(
-                f"REP_MIN_TTL ({min_ttl:g}) must not exceed REP_MAX_TTL ({max_ttl:g})"
-            )
-        backoff = _number(settings, "REP_RETRY_BACKOFF", 10.0, strictly_positive=True)
-        max_backoff = _number(settings, "REP_MAX_RETRY_BACKOFF", 900.0, strictly_positive=True)
-        if backoff > max_backoff:
-            raise SettingError(
-                f"REP_RETRY_BACKOFF ({backoff:g}) must not exceed REP_MAX_RETRY_BACKOFF "
-                f"({max_backoff:g})"
-            )
-        storage = storage_spec(settings.get("REP_STORAGE"))
-        user_agent = _optional_str(settings, "USER_AGENT") or "Scrapy"
-        # REP_LEASE_TIMEOUT is the old name of REP_LEASE_TTL (then a lease was never
-        # renewed); it is still honoured when REP_LEASE_TTL is not set.
-        lease_ttl = _number(
-            settings,
-            "REP_LEASE_TTL",
-            _number(settings, "REP_LEASE_TIMEOUT", 30.0, strictly_positive=True),
-            strictly_positive=True,
-        )
-        lease_renew = _number(settings, "REP_LEASE_RENEW_INTERVAL", 0.0)
-        if lease_renew >= lease_ttl:
-            raise SettingError(
-                f"REP_LEASE_RENEW_INTERVAL ({lease_renew:g}) must be shorter than "
-                f"REP_LEASE_TTL ({lease_ttl:g}), or the lease runs out between renewals"
-            )
-        return cls(
-            obey=_boolean(settings, "ROBOTSTXT_OBEY", False),
-            enforce=_boolean(settings, "REP_ENFORCE", True),
-            robotstxt_user_agent=_optional_str(settings, "ROBOTSTXT_USER_AGENT"),
-            user_agent=user_agent,
-            max_size=_integer(
-                settings, "REP_MAX_SIZE", RFC_MIN_PARSE_SIZE, minimum=RFC_MIN_PARSE_SIZE
-            ),
-            fetch_timeout=_number(
-                settings, "REP_FETCH_TIMEOUT", download_timeout, strictly_positive=True
-            ),
-            max_redirects=_integer(settings, "REP_MAX_REDIRECTS", 5, minimum=0),
-            retry_backoff=backoff,
-            max_retry_backoff=max_backoff,
-            unreachable_wait=_number(settings, "REP_UNREACHABLE_WAIT", 12 * 3600.0),
-            stale_max_age=_number(settings, "REP_STALE_MAX_AGE", 30 * DAY),
-            unreachable_fallback=_choice(
-                settings, "REP_UNREACHABLE_FALLBACK", "allow", ("allow", "disallow")
-            ),
-            cache_ttl=_number(settings, "REP_CACHE_TTL", DAY, strictly_positive=True),
-            min_ttl=min_ttl,
-            max_ttl=max_ttl,
-            crawl_delay=_boolean(settings, "REP_CRAWL_DELAY", True),
-            max_crawl_delay=_number(settings, "REP_MAX_CRAWL_DELAY", 30.0),
-            storage=storage,
-            memory_max_origins=_integer(settings, "REP_MEMORY_MAX_ORIGINS", 100_000, minimum=1),
-            memory_max_bytes=_integer(settings, "REP_MEMORY_MAX_BYTES", 64 * 2**20, minimum=0),
-            lease_ttl=lease_ttl,
-            lease_renew_interval=lease_renew,
-            clock=_clock(settings, "REP_CLOCK"),
-            purposes=purposes_from(settings.get("REP_PURPOSES")),
-            usage_mode=_choice(settings, "REP_USAGE_MODE", "record", USAGE_MODES),
-            page_mode=_choice(settings, "REP_PAGE_MODE", "record", PAGE_MODES),
-            idle_wait=_number(settings, "REP_IDLE_WAIT", 1500.0),
-            memory_max_held=_integer(settings, "REP_MEMORY_MAX_HELD", 100_000, minimum=1),
-            fetch_concurrency=_integer(settings, "CONCURRENT_REQUESTS", 16, minimum=1),
-            logstats_interval=_number(settings, "LOGSTATS_INTERVAL", 60.0),
-            cluster_heartbeat=_number(
-                settings, "REP_CLUSTER_HEARTBEAT", 30.0, strictly_positive=True
-            ),
-            durable_waiting=_optional_boolean(settings, "REP_DURABLE_WAITING"),
-            record=record_path_template(settings.get("REP_RECORD")),
-        )
+        read: dict[str, Any] = {}  # setting name -> value, for default_from
+        values: dict[str, Any] = {}  # Config field -> value
+        for setting in SETTINGS:
+            default = setting.default
+            if setting.default_from is not None:
+                default = read[setting.default_from]
+            value = setting.read(settings.get(setting.name), setting.name, default)
+            read[setting.name] = value
+            if setting.field is not None:
+                values[setting.field] = value
+        _check_together(values)
+        return cls(**values)
+
+
+def unknown_settings(settings: Mapping[str, Any]) -> list[tuple[str, str | None]]:
+    """``REP_*`` names in ``settings`` that scrapy-rep does not read, each with the
+    closest name it does read (None when none is close): most are typos, which would
+    otherwise leave the default in force without a word. No other tool is known to
+    use the ``REP_`` prefix."""
+    known = sorted(name for name in SETTING_NAMES if name.startswith("REP_"))
+    found = []
+    for name in sorted(str(key) for key in settings if str(key).startswith("REP_")):
+        if name not in SETTING_NAMES:
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            found.append((name, close[0] if close else None))
+    return found

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,9 +22,24 @@ from scrapy_rep.storage.codec import record_limit
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from scrapy_rep.storage.redis_store import RedisStorage
 
-def create_storage(config: Config, settings: Mapping[str, Any] | None = None) -> RobotsStorage:
-    """Build the store ``REP_STORAGE`` names (``config.store_place``, parsed once)."""
+
+# How long a crawl retries a store it cannot reach at start before it does not start:
+# a Redis that is restarting gets a few seconds, a wrong host or port is an error.
+START_REACH_WAIT = 3.0
+_REACH_RETRY_EVERY = 0.5
+
+
+def create_storage(
+    config: Config, settings: Mapping[str, Any] | None = None, *, reach_within: float = 0.0
+) -> RobotsStorage:
+    """Build the store ``REP_STORAGE`` names (``config.store_place``, parsed once).
+
+    ``reach_within`` > 0 (a crawl starting): a Redis store that does not answer within
+    that many seconds is a ``SettingError`` naming ``REP_STORAGE`` and the reason. Once
+    running, an outage degrades instead (nothing lost, one WARNING).
+    """
     place = config.store_place
     if place.kind == "memory":
         return MemoryStorage(config.memory_max_origins)
@@ -41,7 +57,10 @@ def create_storage(config: Config, settings: Mapping[str, Any] | None = None) ->
     if place.kind == "redis":
         from scrapy_rep.storage.redis_store import RedisStorage
 
-        return RedisStorage.from_url(place.location, config)
+        store = RedisStorage.from_url(place.location, config)
+        if reach_within > 0:
+            wait_until_reachable(store, place.location, reach_within)
+        return store
     return _custom_storage(place.location, config, settings)
 
 
@@ -62,6 +81,28 @@ def _custom_storage(path: str, config: Config, settings: Mapping[str, Any] | Non
     if not isinstance(store, StorageProtocol):
         raise SettingError(f"REP_STORAGE: {path!r} does not implement RobotsStorage")
     return ForeignStorage(store)
+
+
+def wait_until_reachable(store: RedisStorage, spec: str, within: float) -> None:
+    """Return once ``store`` answers; after ``within`` seconds of trying, close it and
+    raise ``SettingError`` naming ``REP_STORAGE`` (its URL masked) and the last reason."""
+    from scrapy_rep.storage.redis_url import mask_url
+
+    deadline = time.monotonic() + within
+    while True:
+        reason = store.unreachable_reason()
+        if reason is None:
+            return
+        if time.monotonic() >= deadline:
+            break
+        # Blocking is acceptable here: nothing runs yet while the crawl starts.
+        time.sleep(min(_REACH_RETRY_EVERY, max(deadline - time.monotonic(), 0.0)))
+    store.close()
+    raise SettingError(
+        f"REP_STORAGE = {mask_url(spec)!r}: the store does not answer ({reason}); tried "
+        f"for {within:g} s. Start Redis or fix the URL (an outage during a crawl does not "
+        "stop it: the crawl goes on with process-local state)"
+    )
 
 
 def sqlite_place_problem(path: Path) -> str | None:

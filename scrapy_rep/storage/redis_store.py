@@ -484,6 +484,17 @@ class RedisStorage(RobotsStorage):
         except Exception as exc:  # closing must never fail a crawl's shutdown
             logger.debug("scrapy-rep: closing redis failed: %s", self._scrub(exc))
 
+    def unreachable_reason(self) -> str | None:
+        """Why Redis does not answer a PING now (None when it does), without the
+        outage fallback: for the start-up check (storage/factory.py), where an
+        unreachable store is most likely a mistake in ``REP_STORAGE``."""
+        errors: tuple[type[BaseException], ...] = (self._redis_error, *self._outage_errors)
+        try:
+            self._client.ping()
+        except errors as exc:
+            return self._scrub(exc)
+        return None
+
     def describe(self) -> str:
         state = " (unreachable: using a process-local fallback)" if self._down else ""
         return f"redis {self._masked_url}{state}"

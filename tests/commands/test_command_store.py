@@ -119,6 +119,42 @@ def test_stored_state_shown_and_store_untouched(
     assert _digest(db) == before
 
 
+def test_a_503_stored_and_fetched_is_not_said_to_differ(
+    mockserver: MockServer, subprocess_env: dict[str, str], workdir: Path, tmp_path: Path
+) -> None:
+    """The store holds a 503 still in its backoff (no good copy) and the origin answers
+    503 again: the fetch brought no copy, so there is nothing that differs."""
+    down = mockserver.unique_host("both-503")
+    mockserver.configure(down, {"robots": {"status": 503}})
+    now = time.time()
+    db = tmp_path / "store" / "rep.sqlite3"
+    store = SqliteStorage(db)
+    store.put(
+        mockserver.origin(down),
+        OriginRecord(
+            unreachable_since=now - 60,
+            next_retry_at=now + 600,
+            failures=1,
+            last_outcome="503",
+        ),
+    )
+    store.close()
+    result = robots(
+        [mockserver.url(down, "/a"), "-s", f"REP_STORAGE=sqlite:{db}"], subprocess_env, workdir
+    )
+    assert result.returncode == 3, result.stdout + result.stderr  # a crawl would wait
+    assert f"stored (sqlite {db}): unreachable since" in result.stdout
+    assert "differs" not in result.stdout
+    doc = as_json(
+        robots(
+            [mockserver.url(down, "/a"), "--json", "-s", f"REP_STORAGE=sqlite:{db}"],
+            subprocess_env,
+            workdir,
+        )
+    )
+    assert doc["origins"][0]["stored_differs"] is False
+
+
 def _scrapy_help(env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
     """``scrapy -h`` run in *cwd*: its listing of commands."""
     return subprocess.run(

@@ -27,12 +27,16 @@ def test_preferences_per_url_text_and_json(
     assert text.returncode == 1, text.stderr  # /private/x is disallowed
     lines = text.stdout.splitlines()
     at = lines.index(next(line for line in lines if line.endswith("/open/a  no rule matches")))
+    # only what the site declared: ai-input, which it does not mention, is left out
     assert lines[at + 1].strip() == (
-        "usage: train-ai=y (line 4), search=y (line 5), ai-input=unknown, use=reference (line 5)"
+        "usage: train-ai=y (line 4), search=y (line 5), use=reference (line 5)"
     )
-    assert "usage: train-ai=n (line 3), search=y (line 5)" in text.stdout
-    # a URL that may not be fetched has no preferences (draft-ietf-aipref-attach §3.1)
-    assert "usage: train-ai=unknown, search=unknown, ai-input=unknown" in text.stdout
+    assert "usage: train-ai=n (line 3), search=y (line 5), use=reference (line 5)" in text.stdout
+    # a URL that may not be fetched has no preferences (draft-ietf-aipref-attach §3.1):
+    # no usage line under it, and "unknown" is printed nowhere
+    private = lines.index(next(line for line in lines if "/private/x" in line))
+    assert not lines[private + 1].strip().startswith("usage:")
+    assert "unknown" not in text.stdout
 
     doc = as_json(robots([*urls, "--json"], subprocess_env, workdir))
     by_url = {result["url"]: result["usage"] for result in doc["urls"]}
@@ -71,3 +75,13 @@ def test_file_mode_shows_preferences_and_the_rule_outside_group(
     usage = doc["urls"][0]["usage"]
     assert usage["preferences"] == {"train-ai": "n", "search": "y", "ai-input": "unknown"}
     assert usage["sources"]["train-ai"][0]["line"] == 4
+
+
+def test_no_usage_line_for_a_site_without_preferences(
+    mockserver: MockServer, host: str, subprocess_env: dict[str, str], workdir: Path
+) -> None:
+    mockserver.configure(host, {"robots": {"body": "User-agent: *\nDisallow: /private\n"}})
+    text = robots([mockserver.url(host, "/a")], subprocess_env, workdir)
+    assert text.returncode == 0, text.stderr
+    assert "ALLOWED" in text.stdout
+    assert "usage:" not in text.stdout

@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import pytest
 import pytest_twisted
 from twisted.internet import defer, task
 
+from scrapy_rep.policy.config import SettingError
 from scrapy_rep.policy.origin import origin_of
 from scrapy_rep.storage.redis_store import RedisStorage
 from tests import redis_server as redis_helper
@@ -262,13 +264,33 @@ async def test_a_redis_password_never_reaches_the_crawl_log(
     mockserver: Any, run_crawl: Any, host: str, private_redis_server: RedisServer
 ) -> None:
     """A percent-encoded password full of reserved characters, and wrong: the crawl
-    logs the store (masked) and Redis's refusal, never the password in any form."""
+    does not start (Redis refuses it at start), and logs the store (masked) and Redis's
+    refusal, never the password in any form."""
     mockserver.configure(host, {"robots": {"body": DISALLOW_PRIVATE}})
     reserved = "Zq9#Xw/7?Yv@8:Uu%"
     url = f"redis://:{quote(reserved, safe='')}@127.0.0.1:{private_redis_server.port}/0"
-    crawler = await run_crawl([mockserver.url(host, "/a")], {**REP, "REP_STORAGE": url})
-    assert pages_of(mockserver, host) == ["/a"]
-    text = "\n".join(crawler.messages())
+    records: list[logging.LogRecord] = []
+    handler = _Keep(records)
+    logging.getLogger().addHandler(handler)
+    try:
+        with pytest.raises(SettingError, match="REP_STORAGE") as info:
+            await run_crawl([mockserver.url(host, "/a")], {**REP, "REP_STORAGE": url})
+    finally:
+        logging.getLogger().removeHandler(handler)
+    assert pages_of(mockserver, host) == []
+    text = "\n".join([*(r.getMessage() for r in records), str(info.value)])
+    assert "AuthenticationError" in text
     assert f"redis://:***@127.0.0.1:{private_redis_server.port}/0" in text
     for piece in ("Zq9", "Yv@8", "Uu%", quote(reserved, safe="")):
         assert piece not in text, piece
+
+
+class _Keep(logging.Handler):
+    """Keeps every record (run_crawl keeps them only for a crawl that returns)."""
+
+    def __init__(self, records: list[logging.LogRecord]) -> None:
+        super().__init__(logging.DEBUG)
+        self.records = records
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)

@@ -20,7 +20,7 @@ import pytest
 import pytest_twisted
 from twisted.internet import defer, task
 
-from scrapy_rep.policy.config import Config
+from scrapy_rep.policy.config import Config, SettingError
 from scrapy_rep.policy.origin import origin_of
 from scrapy_rep.storage.base import RobotsStorage, describe_holder
 from scrapy_rep.storage.redis_store import RedisStorage
@@ -121,8 +121,19 @@ def blackholed_redis() -> Iterator[str]:
         yield f"redis://:blackhole-pw@127.0.0.1:{sock.getsockname()[1]}/0"
 
 
+class UncheckedRedisStorage(RedisStorage):
+    """The Redis store built by ``REP_STORAGE``'s class import path, so the start-up
+    check (storage/factory.py, for a redis:// URL) does not run: the crawl meets the
+    blackhole as it would meet one that went silent after start. The URL comes from
+    the ``TEST_REDIS_URL`` setting."""
+
+    @classmethod
+    def from_config(cls, config: Any, settings: Any) -> RedisStorage:
+        return cls.from_url(settings["TEST_REDIS_URL"], config)
+
+
 @pytest_twisted.ensureDeferred
-async def test_a_blackholed_redis_does_not_stop_the_crawl(
+async def test_a_blackholed_redis_once_running_does_not_stop_the_crawl(
     mockserver: Any, run_crawl: Any, blackholed_redis: str
 ) -> None:
     """Every Redis call times out (short per-call timeouts), the store answers from
@@ -131,8 +142,13 @@ async def test_a_blackholed_redis_does_not_stop_the_crawl(
     hosts = [mockserver.unique_host(f"blackhole-{i}") for i in range(4)]
     mockserver.configure_many({h: {"robots": {"body": DISALLOW_PRIVATE}} for h in hosts})
     urls = [mockserver.url(h, p) for h in hosts for p in ("/a", "/private/b")]
+    settings = {
+        **REP,
+        "REP_STORAGE": f"{__name__}.UncheckedRedisStorage",
+        "TEST_REDIS_URL": blackholed_redis,
+    }
     started = time.monotonic()
-    crawler = await run_crawl(urls, {**REP, "REP_STORAGE": blackholed_redis}, timeout=60)
+    crawler = await run_crawl(urls, settings, timeout=60)
     elapsed = time.monotonic() - started
     for h in hosts:
         assert mockserver.count(h, "/robots.txt") == 1
@@ -142,3 +158,20 @@ async def test_a_blackholed_redis_does_not_stop_the_crawl(
     assert len(warnings) == 1 and "unreachable" in warnings[0], warnings
     assert "blackhole-pw" not in "\n".join(crawler.messages())
     print(f"blackholed-redis crawl of {len(hosts)} origins took {elapsed:.1f} s")
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_blackholed_redis_at_start_stops_the_crawl(
+    mockserver: Any, run_crawl: Any, blackholed_redis: str
+) -> None:
+    """The same blackhole named by its URL: at start it is most likely a mistake, so
+    the crawl does not start (after a few seconds of retries) and sends nothing; the
+    error names REP_STORAGE with the password masked."""
+    host = mockserver.unique_host("blackhole-start")
+    mockserver.configure(host, {"robots": {"body": DISALLOW_PRIVATE}})
+    with pytest.raises(SettingError, match="REP_STORAGE") as info:
+        await run_crawl([mockserver.url(host, "/a")], {**REP, "REP_STORAGE": blackholed_redis})
+    assert "the store does not answer" in str(info.value)
+    assert "redis://:***@127.0.0.1:" in str(info.value)
+    assert "blackhole-pw" not in str(info.value)
+    assert mockserver.paths(host) == []

@@ -127,7 +127,8 @@ async def test_record_mode_drops_nothing_and_records_everything(mockserver, run_
     # Stats: URLs per label and value, one count per downloaded URL.
     assert crawler.stat("rep/usage/train-ai/y") == 3  # open/a, open/d, open/bad
     assert crawler.stat("rep/usage/train-ai/n") == 3  # open/b, closed/c, h1
-    assert crawler.stat("rep/usage/train-ai/unknown") == 1  # h2
+    # h2 declares nothing: counted nowhere (only what a site declared is counted)
+    assert not [key for key in crawler.stats.get_stats() if key.endswith("/unknown")]
     assert crawler.stat("rep/usage/search/y") == 4
     assert crawler.stat("rep/usage/search/n") == 1
     assert crawler.stat("rep/usage/use/reference") == 5
@@ -330,3 +331,19 @@ def test_declares_usage_says_when_usage_can_be_skipped() -> None:
         b"Content-Usage: train-ai=n\nUser-agent: *\nAllow: /\n",
     ):
         assert RobotsTxt.parse(body).declares_usage, body
+
+
+@pytest_twisted.ensureDeferred
+async def test_no_purpose_and_no_preference_says_nothing(
+    mockserver: Any, run_crawl: Any, host: str
+) -> None:
+    """No REP_PURPOSES, a site that declares no preference: no INFO line about usage
+    preferences, no rep/usage/* stats key; the response meta still says "unknown"."""
+    mockserver.configure(host, {"robots": {"body": "User-agent: *\nAllow: /\n"}})
+    settings = {key: value for key, value in REP.items() if key != "REP_PURPOSES"}
+    crawler = await run_crawl([mockserver.url(host, "/a")], settings=settings)
+    assert [r.url for r in crawler.spider.responses] == [mockserver.url(host, "/a")]
+    assert not [key for key in crawler.stats.get_stats() if key.startswith("rep/usage/")]
+    assert not [m for m in crawler.messages() if "usage preferences" in m]
+    meta = crawler.spider.responses[0].meta["rep_usage"]
+    assert meta["preferences"]["train-ai"] == "unknown" and meta["sources"] == {}

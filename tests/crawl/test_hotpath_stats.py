@@ -25,12 +25,15 @@ class ForwardingStats(MemoryStatsCollector):
 @pytest_twisted.ensureDeferred
 async def test_default_collector_counts_every_decision(mockserver: Any, run_crawl: Any) -> None:
     host = mockserver.unique_host("stats")
-    mockserver.configure(host, {"robots": {"body": DISALLOW_PRIVATE}})
+    robots = DISALLOW_PRIVATE + "Content-Signal: search=yes\n"
+    mockserver.configure(host, {"robots": {"body": robots}})
     urls = [mockserver.url(host, p) for p in ("/a", "/b", "/c", "/private", "/private/x")]
     crawler = await run_crawl(urls, settings=REP)
     assert crawler.stat("robotstxt/allowed") == 3
     assert crawler.stat("robotstxt/forbidden") == 2
-    assert crawler.stat("rep/usage/train-ai/unknown") == 3
+    assert crawler.stat("rep/usage/search/y") == 3
+    # the labels the file does not declare are not counted
+    assert not [key for key in crawler.stats.get_stats() if key.endswith("/unknown")]
 
 
 @pytest_twisted.ensureDeferred

@@ -125,7 +125,10 @@ class CountedCopiesSpider(SamplingSpider):
         yield from super().parse(response, **kwargs)
 
 
-@pytest.mark.skipif(not hasattr(signals, "robots_parsed"), reason="Scrapy 2.18+ signal")
+@pytest.mark.skipif(
+    not hasattr(signals, "robots_parsed"),
+    reason="needs Scrapy 2.18+: the robots_parsed signal is new there",
+)
 @pytest_twisted.ensureDeferred
 async def test_a_copy_the_registry_does_not_count_is_not_kept(
     mockserver: Any, run_crawl: Any

@@ -272,7 +272,10 @@ class QueryingSpider(ListSpider):
         )
 
 
-@pytest.mark.skipif(not hasattr(signals, "robots_parsed"), reason="Scrapy 2.18+ signal")
+@pytest.mark.skipif(
+    not hasattr(signals, "robots_parsed"),
+    reason="needs Scrapy 2.18+: the robots_parsed signal is new there",
+)
 @pytest_twisted.ensureDeferred
 async def test_robots_parsed_receivers_get_the_copy_prepared_in_steps(
     mockserver: Any, run_crawl: Any, monkeypatch: pytest.MonkeyPatch
@@ -314,7 +317,10 @@ async def test_robots_parsed_receivers_get_the_copy_prepared_in_steps(
     assert Steps.threads == {reactor_thread}
 
 
-@pytest.mark.skipif(not hasattr(signals, "robots_parsed"), reason="Scrapy 2.18+ signal")
+@pytest.mark.skipif(
+    not hasattr(signals, "robots_parsed"),
+    reason="needs Scrapy 2.18+: the robots_parsed signal is new there",
+)
 @pytest_twisted.ensureDeferred
 async def test_robots_parsed_copy_failing_loses_no_request(
     mockserver: Any, run_crawl: Any, monkeypatch: pytest.MonkeyPatch

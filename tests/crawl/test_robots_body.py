@@ -92,7 +92,11 @@ def test_what_does_not_decode_is_an_error_with_nothing_decoded() -> None:
 
 
 def test_zstandard_when_the_standard_module_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
-    zstandard = pytest.importorskip("zstandard")
+    zstandard = pytest.importorskip(
+        "zstandard",
+        reason="the optional zstandard package is not installed (this test covers the "
+        "fallback to it where neither compression.zstd nor backports.zstd is present)",
+    )
     monkeypatch.setattr(robots_body, "_ZSTANDARD", zstandard)
     wire = zstandard.ZstdCompressor().compress(BOMB)
     assert robots_body._zstandard(wire, LIMIT) == robots_body.Decoded(BOMB[:LIMIT], cut=True)

@@ -82,7 +82,10 @@ def write_raw(store: RobotsStorage, origin: str, raw: Any) -> None:
     elif isinstance(store, RedisStorage):
         store._client.set(store.origin_key(origin), raw)
     else:
-        pytest.skip("memory storage keeps objects, not bytes")
+        pytest.skip(
+            "does not apply to the memory store: it keeps Python objects, so there are no "
+            "stored bytes to corrupt (run for SQLite and Redis)"
+        )
 
 
 def test_round_trip(store: RobotsStorage) -> None:
