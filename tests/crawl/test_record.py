@@ -217,10 +217,18 @@ class FullDiskSpider(scrapy.Spider):
         for url in json.loads(sys.argv[-1].split("=", 1)[1]):
             yield scrapy.Request(url)
 
+    @classmethod
+    def from_crawler(cls, crawler, *args, **kwargs):
+        spider = super().from_crawler(crawler, *args, **kwargs)
+        # After every spider_closed receiver: the record is written last at close, so
+        # its stats are complete only then (a short crawl writes nothing before).
+        crawler.signals.connect(spider.print_stats, signal=scrapy.signals.engine_stopped)
+        return spider
+
     def parse(self, response):
         pass
 
-    def closed(self, reason):
+    def print_stats(self):
         stats = self.crawler.stats.get_stats()
         keep = {k: v for k, v in stats.items() if k.startswith(("rep/record", "robotstxt/"))}
         keep["pages"] = stats.get("response_received_count", 0)
