@@ -17,6 +17,7 @@ import io
 import json
 import logging
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -30,9 +31,9 @@ import pytest
 import pytest_twisted
 from scrapy import Request
 
-from scrapy_rep.commands.record_tools import read_records, run_verify
-from scrapy_rep.crawl.record import ALLOWED, FORBIDDEN, PAGE, RELEASED
-from scrapy_rep.policy.config import SettingError
+from scrapy_rep.commands.record_tools import read_records, render_report, run_verify
+from scrapy_rep.crawl.record import ALLOWED, FORBIDDEN, PAGE, RELEASED, recorder_for
+from scrapy_rep.policy.config import Config, SettingError
 from tests.conftest import RESOLVER_SETTING, ListSpider
 from tests.crawl import test_page_directives as page_site
 from tests.crawl.test_crawl_storage_shared import start_process, wait_for_files
@@ -439,6 +440,16 @@ async def test_page_directives_are_recorded_in_record_mode(
         if path in pages:
             assert pages[path]["d"] == response.meta["rep_page"]["sources"]
     assert _header(record)["page_mode"] == "record"
+    # the robots.txt decisions are in the same file: one recorder for both middlewares
+    assert len(_by_url([record], ALLOWED)) == len(page_site.EVERY_PATH) - 1  # (not /exempt)
+    # closed by the robots.txt middleware: a late page call is a no-op, counted nowhere
+    recorder = recorder_for(crawler, Config.from_settings(crawler.settings), time.time)
+    assert recorder.enabled and recorder.closed
+    size = record.stat().st_size
+    recorder.page(mockserver.url(host, "/late"), page_site.TOKEN, {"noindex": []}, 0, 1)
+    recorder.close()
+    assert record.stat().st_size == size
+    assert crawler.stat("rep/record/lost") is None
     status, out = _verify([record])
     assert status == 0, out
     assert f"not re-decidable: {len(PAGES_WITH_DIRECTIVES)} page directives" in out
@@ -488,6 +499,11 @@ async def test_page_lines_carry_what_was_dropped(
     status, out = _verify([record])
     assert status == 0, out
     assert "not re-decidable: 8 page directives" in out
+    # the report's origin table: the page directives column (the last) counts them
+    page = render_report(read_records([record]), [str(record)])
+    row = re.search(rf"<tr><td>{re.escape(mockserver.origin(host))}</td>.*?</tr>", page)
+    assert row is not None
+    assert re.findall(r"<td class='n'>(\d+)</td>", row.group(0))[-1] == "8"
 
 
 class _FailingCallbackSpider(page_site.PageSpider):
