@@ -34,7 +34,7 @@ from scrapy_rep.crawl.ledger import (
     passed_hook,
     waiting_fate_line,
 )
-from scrapy_rep.crawl.record import make_recorder
+from scrapy_rep.crawl.record import recorder_for
 from scrapy_rep.crawl.release_retry import ReleaseRetry
 from scrapy_rep.crawl.request_codec import RequestCodec
 from scrapy_rep.crawl.scheduling import (
@@ -91,7 +91,8 @@ class RobotsTxtMiddleware:
                 raise NotConfigured
             self.clock = config.clock or time.time  # REP_CLOCK, validated by Config
             self.storage = create_storage(config, crawler.settings, reach_within=START_REACH_WAIT)
-            self.recorder = make_recorder(crawler, config, self.clock)  # REP_RECORD
+            # REP_RECORD; shared with the page-directives spider middleware
+            self.recorder = recorder_for(crawler, config, self.clock)
         except SettingError as exc:
             # One line that names the setting, before Scrapy's traceback of the failed
             # start (which ends with the same message, 30-odd lines further down).

@@ -16,11 +16,17 @@ does:
 
 ``dont_obey_robotstxt`` on a request exempts it and what its response yields, as it
 exempts it from robots.txt; ``ROBOTSTXT_OBEY = False`` turns the whole REP off.
+
+With ``REP_RECORD`` set, each page with directives for the crawler (and, in audit and
+enforce, each page whose output had drops) is one ``P`` line of the compliance record
+(docs/record.md), written through the recorder the robots.txt middleware shares.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
@@ -33,6 +39,7 @@ from w3lib.url import safe_url_string
 from scrapy_rep.crawl import compat
 from scrapy_rep.crawl.decide import DECISION_META_KEY
 from scrapy_rep.crawl.product_token import ProductTokens
+from scrapy_rep.crawl.record import NullRecorder, recorder_for
 from scrapy_rep.crawl.report import log_page_directives
 from scrapy_rep.crawl.stepping import run_steps
 from scrapy_rep.policy.config import Config, SettingError
@@ -92,9 +99,12 @@ _X_ROBOTS_TAG = b"X-Robots-Tag"  # (as Headers.normkey spells it: title case)
 class PageDirectivesMiddleware:
     """Reads page-level directives on every response; drops what they forbid on request."""
 
-    def __init__(self, crawler: Crawler, config: Config, tokens: ProductTokens) -> None:
+    def __init__(
+        self, crawler: Crawler, config: Config, tokens: ProductTokens, recorder: NullRecorder
+    ) -> None:
         self.mode = config.page_mode
         self.tokens = tokens
+        self.recorder = recorder  # the compliance record (crawl/record.py)
         assert crawler.stats is not None
         self.stats = crawler.stats
         # origin -> counts of pages and drops, for the closing summary
@@ -106,14 +116,16 @@ class PageDirectivesMiddleware:
     def from_crawler(cls, crawler: Crawler) -> PageDirectivesMiddleware:
         try:
             config = Config.from_settings(crawler.settings)
+            if not config.obey or config.page_mode == "off":
+                raise NotConfigured
+            # the same recorder (and file) as the robots.txt middleware's
+            recorder = recorder_for(crawler, config, config.clock or time.time)
         except SettingError as exc:
             logger.error("scrapy-rep: the crawl cannot start: %s", exc)
             raise
-        if not config.obey or config.page_mode == "off":
-            raise NotConfigured
         acting = config.page_mode in ("audit", "enforce")
         middleware = ActingPageDirectivesMiddleware if acting else cls
-        return middleware(crawler, config, ProductTokens(config))
+        return middleware(crawler, config, ProductTokens(config), recorder)
 
     def _on_spider_opened(self, spider: Spider) -> None:
         self.tokens.spider = spider  # (its robotstxt_user_agent attribute)
@@ -138,7 +150,8 @@ class PageDirectivesMiddleware:
         if not lines and not (is_html and head_may_name(response.body, token)):
             # Nearly every page: no header, and a byte search finds no meta tag that
             # can name us. Nothing to parse, nothing to count.
-            response.meta[META_KEY] = _empty_doc(response.url, token)
+            response.meta[META_KEY] = doc = _empty_doc(response.url, token)
+            self._read(response, doc)
             return
         meta_tags = None
         selector = compat.cached_selector(response) if is_html else None
@@ -154,6 +167,21 @@ class PageDirectivesMiddleware:
         doc.update(url=response.url, product_token=token)
         response.meta[META_KEY] = doc
         self._count_page(found, response.url)
+        self._read(response, doc)
+
+    def _read(self, response: Response, doc: dict[str, Any]) -> None:
+        """A page has been read: in ``record`` mode nothing is dropped, so its record
+        line (if it has directives) is complete now."""
+        if doc["directives"]:
+            self.record_page(doc)
+
+    def record_page(
+        self, doc: dict[str, Any], dropped_requests: int = 0, dropped_items: int = 0
+    ) -> None:
+        """The page's one ``P`` line in the compliance record (docs/record.md)."""
+        self.recorder.page(
+            doc["url"], doc["product_token"], doc["sources"], dropped_requests, dropped_items
+        )
 
     def _token(self, request: Request) -> str:
         """The product token robots.txt used for this request, else the same rule's."""
@@ -191,6 +219,32 @@ class ActingPageDirectivesMiddleware(PageDirectivesMiddleware):
     ``record`` mode the middleware has no output hooks at all, so Scrapy adds no step
     to any callback's output: the record mode's cost is process_spider_input alone.)"""
 
+    def __init__(
+        self, crawler: Crawler, config: Config, tokens: ProductTokens, recorder: NullRecorder
+    ) -> None:
+        super().__init__(crawler, config, tokens, recorder)
+        # Pages with directives whose record line waits for their output (it carries
+        # what was dropped); taken by the output check when it starts, or by
+        # process_spider_exception when the callback failed before any output.
+        self._unrecorded: weakref.WeakKeyDictionary[Response, dict[str, Any]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def _read(self, response: Response, doc: dict[str, Any]) -> None:
+        if not _output_checked(response, doc):
+            super()._read(response, doc)  # nothing can be dropped: its line is complete
+        elif doc["directives"]:
+            self._unrecorded[response] = doc
+
+    def process_spider_exception(
+        self, response: Response, exception: Exception, spider: Spider | None = None
+    ) -> None:
+        """The callback failed before its output reached the check: nothing of it was
+        dropped; the page's line is written now (the exception goes on)."""
+        doc = self._unrecorded.pop(response, None)
+        if doc is not None:
+            self.record_page(doc)
+
     def _page_state(self, response: Response) -> _PageOutput | None:
         """What to check in this response's output, or None when nothing can be dropped
         (an exempt request, a non-HTML page that forbids nothing)."""
@@ -203,9 +257,10 @@ class ActingPageDirectivesMiddleware(PageDirectivesMiddleware):
         if isinstance(response, HtmlResponse) and not doc["nofollow"]:
             # read only when the callback yields a request (and then in steps)
             links = NofollowLinks(response.body, get_base_url(response), normalise=_request_url)
-        if not (doc["nofollow"] or doc["noindex"] or links is not None):
+        if not _output_checked(response, doc):
             return None
-        return _PageOutput(self, response, doc, links)
+        writes_line = self._unrecorded.pop(response, None) is not None
+        return _PageOutput(self, response, doc, links, writes_line)
 
     def process_spider_output(
         self, response: Response, result: Iterable[Any], spider: Spider | None = None
@@ -256,11 +311,13 @@ class _PageOutput:
         response: Response,
         doc: dict[str, Any],
         links: NofollowLinks | None,
+        writes_line: bool,
     ) -> None:
         self.middleware = middleware
         self.response = response
         self.doc = doc
         self.links = links
+        self.writes_line = writes_line  # the page has directives: its line, at close
         self.dropped: dict[str, int] = {}
 
     def keep(self, output: Any) -> bool:
@@ -281,17 +338,22 @@ class _PageOutput:
         return self.middleware.mode != "enforce"
 
     def close(self) -> None:
-        if not self.dropped:
-            return
         middleware = self.middleware
+        dropped = self.dropped
+        requests = dropped.get(NOFOLLOW_PAGE, 0) + dropped.get(REL_NOFOLLOW, 0)
+        items = dropped.get(NOINDEX_PAGE, 0)
+        if self.writes_line or dropped:
+            # (in audit mode, what would be dropped: the record's header says the mode)
+            middleware.record_page(self.doc, requests, items)
+        if not dropped:
+            return
         enforce = middleware.mode == "enforce"
         prefix = "rep/page/dropped/" if enforce else "rep/page/audit/would_drop/"
-        for cause, count in self.dropped.items():
+        for cause, count in dropped.items():
             middleware.stats.inc_value(prefix + cause, count)
         counts = middleware.origin_counts(self.response.url)
-        counts["requests"] += self.dropped.get(NOFOLLOW_PAGE, 0)
-        counts["requests"] += self.dropped.get(REL_NOFOLLOW, 0)
-        counts["items"] += self.dropped.get(NOINDEX_PAGE, 0)
+        counts["requests"] += requests
+        counts["items"] += items
         logger.debug(
             "%s from %s: %s",
             "Dropped, page-level directives" if enforce else "Would be dropped (audit mode)",
@@ -320,6 +382,12 @@ def _x_robots_tag(headers: Headers) -> list[bytes]:
     if type(headers) is Headers:
         return dict.get(headers, _X_ROBOTS_TAG) or []
     return list(headers.getlist(_X_ROBOTS_TAG))
+
+
+def _output_checked(response: Response, doc: dict[str, Any]) -> bool:
+    """Whether audit and enforce check what this page's callback yields: an HTML page
+    (its rel=nofollow links), or any page that is nofollow or noindex."""
+    return isinstance(response, HtmlResponse) or doc["nofollow"] or doc["noindex"]
 
 
 def _request_url(url: str) -> str:

@@ -23,6 +23,7 @@ import pickle
 import queue
 import socket
 import threading
+import weakref
 import zlib
 from importlib import metadata
 from pathlib import Path
@@ -164,6 +165,10 @@ class Recorder(NullRecorder):
         self._last: tuple[int, int] = (0, 0)
         self._lost_warned = False
         self.lost = 0  # decisions counted but not written (reactor side: queue full)
+        # Once closed, a hook is a no-op counted nowhere: a spider middleware's page
+        # whose output is finished after the close (an abandoned async generator) has
+        # no file left to go to.
+        self.closed = False
         header = {
             "h": SCHEMA_VERSION,
             "rep": package_version(),
@@ -172,6 +177,7 @@ class Recorder(NullRecorder):
             "host": socket.gethostname(),
             "start": round(self.started, 3),
             "enforce": config.enforce,
+            "page_mode": config.page_mode,
             "max_size": config.max_size,
             "purposes": list(config.purposes),
         }
@@ -368,6 +374,8 @@ class Recorder(NullRecorder):
     # -- batches -----------------------------------------------------------------------
 
     def _add(self, entry: tuple[Any, ...]) -> None:
+        if self.closed:
+            return
         batch = self._batch
         batch.append(entry)
         if len(batch) >= BATCH_ENTRIES:
@@ -429,9 +437,12 @@ class Recorder(NullRecorder):
 
     def close(self) -> None:
         """Write what is left, wait for the writer, and put the totals in the stats."""
+        if self.closed:
+            return
         if self._timer is not None and self._timer.running:
             self._timer.stop()
         self.flush()
+        self.closed = True
         self.writer.close()
         self._publish()
         lost = self.lost + self.writer.lost
@@ -603,7 +614,22 @@ def _b64(body: bytes) -> str:
 
 
 def make_recorder(crawler: Crawler, config: Config, clock: Callable[[], float]) -> NullRecorder:
-    """The crawl's recorder: a NullRecorder unless REP_RECORD is set."""
+    """A new recorder: a NullRecorder unless REP_RECORD is set (use ``recorder_for``)."""
     if config.record is None:
         return NullRecorder()
     return Recorder(crawler, config, clock)
+
+
+# One recorder per crawler: the downloader middleware (robots.txt decisions) and the
+# spider middleware (page directives) write into the same file, whichever is built
+# first making it. Weak keys: a finished crawler and its recorder go together.
+_RECORDERS: weakref.WeakKeyDictionary[Crawler, NullRecorder] = weakref.WeakKeyDictionary()
+
+
+def recorder_for(crawler: Crawler, config: Config, clock: Callable[[], float]) -> NullRecorder:
+    """The crawl's recorder, made on the first call for ``crawler`` and shared after.
+    The downloader middleware closes it at spider_closed."""
+    recorder = _RECORDERS.get(crawler)
+    if recorder is None:
+        recorder = _RECORDERS[crawler] = make_recorder(crawler, config, clock)
+    return recorder

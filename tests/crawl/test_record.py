@@ -4,7 +4,9 @@ Every page the server received has an ``allowed`` record, every forbidden reques
 ``forbidden`` record naming the deciding line; a robots.txt that changes mid-crawl
 gives two copies, each decision pointing at the one that decided it; ``kill -9``
 leaves a file readable up to its last whole batch; two processes sharing a store
-each write their own file, verified together. ``verify`` is run on each.
+each write their own file, verified together; the page-directives spider middleware
+writes one page line per page with directives, with what enforce dropped. ``verify``
+is run on each.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import io
 import json
 import logging
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -28,10 +31,11 @@ import pytest
 import pytest_twisted
 from scrapy import Request
 
-from scrapy_rep.commands.record_tools import read_records, run_verify
-from scrapy_rep.crawl.record import ALLOWED, FORBIDDEN, RELEASED
-from scrapy_rep.policy.config import SettingError
+from scrapy_rep.commands.record_tools import read_records, render_report, run_verify
+from scrapy_rep.crawl.record import ALLOWED, FORBIDDEN, PAGE, RELEASED, recorder_for
+from scrapy_rep.policy.config import Config, SettingError
 from tests.conftest import RESOLVER_SETTING, ListSpider
+from tests.crawl import test_page_directives as page_site
 from tests.crawl.test_crawl_storage_shared import start_process, wait_for_files
 from tests.crawl_helpers import REP, pages_of
 from tests.scrapy_compat import RESOLVER_SETTING_NAME
@@ -371,48 +375,171 @@ async def test_one_writer_per_file(
     assert mockserver.paths(host) == []
 
 
-class _PageDirectivesRecorded:
-    """A spider middleware as the page-directive one will be: it records each page
-    through the recorder of scrapy-rep's downloader middleware."""
+# The pages of the page-directives site (tests/crawl/test_page_directives.py) that
+# give PageBot a directive: each has exactly one P line, and no other page has one.
+PAGES_WITH_DIRECTIVES = {
+    "/meta-nofollow",
+    "/meta-noindex",
+    "/header-nofollow",
+    "/header-none",
+    "/redirected",
+    "/doc.pdf",
+    "/expired",
+}
 
-    def __init__(self, crawler: Any) -> None:
-        self.crawler = crawler
 
-    @classmethod
-    def from_crawler(cls, crawler: Any) -> _PageDirectivesRecorded:
-        return cls(crawler)
+def _page_lines(path: Path) -> dict[str, list[Any]]:
+    """P lines by the path of their page."""
+    found: dict[str, list[Any]] = {}
+    for decision in read_records([path]).decisions:
+        if decision.verdict == PAGE:
+            found.setdefault(page_site._path(decision.url), []).append(decision)
+    return found
 
-    def process_spider_output(self, response: Any, result: Any) -> Any:
-        from scrapy_rep.middleware import RobotsTxtMiddleware
 
-        [robots] = [
-            mw
-            for mw in self.crawler.engine.downloader.middleware.middlewares
-            if isinstance(mw, RobotsTxtMiddleware)
-        ]
-        robots.recorder.page(response.url, "Scrapy", {"noindex": ["X-Robots-Tag"]}, 0, 1)
-        return result
+async def _page_crawl(
+    mockserver: Any, run_crawl: Any, tmp_path: Path, mode: str, spider_cls: Any = None
+) -> tuple[Any, str, Path]:
+    host = page_site._site(mockserver, f"record-page-{mode}")
+    record = tmp_path / f"pages-{mode}.jsonl.gz"
+    crawler = await run_crawl(
+        page_site._start(mockserver, host),
+        settings={**page_site.REP, "REP_PAGE_MODE": mode, "REP_RECORD": str(record)},
+        spider_cls=spider_cls or page_site.PageSpider,
+    )
+    return crawler, host, record
 
-    async def process_spider_output_async(self, response: Any, result: Any) -> Any:
-        async for item in self.process_spider_output(response, result):
-            yield item
+
+def _header(path: Path) -> dict[str, Any]:
+    [header] = read_records([path]).headers
+    return header
 
 
 @pytest_twisted.ensureDeferred
-async def test_page_directives_are_recorded(
-    mockserver: Any, run_crawl: Any, host: str, tmp_path: Path
+async def test_page_directives_are_recorded_in_record_mode(
+    mockserver: Any, run_crawl: Any, tmp_path: Path
 ) -> None:
-    mockserver.configure(host, {"robots": {"body": V1}})
-    record = tmp_path / "pages.jsonl.gz"
-    settings = {
-        **REP,
-        "REP_RECORD": str(record),
-        "SPIDER_MIDDLEWARES": {f"{__name__}._PageDirectivesRecorded": 10},
+    """The add-on's own spider middleware writes one P line per page with directives
+    for the token, with their sources, into the robots.txt middleware's file."""
+    crawler, host, record = await _page_crawl(mockserver, run_crawl, tmp_path, "record")
+    assert page_site._received(mockserver, host) == page_site.EVERY_PATH  # nothing dropped
+    lines = _page_lines(record)
+    assert set(lines) == PAGES_WITH_DIRECTIVES
+    assert all(len(found) == 1 for found in lines.values()), lines
+    pages = {path: found[0].doc for path, found in lines.items()}
+    assert pages["/meta-nofollow"]["d"] == {
+        "nofollow": [
+            {"from": "meta", "scope": "robots", "text": '<meta name="robots" content="nofollow">'}
+        ]
     }
-    await run_crawl([mockserver.url(host, "/a")], settings=settings)
-    [page] = _by_url([record], "P")[mockserver.url(host, "/a")]
-    assert page.doc["d"] == {"noindex": ["X-Robots-Tag"]}
-    assert (page.doc["k"], page.doc["dr"], page.doc["di"]) == ("Scrapy", 0, 1)
+    assert pages["/header-nofollow"]["d"] == {
+        "noarchive": [{"from": "header", "scope": "*", "text": "noarchive"}],
+        "nofollow": [{"from": "header", "scope": "pagebot", "text": "pagebot: nofollow"}],
+    }
+    assert pages["/meta-noindex"]["d"]["noindex"][0]["scope"] == page_site.TOKEN
+    assert list(pages["/header-none"]["d"]) == ["none"]
+    assert list(pages["/redirected"]["d"]) == ["noindex"]  # the final page's, not the hop's
+    assert list(pages["/doc.pdf"]["d"]) == ["noindex"]
+    assert {p["k"] for p in pages.values()} == {page_site.TOKEN}
+    assert not [p for p in pages.values() if "dr" in p or "di" in p]  # record drops nothing
+    # every page's line is as its response's meta["rep_page"] held it
+    for response in crawler.spider.responses:
+        path = page_site._path(response.url)
+        if path in pages:
+            assert pages[path]["d"] == response.meta["rep_page"]["sources"]
+    assert _header(record)["page_mode"] == "record"
+    # the robots.txt decisions are in the same file: one recorder for both middlewares
+    assert len(_by_url([record], ALLOWED)) == len(page_site.EVERY_PATH) - 1  # (not /exempt)
+    # closed by the robots.txt middleware: a late page call is a no-op, counted nowhere
+    recorder = recorder_for(crawler, Config.from_settings(crawler.settings), time.time)
+    assert recorder.enabled and recorder.closed
+    size = record.stat().st_size
+    recorder.page(mockserver.url(host, "/late"), page_site.TOKEN, {"noindex": []}, 0, 1)
+    recorder.close()
+    assert record.stat().st_size == size
+    assert crawler.stat("rep/record/lost") is None
+    status, out = _verify([record])
+    assert status == 0, out
+    assert f"not re-decidable: {len(PAGES_WITH_DIRECTIVES)} page directives" in out
+    assert "0 mismatched" in out
+
+
+@pytest.mark.parametrize("mode", ["enforce", "audit"])
+@pytest_twisted.ensureDeferred
+async def test_page_lines_carry_what_was_dropped(
+    mockserver: Any, run_crawl: Any, tmp_path: Path, mode: str
+) -> None:
+    """In enforce, each page's one line carries the requests and items its output lost
+    (in audit, what would be lost; the header says which); a page whose only drop is a
+    rel=nofollow link has a line too."""
+    crawler, host, record = await _page_crawl(mockserver, run_crawl, tmp_path, mode)
+    received = page_site._received(mockserver, host)
+    if mode == "enforce":
+        assert received == page_site.EVERY_PATH - page_site.NOT_FOLLOWED
+    else:
+        assert received == page_site.EVERY_PATH
+    lines = _page_lines(record)
+    assert set(lines) == PAGES_WITH_DIRECTIVES | {"/rel"}
+    assert all(len(found) == 1 for found in lines.values()), lines
+    drops = {
+        path: (found[0].doc.get("dr", 0), found[0].doc.get("di", 0))
+        for path, found in lines.items()
+    }
+    assert drops == {
+        "/meta-nofollow": (1, 0),
+        "/meta-noindex": (0, 1),
+        "/header-nofollow": (1, 0),
+        "/header-none": (1, 1),
+        "/redirected": (0, 1),
+        "/doc.pdf": (0, 1),
+        "/expired": (0, 1),
+        "/rel": (1, 0),  # /rel-only, linked only with rel="nofollow"
+    }
+    assert lines["/rel"][0].doc["d"] == {}
+    # the lines add up to the stats
+    prefix = "rep/page/dropped/" if mode == "enforce" else "rep/page/audit/would_drop/"
+    requests = crawler.stat(prefix + "request_nofollow") + crawler.stat(
+        prefix + "request_rel_nofollow"
+    )
+    assert sum(dr for dr, _ in drops.values()) == requests == 4
+    assert sum(di for _, di in drops.values()) == crawler.stat(prefix + "item_noindex") == 5
+    assert _header(record)["page_mode"] == mode
+    status, out = _verify([record])
+    assert status == 0, out
+    assert "not re-decidable: 8 page directives" in out
+    # the report's origin table: the page directives column (the last) counts them
+    page = render_report(read_records([record]), [str(record)])
+    row = re.search(rf"<tr><td>{re.escape(mockserver.origin(host))}</td>.*?</tr>", page)
+    assert row is not None
+    assert re.findall(r"<td class='n'>(\d+)</td>", row.group(0))[-1] == "8"
+
+
+class _FailingCallbackSpider(page_site.PageSpider):
+    """Its callback raises (before yielding anything) on the noindex page."""
+
+    def parse(self, response: Any, **kwargs: Any) -> Any:
+        if response.url.endswith("/meta-noindex"):
+            self.responses.append(response)
+            raise ValueError("a spider bug")
+        return super().parse(response, **kwargs)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_page_whose_callback_fails_still_has_its_line(
+    mockserver: Any, run_crawl: Any, tmp_path: Path
+) -> None:
+    """Enforce writes a page's line when its output ends; a callback that raises has no
+    output, and its page's line is written then, once, with nothing dropped."""
+    crawler, _, record = await _page_crawl(
+        mockserver, run_crawl, tmp_path, "enforce", _FailingCallbackSpider
+    )
+    assert crawler.stat("spider_exceptions/ValueError") == 1
+    lines = _page_lines(record)
+    [line] = lines["/meta-noindex"]
+    assert list(line.doc["d"]) == ["noindex"]
+    assert "dr" not in line.doc and "di" not in line.doc
+    assert set(lines) == PAGES_WITH_DIRECTIVES | {"/rel"}
+    assert _verify([record])[0] == 0
 
 
 @pytest.mark.parametrize("bad", ["rec-%(user)s.gz", "rec-%d.gz", 42, ["a"]])
