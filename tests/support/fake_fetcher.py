@@ -7,7 +7,7 @@ own ``classify_status``, as the real fetcher classifies a response) or a timeout
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from scrapy.utils.defer import maybe_deferred_to_future
@@ -32,7 +32,7 @@ class FetchCall:
 class FakeFetcher:
     """``calls``: every fetch in the order it started, answered or not."""
 
-    def __init__(self, now: object) -> None:
+    def __init__(self, now: Callable[[], float]) -> None:
         # ``now``: the test's clock (a callable), for Retry-After dates as the real
         # fetcher reads them.
         self._now = now
@@ -74,7 +74,7 @@ class FakeFetcher:
         headers: Mapping[str, str] | None = None,
     ) -> FetchOutcome:
         """Answer the origin's one open fetch as a response with ``status`` would be."""
-        now = self._now()  # type: ignore[operator]
+        now = self._now()
         lowered = {name.lower(): value for name, value in (headers or {}).items()}
         outcome = classify_status(status, lowered, body, now)
         self._open_call(origin).answer.callback(outcome)

@@ -123,7 +123,7 @@ def build_runtime(
     coordinator = OriginCoordinator(
         RobotsPolicy(settings),
         storage,
-        fetcher,  # type: ignore[arg-type]
+        fetcher,  # type: ignore[arg-type]  # (the coordinator only calls fetch())
         clock.seconds,
         room,
         lambda origin, request: released.append((origin, request)),

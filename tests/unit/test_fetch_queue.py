@@ -4,6 +4,7 @@ under ``OriginCoordinator`` (thousands of fetches that end inside their own star
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 import pytest
 import pytest_twisted
@@ -24,7 +25,7 @@ class Starts:
         self.queue = queue
         self.started: list[str] = []
 
-    def fetch(self, origin: str, *, starts: bool = True):  # type: ignore[no-untyped-def]
+    def fetch(self, origin: str, *, starts: bool = True) -> Callable[[], bool]:
         def start() -> bool:
             self.started.append(origin)
             return starts

@@ -8,7 +8,7 @@ its answer need turns of the real reactor (``reactor_turns``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import pytest
 import pytest_twisted
@@ -18,6 +18,7 @@ from scrapy_rep.crawl.runtime import WAITED_META_KEY
 from scrapy_rep.policy.records import ALLOW_ALL, RULES
 from scrapy_rep.policy.robots_policy import FRESH
 from tests.support.clock import pending_timers, reactor_turns, settle_reactor
+from tests.support.fake_fetcher import ALLOW_NOTHING_UNDER_PRIVATE
 from tests.support.runtime import Runtime, build_runtime
 
 A = "https://a.example"
@@ -47,11 +48,18 @@ async def released(runtime: Runtime, origin: str, count: int) -> None:
     )
 
 
-async def first_copy(runtime: Runtime, origin: str, status: int = 200, **answer: object) -> None:
+async def first_copy(
+    runtime: Runtime,
+    origin: str,
+    status: int = 200,
+    *,
+    body: bytes = ALLOW_NOTHING_UNDER_PRIVATE,
+    headers: Mapping[str, str] | None = None,
+) -> None:
     """The origin's first fetch, answered."""
     runtime.coordinator.evaluate(origin)
     await fetch_started(runtime, origin)
-    runtime.fetcher.answer(origin, status, **answer)  # type: ignore[arg-type]
+    runtime.fetcher.answer(origin, status, body=body, headers=headers)
     await reactor_turns(
         lambda: not runtime.coordinator.runtime(origin).fetching, f"the fetch of {origin} ends"
     )
