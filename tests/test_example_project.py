@@ -18,6 +18,9 @@ import pytest
 
 from tests.crawl_helpers import assert_spaced
 
+# Three whole `scrapy crawl` runs of the demo, once per pytest-xdist worker that runs a test here.
+pytestmark = pytest.mark.slow
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RUN_DEMO = REPO_ROOT / "example_project" / "run_demo.py"
 

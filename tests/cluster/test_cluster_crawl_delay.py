@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from scrapy_rep.crawl.cluster_delay import STAT
 from tests.cluster_helpers import Cluster, pages_received, receive_times, wait_for
 from tests.crawl_helpers import assert_spaced
@@ -19,6 +21,7 @@ from tests.mockserver_client import MockServer
 #: only its own) and span ~5 s, not >= 13.5 s: the check still tells the two apart.
 
 
+@pytest.mark.slow
 def test_three_workers_together_keep_a_crawl_delay(
     mockserver: MockServer, cluster: Cluster
 ) -> None:

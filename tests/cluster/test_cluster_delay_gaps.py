@@ -21,6 +21,7 @@ PAGES = 5
 TAGS = ("w1", "w2", "w3", "w4")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("store", ["redis", "sqlite"])
 def test_four_workers_never_send_two_requests_closer_than_the_crawl_delay(
     mockserver: MockServer, cluster: Cluster, tmp_path: Path, store: str

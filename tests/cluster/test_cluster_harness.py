@@ -7,10 +7,13 @@ from __future__ import annotations
 import signal
 from typing import Any
 
+import pytest
+
 from tests.cluster_helpers import Cluster, pages_received, wait_for
 from tests.mockserver_client import MockServer
 
 
+@pytest.mark.slow
 def test_three_workers_crawl_each_page_once(mockserver: MockServer, cluster: Cluster) -> None:
     host = mockserver.unique_host("harness")
     pages = [f"/p{i}" for i in range(12)]
@@ -28,6 +31,7 @@ def test_three_workers_crawl_each_page_once(mockserver: MockServer, cluster: Clu
     assert crawled == len(pages) + 1
 
 
+@pytest.mark.slow
 def test_kill_and_terminate_reach_the_worker(mockserver: MockServer, cluster: Cluster) -> None:
     host = mockserver.unique_host("signals")
     mockserver.configure(host, {"default": {"delay": 30}})

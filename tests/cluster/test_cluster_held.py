@@ -35,6 +35,7 @@ def crawled_once(mockserver: MockServer, host: str, paths: list[str]) -> bool:
     return all(received[p] >= 1 for p in paths)
 
 
+@pytest.mark.slow
 def test_sigterm_then_kill_9_of_the_holder_loses_no_held_request(
     mockserver: MockServer, cluster: Cluster
 ) -> None:
@@ -79,6 +80,7 @@ def test_sigterm_then_kill_9_of_the_holder_loses_no_held_request(
     assert sum(parked_by_pid(redis_url).values()) == 0
 
 
+@pytest.mark.slow
 def test_a_request_scrapy_redis_cannot_enqueue_does_not_lose_the_others(
     mockserver: MockServer, cluster: Cluster
 ) -> None:
@@ -105,6 +107,7 @@ def test_a_request_scrapy_redis_cannot_enqueue_does_not_lose_the_others(
     assert "could not re-inject" in worker.log()
 
 
+@pytest.mark.slow
 def test_scrapy_redis_idle_close_is_honoured_and_the_requests_kept(
     mockserver: MockServer, cluster: Cluster
 ) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import pytest
+
 from tests.cluster_helpers import Cluster, pages_received, parked_by_pid, wait_for
 from tests.mockserver_client import MockServer
 
@@ -29,6 +31,7 @@ WORKER: dict[str, Any] = {
 }
 
 
+@pytest.mark.slow
 def test_requests_released_while_redis_is_down_are_crawled_once_it_is_back(
     mockserver: MockServer, cluster: Cluster
 ) -> None:

@@ -41,6 +41,7 @@ async def sleep(seconds: float) -> None:
     await task.deferLater(installed_reactor(), seconds, lambda: None)
 
 
+@pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_a_frozen_holder_loses_its_lease_after_the_ttl(
     mockserver: Any,
@@ -88,6 +89,7 @@ async def test_a_frozen_holder_loses_its_lease_after_the_ttl(
     assert crawler.spider.response_urls == [mockserver.url(host, "/b")]
 
 
+@pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_thirty_kills_during_writes_leave_a_sound_store(
     mockserver: Any,

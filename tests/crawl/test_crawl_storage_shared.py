@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_twisted
 
 from scrapy_rep.policy.origin import origin_of
@@ -68,6 +69,7 @@ def wait_for_files(paths: list[Path], procs: list[subprocess.Popen[bytes]]) -> N
         time.sleep(0.02)
 
 
+@pytest.mark.slow
 def test_two_processes_fetch_each_robots_txt_once(
     mockserver: Any, tmp_path: Path, subprocess_env: dict[str, str], store: str
 ) -> None:
@@ -145,6 +147,7 @@ def stored_lease_expiry(store: str, origin: str) -> float:
     return 0.0 if ttl_ms < 0 else time.time() + ttl_ms / 1000
 
 
+@pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_a_dead_lease_holder_does_not_strand_the_others(
     mockserver: Any,

@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_twisted
 
 from scrapy_rep.crawl.store_ledger import open_cluster
@@ -39,6 +40,7 @@ def owners_alive(cluster_file: Path) -> int:
     return int(row[0])
 
 
+@pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_spilled_dont_filter_requests_of_a_killed_process_are_crawled_once_next_run(
     mockserver: Any, run_crawl: Any, host: str, tmp_path: Path, subprocess_env: dict[str, str]

@@ -21,6 +21,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_twisted
 import scrapy
 from twisted.internet import defer
@@ -131,6 +132,7 @@ def received(mockserver: Any, url: str) -> int:
     return Counter(pages_of(mockserver, host))[path]
 
 
+@pytest.mark.slow
 def test_a_stopped_run_drops_its_waiting_request_and_the_next_crawls_each_page_once(
     mockserver: Any, tmp_path: Path, subprocess_env: dict[str, str]
 ) -> None:
@@ -158,6 +160,7 @@ def test_a_stopped_run_drops_its_waiting_request_and_the_next_crawls_each_page_o
     assert received(mockserver, own) == 2  # once per run, as Scrapy crawls without JOBDIR
 
 
+@pytest.mark.slow
 def test_a_kept_request_adopted_by_the_next_run_passes_its_dupefilter(
     mockserver: Any, tmp_path: Path, subprocess_env: dict[str, str]
 ) -> None:
@@ -180,6 +183,7 @@ def test_a_kept_request_adopted_by_the_next_run_passes_its_dupefilter(
     assert received(mockserver, elsewhere) == 1
 
 
+@pytest.mark.slow
 def test_with_jobdir_the_waiting_request_is_crawled_once_in_the_resumed_run(
     mockserver: Any, tmp_path: Path, subprocess_env: dict[str, str]
 ) -> None:
@@ -251,6 +255,7 @@ def stop_gracefully_then_answer(
     assert proc.wait(timeout=90) == 0, log.read_text()[-3000:]
 
 
+@pytest.mark.slow
 def test_a_graceful_stop_with_fetches_in_flight_drops_and_counts_what_nothing_keeps(
     mockserver: Any, tmp_path: Path, subprocess_env: dict[str, str]
 ) -> None:
@@ -323,6 +328,7 @@ def parked_per_owner_pid(cluster_file: Path, spider: str) -> dict[int, int]:
     return {int(str(owner).rsplit("-", 2)[1]): int(n) for owner, n in rows}
 
 
+@pytest.mark.slow
 def test_kill_9_restarts_leave_one_parked_copy_per_dont_filter_request(
     mockserver: Any, tmp_path: Path, subprocess_env: dict[str, str]
 ) -> None:
