@@ -23,7 +23,7 @@ from scrapy.exceptions import DontCloseSpider, IgnoreRequest, NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
 
 from scrapy_rep.crawl import compat
-from scrapy_rep.crawl.closing import WaitingAtClose
+from scrapy_rep.crawl.closing import WaitingAtClose, fate_of
 from scrapy_rep.crawl.coordinator import OriginCoordinator, _reactor
 from scrapy_rep.crawl.decide import Decider
 from scrapy_rep.crawl.fetcher import FETCH_META_KEY, RobotsFetcher
@@ -142,6 +142,7 @@ class RobotsTxtMiddleware:
             self._inc,
             releasable=self._may_proceed,
             recorder=self.recorder,
+            waiting_fate=lambda: fate_of(self.bridge, self.ledger),
         )
         self.one_shot = one_shot_command()
         if self.one_shot:

@@ -55,11 +55,7 @@ class WaitingAtClose:
         self._named_waiting: set[str] = set()
 
     def fate(self) -> str:
-        if self.bridge.persists():
-            return "handed back to the scheduler"
-        if is_durable(self.ledger):
-            return "kept in the shared store"
-        return "dropped"
+        return fate_of(self.bridge, self.ledger)
 
     def waiting_line(self, idle_for: float, idle_wait: float) -> str:
         timed = self.room.timed_reasons()
@@ -214,3 +210,12 @@ class WaitingAtClose:
             rt = self.registry.lookup(origin)
             if rt is not None:
                 setattr(rt, field, getattr(rt, field) + count)
+
+
+def fate_of(bridge: SchedulerBridge, ledger: HeldLedger) -> str:
+    """What becomes of waiting requests if the spider closes now."""
+    if bridge.persists():
+        return "handed back to the scheduler"
+    if is_durable(ledger):
+        return "kept in the shared store"
+    return "dropped"

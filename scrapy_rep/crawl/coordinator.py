@@ -68,8 +68,12 @@ class OriginCoordinator(FetchSteps):
         inc_stat: Callable[[str], None],
         releasable: Callable[[Evaluation], bool] | None = None,
         recorder: NullRecorder | None = None,
+        waiting_fate: Callable[[], str] | None = None,
     ) -> None:
         self.policy = policy
+        # What becomes of waiting requests if the crawl stops now (closing.fate_of), said
+        # in the unreachable WARNING beside "Ctrl-C stops the crawl now".
+        self.waiting_fate = waiting_fate
         self.storage = storage
         self.fetcher = fetcher
         self.clock = clock

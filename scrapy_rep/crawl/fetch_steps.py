@@ -55,6 +55,7 @@ class FetchSteps:
     closed: bool
     give_up: Callable[[str, list[Request], str], None] | None
     unreachable_warnings: UnreachableWarnings
+    waiting_fate: Callable[[], str] | None
     _inc: Callable[[str], None]
     _fetches_pending: int
     _waiter_count: int
@@ -206,7 +207,16 @@ class FetchSteps:
             # WARNING, with the error's text (Scrapy's middleware: ERROR); after the
             # first few origins, one summary line per LOGSTATS_INTERVAL
             self.unreachable_warnings.warn(
-                rt.origin, unreachable_line(rt.origin, outcome, record, waiting, now, self.policy)
+                rt.origin,
+                unreachable_line(
+                    rt.origin,
+                    outcome,
+                    record,
+                    waiting,
+                    now,
+                    self.policy,
+                    None if self.waiting_fate is None else self.waiting_fate(),
+                ),
             )
         elif record.unreachable:
             logger.debug(

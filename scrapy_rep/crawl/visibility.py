@@ -48,7 +48,10 @@ def unreachable_line(
     waiting: int,
     now: float,
     policy: RobotsPolicy,
+    fate: str | None = None,
 ) -> str:
+    """The WARNING for an origin turning unreachable; ``fate``: what becomes of its
+    waiting requests if the crawl stops now (dropped, kept, handed back)."""
     config = policy.config
     retry_at = record.next_retry_at or now
     retry_setting = "Retry-After" if outcome.retry_after is not None else "REP_RETRY_BACKOFF"
@@ -66,7 +69,12 @@ def unreachable_line(
         f"the wait ends at {clock_time(ends, now)} at the latest (REP_UNREACHABLE_WAIT = "
         f"{duration(config.unreachable_wait)}), then {then}; a spider with nothing else "
         f"to do waits at most REP_IDLE_WAIT = {duration(config.idle_wait)}; Ctrl-C stops "
-        "the crawl now (the start-up line says what becomes of waiting requests)"
+        "the crawl now"
+        + (
+            " (the start-up line says what becomes of waiting requests)"
+            if fate is None
+            else f", and the waiting requests are {fate}"
+        )
     )
 
 
