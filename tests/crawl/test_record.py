@@ -36,6 +36,7 @@ from scrapy_rep.crawl.record import ALLOWED, FORBIDDEN, PAGE, RELEASED, recorder
 from scrapy_rep.policy.config import Config, SettingError
 from tests.conftest import RESOLVER_SETTING, ListSpider
 from tests.crawl import test_page_directives as page_site
+from tests.crawl.test_crawl_storage import ShiftedClock
 from tests.crawl.test_crawl_storage_shared import start_process, wait_for_files
 from tests.crawl_helpers import REP, pages_of
 from tests.scrapy_compat import RESOLVER_SETTING_NAME
@@ -135,21 +136,14 @@ class _ChangingRobotsSpider(ListSpider):
         yield Request(self.base + "/c2", errback=self.on_error)
 
 
-class _Clock:
-    def __init__(self) -> None:
-        self.offset = 0.0
-
-    def __call__(self) -> float:
-        return time.time() + self.offset
-
-
 @pytest_twisted.ensureDeferred
 async def test_changed_robots_gives_two_copies(
     mockserver: Any, run_crawl: Any, host: str, tmp_path: Path
 ) -> None:
     mockserver.configure(host, {"robots": [{"body": V1}, {"body": V2}]})
     record = tmp_path / "changed.jsonl.gz"
-    settings = {**REP, "REP_RECORD": str(record), "REP_CLOCK": _Clock()}
+    # (a ShiftedClock survives Scrapy 2.14's deep copy of the settings as itself)
+    settings = {**REP, "REP_RECORD": str(record), "REP_CLOCK": ShiftedClock()}
     await run_crawl(
         spider_cls=_ChangingRobotsSpider,
         settings=settings,
