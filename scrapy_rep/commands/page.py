@@ -23,8 +23,9 @@ if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
     from twisted.python.failure import Failure
 
-# Above every named Scrapy priority ("cmdline" is 40), as for the robots.txt fetch: the
-# command looks at the page, it does not crawl it.
+# Above every named Scrapy priority ("cmdline" is 40): the internal crawl must not run
+# a robots.txt middleware whatever the project or -s says, or it would fetch robots.txt
+# itself and could hold the command's own requests.
 _FORCED_PRIORITY = 100
 EXIT_OK, EXIT_UNREACHABLE = 0, 3
 MAX_LISTED_LINKS = 20
@@ -57,7 +58,20 @@ class PageResult:
         }
 
 
-class PageFetchSpider(Spider):
+class OneShotSpider(Spider):
+    """The internal spider of a ``scrapy robots`` check: never obeys a robots.txt
+    middleware itself (whatever the project or -s says) and opens no ports."""
+
+    @classmethod
+    def update_settings(cls, settings: BaseSettings) -> None:
+        super().update_settings(settings)
+        settings.set("ROBOTSTXT_OBEY", False, priority=_FORCED_PRIORITY)
+        # A one-shot check should not open ports; at spider priority, so -s still wins.
+        settings.set("TELNETCONSOLE_ENABLED", False, priority="spider")
+        settings.set("REMOTE_CONTROL_ENABLED", False, priority="spider")
+
+
+class PageFetchSpider(OneShotSpider):
     """Downloads the given URLs once each; every answer (any status) is kept."""
 
     name = "scrapy_rep_page"
@@ -66,13 +80,6 @@ class PageFetchSpider(Spider):
         super().__init__(**kwargs)
         self.urls = urls
         self.answers = responses
-
-    @classmethod
-    def update_settings(cls, settings: BaseSettings) -> None:
-        super().update_settings(settings)
-        settings.set("ROBOTSTXT_OBEY", False, priority=_FORCED_PRIORITY)
-        settings.set("TELNETCONSOLE_ENABLED", False, priority="spider")
-        settings.set("REMOTE_CONTROL_ENABLED", False, priority="spider")
 
     async def start(self) -> AsyncIterator[Any]:
         for url in self.urls:

@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from scrapy import Spider
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
@@ -45,7 +44,7 @@ from scrapy_rep.commands.output import (
     UrlResult,
     render_json,
 )
-from scrapy_rep.commands.page import PageFetchSpider
+from scrapy_rep.commands.page import OneShotSpider, PageFetchSpider
 from scrapy_rep.commands.page import exit_status as page_exit_status
 from scrapy_rep.commands.page import render_json as page_json
 from scrapy_rep.commands.page import render_text as page_text
@@ -63,16 +62,10 @@ from scrapy_rep.robotstxt import product_token
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-    from scrapy.settings import BaseSettings
-
     from scrapy_rep.policy.records import OriginRecord
     from scrapy_rep.robotstxt._robotstxt import RobotsTxt
     from scrapy_rep.storage.base import RobotsStorage
 
-# Above every named Scrapy priority ("cmdline" is 40): the internal crawl must not run
-# a robots.txt middleware whatever the project or -s says, or it would fetch robots.txt
-# itself and could hold the command's own requests.
-_FORCED_PRIORITY = 100
 _BROWSER_TOKENS = frozenset({"mozilla", "opera", "safari", "chrome", "applewebkit"})
 
 DESCRIPTION = """\
@@ -103,7 +96,7 @@ Compliance records (REP_RECORD, see docs/record.md)
 """
 
 
-class _RobotsFetchSpider(Spider):
+class _RobotsFetchSpider(OneShotSpider):
     """Fetches robots.txt of the given origins and records the outcomes; yields nothing."""
 
     name = "scrapy_rep_robots"
@@ -114,14 +107,6 @@ class _RobotsFetchSpider(Spider):
         super().__init__(**kwargs)
         self.origins = origins
         self.outcomes = outcomes
-
-    @classmethod
-    def update_settings(cls, settings: BaseSettings) -> None:
-        super().update_settings(settings)
-        settings.set("ROBOTSTXT_OBEY", False, priority=_FORCED_PRIORITY)
-        # A one-shot check should not open ports; at spider priority, so -s still wins.
-        settings.set("TELNETCONSOLE_ENABLED", False, priority="spider")
-        settings.set("REMOTE_CONTROL_ENABLED", False, priority="spider")
 
     async def start(self) -> AsyncIterator[Any]:
         from scrapy_rep.crawl.fetcher import RobotsFetcher
