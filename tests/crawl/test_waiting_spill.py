@@ -42,7 +42,12 @@ def assert_nothing_parked(store: str, spider_name: str) -> None:
 async def test_held_requests_beyond_the_bound_spill_and_come_back(
     mockserver: Any, run_crawl: Any, host: str, tmp_path: Any, jobdir: bool
 ) -> None:
-    mockserver.configure(host, {"robots": [{"status": 503}, {"body": DISALLOW_PRIVATE}]})
+    # The first answer (a 503, then retried) is held until every request has been yielded:
+    # otherwise, on a slow machine, the origin can be decided before the lambda request
+    # arrives, and it is then never held at all.
+    gate = f"spill-{host}"
+    first = {"status": 503, "hold": gate, "hold_max": 60}
+    mockserver.configure(host, {"robots": [first, {"body": DISALLOW_PRIVATE}]})
     spider = CallbackSpider
     requests = [
         Request(mockserver.url(host, f"/p{i}"), callback=None, cb_kwargs={"tag": f"t{i}"})
@@ -58,6 +63,7 @@ async def test_held_requests_beyond_the_bound_spill_and_come_back(
             for request in requests:
                 yield request.replace(callback=self.parse_item, errback=self.on_error)
             yield unserialisable
+            mockserver.open_gate(gate)
 
     crawler = await run_crawl([], settings=settings, spider_cls=Start)
     assert sorted(pages_of(mockserver, host)) == sorted([f"/p{i}" for i in range(40)] + ["/lambda"])
