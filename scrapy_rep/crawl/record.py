@@ -157,6 +157,7 @@ class Recorder(NullRecorder):
         self._copies: dict[str, tuple[float | None, float | None, str, int]] = {}
         self._contexts: dict[tuple[Any, ...], int] = {}
         self._usages: dict[tuple[Any, ...], int] = {}
+        self._last_usage: tuple[Usage | None, tuple[str, ...], int] = (None, (), 0)
         self._next_id = 0
         # origin -> (final URL, status) of its last robots.txt response
         self._fetched: dict[str, tuple[str, int]] = {}
@@ -185,6 +186,10 @@ class Recorder(NullRecorder):
         self._timer: Any = None
         crawler.signals.connect(self._on_response, signal=signals.response_received)
         crawler.signals.connect(self._on_opened, signal=signals.spider_opened)
+        # The robots.txt middleware closes the record at spider_closed, after its last
+        # decisions; engine_stopped (later) closes a record that no middleware closed, e.g.
+        # one opened by the page-directives middleware alone (docs/record.md).
+        crawler.signals.connect(self.close, signal=signals.engine_stopped)
         logger.info("scrapy-rep: compliance record: %s", self.path)
 
     # -- hooks -------------------------------------------------------------------------
@@ -361,6 +366,18 @@ class Recorder(NullRecorder):
         return number
 
     def _usage_number(self, usage: Usage, purposes: Sequence[str]) -> int:
+        # A crawl asks this for every allowed request of an origin that states usage
+        # preferences, nearly always with the copy it asked about last: that copy's number
+        # is kept (holding the object keeps its identity unique), which spares a JSON
+        # serialisation per request.
+        last_usage, last_purposes, last_number = self._last_usage
+        if usage is last_usage and tuple(purposes) == last_purposes:
+            return last_number
+        number = self._usage_number_of(usage, purposes)
+        self._last_usage = (usage, tuple(purposes), number)
+        return number
+
+    def _usage_number_of(self, usage: Usage, purposes: Sequence[str]) -> int:
         doc = usage.to_json()
         key = (json.dumps(doc, sort_keys=True), tuple(purposes))
         number = self._usages.get(key)

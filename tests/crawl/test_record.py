@@ -550,3 +550,29 @@ def test_rep_record_placeholders() -> None:
     assert Config.from_settings({}).record is None
     template = "r/%(name)s-%(time)s-%(pid)s-100%%.jsonl.gz"
     assert Config.from_settings({"REP_RECORD": template}).record == template
+
+
+@pytest_twisted.ensureDeferred
+async def test_record_of_the_page_middleware_alone_is_closed(
+    mockserver: Any, run_crawl: Any, tmp_path: Path
+) -> None:
+    """With the page-directives spider middleware enabled by hand and the robots.txt
+    middleware not at all, the record is still closed when the crawl ends: a whole file
+    with the page lines and a summary line in the log."""
+    host = page_site._site(mockserver, "record-page-alone")
+    record = tmp_path / "page-alone.jsonl.gz"
+    settings = {key: value for key, value in page_site.REP.items() if key != "ADDONS"} | {
+        "SPIDER_MIDDLEWARES": {"scrapy_rep.page_directives.PageDirectivesMiddleware": 543},
+        "REP_RECORD": str(record),
+    }
+    crawler = await run_crawl(
+        page_site._start(mockserver, host), settings=settings, spider_cls=page_site.PageSpider
+    )
+    assert set(_page_lines(record)) == PAGES_WITH_DIRECTIVES
+    with gzip.open(record, "rb") as whole:
+        whole.read()  # a truncated gzip stream raises EOFError here
+    assert [
+        m for m in crawler.messages(logging.INFO) if "compliance record" in m and "decision" in m
+    ]
+    status, out = _verify([record])
+    assert status == 0, out
