@@ -6,7 +6,7 @@ Needs ``fast-robotstxt`` (module ``robotstxt``), Python bindings of
 github.com/google/robotstxt.  For every corpus file and a sample of URLs (drawn
 from the file's own rules, variants of them, and common paths) both libraries
 decide for two product tokens; each disagreement is put down to a cause, and the
-causes are the RFC 9309-over-Google decisions documented in the README.  A
+causes are the RFC 9309-over-Google decisions documented in docs/rfc.md.  A
 disagreement no known cause explains is printed as "unexplained".
 """
 

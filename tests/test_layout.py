@@ -1,6 +1,6 @@
 """The package layout is the architecture: each folder is one layer, arrows point down.
 
-Layers, lowest first (README "Architecture"): ``robotstxt`` (the pure engine) <
+Layers, lowest first (docs/architecture.md): ``robotstxt`` (the pure engine) <
 ``policy`` (settings, records, the state machine) < ``storage`` < ``crawl`` (the Scrapy
 runtime) < ``commands`` < the top-level glue (``middleware``, ``addon``, ``robotparser``).
 A module may import its own layer and the layers below it, never above; and no two

@@ -39,7 +39,7 @@ def test_case_as_str(case: dict[str, Any]) -> None:
 
 
 # Cases where this engine follows RFC 9309 and Google's library (as packaged by
-# fast-robotstxt) does not; the README lists these decisions: /robots.txt is always
+# fast-robotstxt) does not; docs/rfc.md lists these decisions: /robots.txt is always
 # allowed, %XX of an unreserved character equals the character, and a reserved
 # %2F stays encoded (the binding's URL parser decodes it).
 RFC_OVER_GOOGLE = {
