@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
     from scrapy_rep.crawl.ledger import HeldLedger
-    from scrapy_rep.crawl.registry import RuntimeRegistry
+    from scrapy_rep.crawl.origins import Origins
     from scrapy_rep.crawl.scheduling import SchedulerBridge
     from scrapy_rep.crawl.waiting_room import WaitingRoom
 
@@ -35,7 +35,7 @@ class WaitingAtClose:
         room: WaitingRoom,
         bridge: SchedulerBridge,
         ledger: HeldLedger,
-        registry: RuntimeRegistry,
+        registry: Origins,
         clock: Callable[[], float],
         recorder: NullRecorder | None = None,
     ) -> None:

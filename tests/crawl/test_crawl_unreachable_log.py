@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest_twisted
 
-from scrapy_rep.crawl.unreachable_log import FIRST_WARNINGS, UnreachableWarnings
+from scrapy_rep.crawl.coordinator import FIRST_WARNINGS, UnreachableWarnings
 from tests.crawl_helpers import REP
 
 DEAD_ORIGINS = 12

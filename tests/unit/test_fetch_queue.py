@@ -9,8 +9,8 @@ from collections.abc import Callable
 import pytest
 import pytest_twisted
 
-from scrapy_rep.crawl.fetch_queue import FetchQueue
-from scrapy_rep.crawl.fetch_steps import SHARED_POLL_INTERVAL
+from scrapy_rep.crawl.coordinator import SHARED_POLL_INTERVAL
+from scrapy_rep.crawl.fetcher import FetchQueue
 from tests.support.clock import pending_timers, reactor_turns, settle_reactor
 from tests.support.runtime import build_runtime
 
@@ -115,7 +115,7 @@ async def test_thousands_of_fetches_ending_inside_their_start_drain_without_recu
 ) -> None:
     # One fetch slot; every other origin's lease is held by another process, so each
     # of their fetches ends inside its own start (the memory store answers at once).
-    runtime = build_runtime(monkeypatch, fetch_concurrency=1)
+    runtime = build_runtime(fetch_concurrency=1)
     coordinator, storage = runtime.coordinator, runtime.storage
     try:
         first = "https://first.example"
