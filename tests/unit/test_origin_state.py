@@ -1,4 +1,4 @@
-"""The origin state kept by ``OriginCoordinator`` (with its ``RuntimeRegistry`` and
+"""The origin state kept by ``OriginCoordinator`` (with its ``Origins`` and
 ``OriginRuntime``s), driven directly: a fake fetcher answers, a ``Clock`` moves time.
 
 The policy's clock and the coordinator's timers are the same ``Clock``, so a backoff
