@@ -70,7 +70,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SCHEDULED_META_KEY", "RobotsTxtMiddleware"]
 
-logger = logging.getLogger("scrapy_rep")
+logger = logging.getLogger(__name__)
 
 # How often a shared ledger is asked for requests orphaned by dead processes.
 ADOPT_INTERVAL = 5.0

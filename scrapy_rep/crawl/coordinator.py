@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from scrapy_rep.crawl.waiting_room import WaitingRoom
     from scrapy_rep.storage.base import RobotsStorage
 
-logger = logging.getLogger("scrapy_rep")
+logger = logging.getLogger(__name__)
 
 # What an origin whose first store read is in flight evaluates to: undecided.
 _UNDECIDED = Evaluation(ready=False)

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from scrapy_rep.policy.config import Config
     from scrapy_rep.policy.robots_policy import Evaluation
 
-logger = logging.getLogger("scrapy_rep")
+logger = logging.getLogger(__name__)
 
 DECISION_META_KEY = "robotstxt_decision"
 

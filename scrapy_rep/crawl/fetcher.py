@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
     from scrapy_rep.robotstxt._robotstxt import RobotsTxt
 
-logger = logging.getLogger("scrapy_rep")
+logger = logging.getLogger(__name__)
 
 FETCH_META_KEY = "rep_robots_fetch"
 _BYTES_META_KEY = "rep_robots_bytes"

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from scrapy_rep.policy.config import Config
     from scrapy_rep.storage.base import RobotsStorage
 
-logger = logging.getLogger("scrapy_rep")
+logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 #: How long closing waits for the store calls already made (seconds). Each call is

@@ -37,7 +37,7 @@ async def test_many_unreachable_origins_log_a_summary_per_interval(
     warnings = [
         record
         for record in crawler.log_records
-        if record.name == "scrapy_rep" and record.levelno == logging.WARNING
+        if record.name.startswith("scrapy_rep") and record.levelno == logging.WARNING
     ]
     own = [r.getMessage() for r in warnings if " is unreachable (" in r.getMessage()]
     summaries = [r for r in warnings if SUMMARY.match(r.getMessage())]
