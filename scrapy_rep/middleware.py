@@ -25,7 +25,7 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy_rep.crawl import compat
 from scrapy_rep.crawl.closing import WaitingAtClose, fate_of
 from scrapy_rep.crawl.coordinator import OriginCoordinator
-from scrapy_rep.crawl.decide import Decider
+from scrapy_rep.crawl.decide import Decider, stat_counter
 from scrapy_rep.crawl.fetcher import FETCH_META_KEY, RobotsFetcher
 from scrapy_rep.crawl.ledger import (
     NullLedger,
@@ -46,7 +46,6 @@ from scrapy_rep.crawl.scheduling import (
 )
 from scrapy_rep.crawl.sitemap import SitemapRobotsCopy
 from scrapy_rep.crawl.spill import Spill
-from scrapy_rep.crawl.stat_counter import stat_counter
 from scrapy_rep.crawl.store_calls import installed_reactor
 from scrapy_rep.crawl.store_ledger import scrapy_redis_idle_expired
 from scrapy_rep.crawl.usage import UsageKeeper
@@ -104,7 +103,7 @@ class RobotsTxtMiddleware:
         self.crawler = crawler
         assert crawler.stats is not None
         self.stats = crawler.stats
-        # Without Scrapy 2.19's per-access wrapper (crawl/stat_counter.py): counted
+        # Without Scrapy 2.19's per-access wrapper (crawl/decide.py): counted
         # once per held request, so it matters.
         self._inc = stat_counter(self.stats)
         self.policy = RobotsPolicy(config)
