@@ -241,35 +241,28 @@ def run_child(mode: str, port: int, origins: int, pages: int, profile: str = "")
 def registry_bytes(origins: int, budgets: list[int]) -> None:
     """What the crawl keeps per origin once each was used (a record with its body in
     a runtime, and the parsed rules with the group in use compiled), measured with
-    tracemalloc for each REP_MEMORY_MAX_BYTES: the registry and a parse cache wired as
-    the middleware wires the Decider's."""
+    tracemalloc for each REP_MEMORY_MAX_BYTES: the origins as the crawl keeps them."""
     import gc
     import tracemalloc
 
-    from scrapy_rep.crawl.registry import RuntimeRegistry
+    from scrapy_rep.crawl.origins import Origins, ParsedCopy
     from scrapy_rep.policy.records import RULES, OriginRecord
     from scrapy_rep.robotstxt import RobotsTxt
 
     bodies = [generated_body(i).encode() for i in range(origins)]
     for budget in budgets:
-        parsed: dict[str, RobotsTxt] = {}
         gc.collect()
         tracemalloc.start()
-        registry = RuntimeRegistry(10**9, lambda rt: False, max_bytes=budget)
-
-        def forget(origin: str, cache: dict[str, RobotsTxt] = parsed) -> None:
-            cache.pop(origin, None)  # what the Decider's forget() does
-
-        registry.on_unload = forget
+        registry = Origins(10**9, max_bytes=budget)
         for i, body in enumerate(bodies):
             origin = f"http://{host(i)}"
             rt = registry.get(origin)
             rt.record = OriginRecord(kind=RULES, body=body, fetched_at=0.0, expires_at=1e12)
             rt.loaded = True
             registry.note_record(rt)
-            robots = parsed[origin] = RobotsTxt.parse(body)
+            robots = RobotsTxt.parse(body)
             robots.allowed(f"{origin}/p0", "Scrapy")
-            registry.note_parsed(origin, body)
+            registry.note_parsed(rt, ParsedCopy(body, robots))
         gc.collect()
         used = tracemalloc.get_traced_memory()[0]
         tracemalloc.stop()

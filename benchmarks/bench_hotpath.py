@@ -177,7 +177,8 @@ def measure(spider: Any) -> dict[str, float]:
     origin = mw._origin_to_check(sample)
     assert origin is not None
     evaluation = mw.coordinator.evaluate(origin)
-    robots = mw.decider.parsed(origin, evaluation.body)
+    rt = mw.coordinator.runtime(origin)
+    robots = mw.decider.parsed(rt, evaluation.body)
     token = mw.decider.token_for(sample)
     requests = fresh()
     figures["  RobotsTxt.explain"] = cpu_per_item(
@@ -187,16 +188,15 @@ def measure(spider: Any) -> dict[str, float]:
         each(lambda r: robots.allowed(r.url, token)), requests
     )
     figures["  usage.on_request"] = cpu_per_item(
-        each(lambda r: mw.usage.on_request(r, origin, evaluation)), requests
+        each(lambda r: mw.usage.on_request(r, rt, evaluation)), requests
     )
     figures["  origin of the URL"] = cpu_per_item(each(mw._origin_to_check), requests)
-    figures["  registry.fresh"] = cpu_per_item(
-        each(lambda r: mw.registry.fresh(origin, mw.clock())), requests
+    figures["  origins.fresh"] = cpu_per_item(
+        each(lambda r: mw.origins.fresh(origin, mw.clock())), requests
     )
     figures["  product token"] = cpu_per_item(each(mw.decider.token_for), requests)
-    rt = mw.coordinator.runtime(origin)
     figures["  decide_now (token, verdict, meta)"] = cpu_per_item(
-        each(lambda r: mw.decider.decide_now(r, origin, evaluation, rt)), fresh()
+        each(lambda r: mw.decider.decide_now(r, evaluation, rt)), fresh()
     )
     figures["  sitemap copy check"] = cpu_per_item(
         each(lambda r: mw.sitemap_copy.response_for(r, evaluation, rt.record)), requests

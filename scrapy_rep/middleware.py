@@ -24,8 +24,8 @@ from scrapy.utils.defer import maybe_deferred_to_future
 
 from scrapy_rep.crawl import compat
 from scrapy_rep.crawl.closing import WaitingAtClose, fate_of
-from scrapy_rep.crawl.coordinator import OriginCoordinator, _reactor
-from scrapy_rep.crawl.decide import Decider
+from scrapy_rep.crawl.coordinator import OriginCoordinator
+from scrapy_rep.crawl.decide import Decider, stat_counter
 from scrapy_rep.crawl.fetcher import FETCH_META_KEY, RobotsFetcher
 from scrapy_rep.crawl.ledger import (
     NullLedger,
@@ -34,6 +34,7 @@ from scrapy_rep.crawl.ledger import (
     passed_hook,
     waiting_fate_line,
 )
+from scrapy_rep.crawl.origins import Origins
 from scrapy_rep.crawl.record import recorder_for
 from scrapy_rep.crawl.release_retry import ReleaseRetry
 from scrapy_rep.crawl.request_codec import RequestCodec
@@ -45,7 +46,7 @@ from scrapy_rep.crawl.scheduling import (
 )
 from scrapy_rep.crawl.sitemap import SitemapRobotsCopy
 from scrapy_rep.crawl.spill import Spill
-from scrapy_rep.crawl.stat_counter import stat_counter
+from scrapy_rep.crawl.store_calls import installed_reactor
 from scrapy_rep.crawl.store_ledger import scrapy_redis_idle_expired
 from scrapy_rep.crawl.usage import UsageKeeper
 from scrapy_rep.crawl.visibility import IdleWatch, duration
@@ -68,7 +69,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SCHEDULED_META_KEY", "RobotsTxtMiddleware"]
 
-logger = logging.getLogger("scrapy_rep")
+logger = logging.getLogger(__name__)
 
 # How often a shared ledger is asked for requests orphaned by dead processes.
 ADOPT_INTERVAL = 5.0
@@ -102,11 +103,10 @@ class RobotsTxtMiddleware:
         self.crawler = crawler
         assert crawler.stats is not None
         self.stats = crawler.stats
-        # Without Scrapy 2.19's per-access wrapper (crawl/stat_counter.py): counted
+        # Without Scrapy 2.19's per-access wrapper (crawl/decide.py): counted
         # once per held request, so it matters.
         self._inc = stat_counter(self.stats)
         self.policy = RobotsPolicy(config)
-        self.fetcher = RobotsFetcher(crawler, config, self.clock)
         codec = RequestCodec(crawler)  # held requests as bytes (crawl/request_codec.py)
         self.ledger = make_ledger(crawler, config, self.storage, codec)
         # A durable ledger is told of dont_filter requests that do not wait, so that an
@@ -116,7 +116,7 @@ class RobotsTxtMiddleware:
         self.room = WaitingRoom(
             self.ledger,
             self.clock,
-            lambda *a: _reactor().callLater(*a),
+            lambda *a: installed_reactor().callLater(*a),
             self._timed_due,
             memory_bound=config.memory_max_held,
             make_spill=lambda: Spill(crawler),
@@ -132,6 +132,15 @@ class RobotsTxtMiddleware:
             self._inc,
             config.logstats_interval,
         )
+        # The origins' state in RAM, their parsed rules included, bounded by count and
+        # by bytes (REP_MEMORY_MAX_ORIGINS, REP_MEMORY_MAX_BYTES).
+        self.origins = origins = Origins(
+            config.memory_max_origins, max_bytes=config.memory_max_bytes, held=self.room.count
+        )
+        self.decider = Decider(crawler, config, origins, self.recorder)
+        # robots_parsed receivers get the Decider's parsed copy
+        self.fetcher = RobotsFetcher(crawler, config, self.clock, self.decider.parsed_for)
+        self.one_shot = one_shot_command()
         self.coordinator = OriginCoordinator(
             self.policy,
             self.storage,
@@ -143,19 +152,11 @@ class RobotsTxtMiddleware:
             releasable=self._may_proceed,
             recorder=self.recorder,
             waiting_fate=lambda: fate_of(self.bridge, self.ledger),
+            give_up=self._give_up if self.one_shot else None,
+            origins=origins,
         )
-        self.one_shot = one_shot_command()
-        if self.one_shot:
-            self.coordinator.give_up = self._give_up
-        self.decider = Decider(crawler, config, self.recorder)
-        self.fetcher.parsed = self.decider.parsed_for  # for robots_parsed receivers
-        # RAM per origin bounded in bytes: the registry counts the Decider's parsed
-        # copies and has it forget those of origins it unloads (REP_MEMORY_MAX_BYTES).
-        self.registry = registry = self.coordinator.registry
-        self.decider.on_kept = registry.note_parsed
-        registry.on_unload = self.decider.forget
         self.closing = WaitingAtClose(
-            crawler, self.room, self.bridge, self.ledger, registry, self.clock, self.recorder
+            crawler, self.room, self.bridge, self.ledger, origins, self.clock, self.recorder
         )
         self.sitemap_copy = SitemapRobotsCopy(crawler)
         # False once the spider is known not to be a SitemapSpider: then no request is
@@ -217,7 +218,7 @@ class RobotsTxtMiddleware:
         origin = self._origin_to_check(request)
         if origin is None:
             return None
-        fresh = self.registry.fresh(origin, self.clock())
+        fresh = self.origins.fresh(origin, self.clock())
         if fresh is not None and self._may_proceed(fresh[1]):
             request.meta[SCHEDULED_META_KEY] = True
             if request.dont_filter and self._note_passed is not None:
@@ -227,9 +228,8 @@ class RobotsTxtMiddleware:
         # let it cause a robots.txt fetch.
         if self.bridge.offsite_drops(request):
             return None
-        self.fetcher.trigger = (origin, request)  # for robots_parsed, if a fetch starts
-        evaluation = self.coordinator.evaluate(origin)
-        if self._may_proceed(evaluation) or self.coordinator.registry.reloading(origin):
+        evaluation = self.coordinator.evaluate(origin, request)
+        if self._may_proceed(evaluation) or self.origins.reloading(origin):
             # (an origin unloaded from RAM reads its copy back from the store:
             # process_request waits for that read, if it has not landed by then)
             request.meta[SCHEDULED_META_KEY] = True
@@ -266,7 +266,7 @@ class RobotsTxtMiddleware:
 
     def _admit(self, origin: str, request: Request) -> None:
         """A request already deduplicated (timed, adopted) enters again."""
-        evaluation = self.coordinator.evaluate(origin)
+        evaluation = self.coordinator.evaluate(origin, request)
         if not self._may_proceed(evaluation):
             self.coordinator.hold(origin, request)
             return
@@ -282,21 +282,20 @@ class RobotsTxtMiddleware:
             return None
         # The per-request path: the origin's fresh copy applies (one lookup, no fetch
         # can start) and its rules are ready, so nothing is awaited.
-        fresh = self.registry.fresh(origin, self.clock())
+        fresh = self.origins.fresh(origin, self.clock())
         if fresh is not None and self.cluster_delay is None:
             rt, evaluation = fresh
-            if evaluation.ready and self.decider.decide_now(request, origin, evaluation, rt):
-                self.usage.on_request(request, origin, evaluation)
+            if evaluation.ready and self.decider.decide_now(request, evaluation, rt):
+                self.usage.on_request(request, rt, evaluation)
                 if self._sitemap_spider:
                     return self.sitemap_copy.response_for(request, evaluation, rt.record)
                 return None
-        self.fetcher.trigger = (origin, request)  # for robots_parsed, if a fetch starts
-        evaluation = self.coordinator.evaluate(origin)
-        if not self._may_proceed(evaluation) and self.coordinator.registry.reloading(origin):
+        evaluation = self.coordinator.evaluate(origin, request)
+        if not self._may_proceed(evaluation) and self.origins.reloading(origin):
             # An idle origin unloaded from RAM (REP_MEMORY_MAX_BYTES): a store read,
             # not a robots.txt fetch, so it is waited for here.
-            await maybe_deferred_to_future(self.coordinator.registry.reloaded(origin))
-            evaluation = self.coordinator.evaluate(origin)
+            await maybe_deferred_to_future(self.origins.reloaded(origin))
+            evaluation = self.coordinator.evaluate(origin, request)
         if not self._may_proceed(evaluation):
             if request.meta.get(SCHEDULED_META_KEY):
                 # The origin is undecided (a refetch came back 503, or a handed-back
@@ -310,11 +309,11 @@ class RobotsTxtMiddleware:
             # returning a request there would loop, so wait here instead.
             while not self._may_proceed(evaluation):
                 await maybe_deferred_to_future(self.coordinator.wait(origin))
-                evaluation = self.coordinator.evaluate(origin)
+                evaluation = self.coordinator.evaluate(origin, request)
         rt = self.coordinator.runtime(origin)
-        record = rt.record  # (decide may await; the registry may unload rt meanwhile)
-        await self.decider.decide(request, origin, evaluation, rt)
-        self.usage.on_request(request, origin, evaluation)
+        record = rt.record  # (decide may await; the origins may unload rt meanwhile)
+        await self.decider.decide(request, evaluation, rt)
+        self.usage.on_request(request, rt, evaluation)
         if self.cluster_delay is not None and request.meta.get(SCHEDULED_META_KEY):
             # Crawl-delay kept by the whole cluster: a turn in the future is waited for
             # back in the scheduler's path, not here holding a download slot.
@@ -419,10 +418,10 @@ class RobotsTxtMiddleware:
             self.stats.set_value("robotstxt/fetch_peak_in_flight", self.coordinator.fetches.peak)
         if self.room.spilled_total:
             self.stats.set_value("robotstxt/spilled", self.room.spilled_total)
-        registry = self.coordinator.registry
-        if registry.unloaded:  # idle origins' copies dropped from RAM (REP_MEMORY_MAX_BYTES)
-            self.stats.set_value("robotstxt/unloaded", registry.unloaded)
-        self.stats.set_value("robotstxt/resident_bytes_peak", registry.peak_resident_bytes)
+        origins = self.origins
+        if origins.unloaded:  # idle origins' copies dropped from RAM (REP_MEMORY_MAX_BYTES)
+            self.stats.set_value("robotstxt/unloaded", origins.unloaded)
+        self.stats.set_value("robotstxt/resident_bytes_peak", origins.peak_resident_bytes)
         self.coordinator.close()
         self.room.close()
         # Requests released after the scheduler closed (robots.txt answered late).
@@ -436,7 +435,7 @@ class RobotsTxtMiddleware:
                 self.stats.get_value("robotstxt/audit/would_forbid", 0),
                 self.stats.get_value("robotstxt/audit/would_delay", 0),
             )
-        log_summary(list(registry.runtimes()), registry.evicted, self.stats, audit=audit)
+        log_summary(list(origins.runtimes()), origins.evicted, self.stats, audit=audit)
         self.storage.close()
         self.recorder.close()
 

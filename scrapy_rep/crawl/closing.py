@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
     from scrapy_rep.crawl.ledger import HeldLedger
-    from scrapy_rep.crawl.registry import RuntimeRegistry
+    from scrapy_rep.crawl.origins import Origins
     from scrapy_rep.crawl.scheduling import SchedulerBridge
     from scrapy_rep.crawl.waiting_room import WaitingRoom
 
@@ -35,7 +35,7 @@ class WaitingAtClose:
         room: WaitingRoom,
         bridge: SchedulerBridge,
         ledger: HeldLedger,
-        registry: RuntimeRegistry,
+        origins: Origins,
         clock: Callable[[], float],
         recorder: NullRecorder | None = None,
     ) -> None:
@@ -45,7 +45,7 @@ class WaitingAtClose:
         self.room = room
         self.bridge = bridge
         self.ledger = ledger
-        self.registry = registry
+        self.origins = origins
         self.clock = clock
         # Requests left to a durable ledger at close, per origin: said to be kept only
         # once the ledger has written them (finish), as many as it did write.
@@ -61,7 +61,7 @@ class WaitingAtClose:
         timed = self.room.timed_reasons()
         per_origin = []
         for origin in self.room.origins():
-            rt = self.registry.lookup(origin)
+            rt = self.origins.lookup(origin)
             record = rt.record if rt is not None else None
             why = timed.get(origin) or (
                 f"unreachable: {record.last_outcome}"
@@ -79,7 +79,7 @@ class WaitingAtClose:
         now = self.clock()
         per_origin: list[tuple[str, int, str, float | None]] = []
         for origin in self.room.origins():
-            rt = self.registry.lookup(origin)
+            rt = self.origins.lookup(origin)
             record = rt.record if rt is not None else None
             # Only an unreachable robots.txt keeps requests waiting for long; a first
             # fetch in flight or a Crawl-delay turn is seconds (the INFO line covers it).
@@ -200,14 +200,14 @@ class WaitingAtClose:
         per_origin: dict[str, int] = {}
         for origin, _, since in entries:
             per_origin[origin] = per_origin.get(origin, 0) + 1
-            rt = self.registry.lookup(origin)
+            rt = self.origins.lookup(origin)
             if rt is not None:
                 rt.longest_wait = max(rt.longest_wait, now - since)
         return per_origin
 
     def _count_outcome(self, per_origin: dict[str, int], field: str) -> None:
         for origin, count in per_origin.items():
-            rt = self.registry.lookup(origin)
+            rt = self.origins.lookup(origin)
             if rt is not None:
                 setattr(rt, field, getattr(rt, field) + count)
 

@@ -1,10 +1,24 @@
-"""Per-origin runtime: one fetch in flight, held requests, timers, and their release.
+"""Sequencing per origin: one robots.txt fetch in flight, held requests, timers, and
+their release.
 
 This is the part of the middleware that has to live in the reactor. What an origin's
 state *means* is decided by ``RobotsPolicy``; what is remembered lives in the store;
-held requests live in the ``WaitingRoom``; this class sequences fetches (bounded by
-the ``FetchQueue``; the steps of one fetch are ``FetchSteps``, crawl/fetch_steps.py)
-and wakes waiting requests.
+held requests live in the ``WaitingRoom``; the origins' state in RAM is ``Origins``.
+This class sequences fetches and wakes waiting requests.
+
+The steps of one fetch: queued (``FetchQueue``: at most ``CONCURRENT_REQUESTS`` in
+flight), then the fetch lease is taken in the store together with a fresh read (a shared
+store: another process may have just stored the answer), the file is fetched while the
+lease is renewed, and the outcome is stored before the fetch counts as ended, so no
+second fetch of the origin starts in between. Store calls run through ``StoreCalls``
+(off the reactor thread).
+
+The WARNINGs for origins whose robots.txt turns unreachable are bounded at broad-crawl
+scale (``UnreachableWarnings``): the first few origins get their own WARNING (what
+waits, the next try, when the wait ends: crawl/visibility.py). After them each further
+origin's line goes to DEBUG and one WARNING per ``LOGSTATS_INTERVAL`` names the origins
+that turned unreachable since the last one. Nothing is lost: every origin is named at
+WARNING, each counted in ``robotstxt/unreachable``, and its full line is at DEBUG.
 """
 
 from __future__ import annotations
@@ -12,22 +26,22 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from scrapy.exceptions import IgnoreRequest
+from scrapy.utils.defer import deferred_from_coro
 from twisted.internet.defer import Deferred
 
-from scrapy_rep.crawl.fetch_queue import FetchQueue
-from scrapy_rep.crawl.fetch_steps import FetchSteps, _reactor
-from scrapy_rep.crawl.leases import LeaseKeeper
+from scrapy_rep.crawl.fetcher import FetchQueue
+from scrapy_rep.crawl.origins import WAITED_META_KEY, Origins
 from scrapy_rep.crawl.record import NullRecorder
-from scrapy_rep.crawl.registry import RuntimeRegistry
-from scrapy_rep.crawl.runtime import WAITED_META_KEY, OriginRuntime
-from scrapy_rep.crawl.store_calls import StoreCalls
-from scrapy_rep.crawl.unreachable_log import UnreachableWarnings
-from scrapy_rep.policy.records import OriginRecord
+from scrapy_rep.crawl.store_calls import LeaseKeeper, StoreCalls, installed_reactor
+from scrapy_rep.crawl.visibility import unreachable_line
+from scrapy_rep.policy.records import UNREACHABLE, OriginRecord
 from scrapy_rep.policy.robots_policy import (
     FALLBACK,
     FRESH,
     STALE,
     Evaluation,
+    FetchOutcome,
     RobotsPolicy,
     refresh_ahead_at,
 )
@@ -39,23 +53,43 @@ if TYPE_CHECKING:
     from scrapy import Request
 
     from scrapy_rep.crawl.fetcher import RobotsFetcher
+    from scrapy_rep.crawl.origins import OriginRuntime
     from scrapy_rep.crawl.waiting_room import WaitingRoom
     from scrapy_rep.storage.base import RobotsStorage
 
-logger = logging.getLogger("scrapy_rep")
+logger = logging.getLogger(__name__)
 
 # What an origin whose first store read is in flight evaluates to: undecided.
 _UNDECIDED = Evaluation(ready=False)
 # Timers never sleep longer than this, so a clock change or a lease expiry is noticed.
 MAX_TIMER = 60.0
+# How often a process that lost the fetch lease to another process looks at the shared
+# store for the result. Short, so waiting workers see the result promptly.
+SHARED_POLL_INTERVAL = 0.25
+# Origins with a WARNING of their own before the summary lines take over.
+FIRST_WARNINGS = 5
+# A summary line names at most this many origins; the rest are counted.
+MAX_NAMED = 20
+# The summary's period when LOGSTATS_INTERVAL is 0 (Scrapy's "no periodic stats"): the
+# lines still come, or the origins after the first few would be named only at close.
+DEFAULT_INTERVAL = 60.0
 
 
-__all__ = ["MAX_TIMER", "OriginCoordinator", "_reactor"]
+def summary_line(origins: list[str]) -> str:
+    named = ", ".join(origins[:MAX_NAMED])
+    more = f" and {len(origins) - MAX_NAMED} more" if len(origins) > MAX_NAMED else ""
+    return (
+        f"scrapy-rep: {len(origins)} more origin(s) unreachable: {named}{more}; their "
+        "requests wait and robots.txt is retried as the WARNINGs above say (each origin's "
+        "line is at DEBUG; stats: robotstxt/unreachable)"
+    )
 
 
-class OriginCoordinator(FetchSteps):
-    """Sequences fetches per origin (``FetchSteps``) and holds/releases requests around
-    them."""
+class OriginCoordinator:
+    """Sequences fetches per origin and holds/releases requests around them.
+
+    Its collaborators default to what the configuration gives; a test passes its own
+    (a ``twisted.internet.task.Clock`` as ``reactor``, a fake fetcher)."""
 
     def __init__(
         self,
@@ -69,6 +103,14 @@ class OriginCoordinator(FetchSteps):
         releasable: Callable[[Evaluation], bool] | None = None,
         recorder: NullRecorder | None = None,
         waiting_fate: Callable[[], str] | None = None,
+        give_up: Callable[[str, list[Request], str], None] | None = None,
+        *,
+        origins: Origins | None = None,
+        fetches: FetchQueue | None = None,
+        calls: StoreCalls | None = None,
+        leases: LeaseKeeper | None = None,
+        unreachable_warnings: UnreachableWarnings | None = None,
+        reactor: Any = None,
     ) -> None:
         self.policy = policy
         # What becomes of waiting requests if the crawl stops now (closing.fate_of), said
@@ -85,38 +127,39 @@ class OriginCoordinator(FetchSteps):
         self.releasable: Callable[[Evaluation], bool] = releasable or (lambda ev: ev.ready)
         self.recorder = recorder or NullRecorder()  # the compliance record (crawl/record.py)
         # One-shot commands: called instead of waiting when an origin turns unreachable.
-        self.give_up: Callable[[str, list[Request], str], None] | None = None
+        self.give_up = give_up
+        # The timers' reactor: the installed one unless given (looked up when used).
+        self._reactor = reactor
         config = policy.config
-        self.registry = RuntimeRegistry(
-            config.memory_max_origins, self._runtime_busy, max_bytes=config.memory_max_bytes
-        )
-        self.fetches = FetchQueue(config.fetch_concurrency)
+        if origins is None:
+            origins = Origins(
+                config.memory_max_origins, max_bytes=config.memory_max_bytes, held=room.count
+            )
+        self.origins = origins
+        self.fetches = FetchQueue(config.fetch_concurrency) if fetches is None else fetches
         self._fetches_pending = 0  # queued or running
         self._waiter_count = 0
         self._reads_pending = 0
-        self.calls = StoreCalls(storage)
+        self.calls = StoreCalls(storage) if calls is None else calls
         # host:pid:start:nonce, so that a later process on this machine can tell that
         # a lease left behind by this one is dead (storage.base.holder_is_dead)
-        self.holder = new_holder()
+        self.holder = new_holder() if leases is None else leases.holder
         # Fetches in flight renew their lease (docs/cluster.md).
-        self.leases = LeaseKeeper(storage, self.holder, config, self.calls, clock)
-        self.unreachable_warnings = UnreachableWarnings(
-            config.logstats_interval, lambda delay, flush: _reactor().callLater(delay, flush)
-        )
+        if leases is None:
+            leases = LeaseKeeper(storage, self.holder, config, self.calls, clock, reactor)
+        self.leases = leases
+        if unreachable_warnings is None:
+            unreachable_warnings = UnreachableWarnings(config.logstats_interval, self._call_later)
+        self.unreachable_warnings = unreachable_warnings
         self.closed = False
 
     # -- queries -----------------------------------------------------------------------
 
     def runtime(self, origin: str) -> OriginRuntime:
-        return self.registry.get(origin)
+        return self.origins.get(origin)
 
-    def _runtime_busy(self, rt: OriginRuntime) -> bool:
-        return bool(
-            rt.fetching
-            or rt.waiters
-            or self.room.count(rt.origin)
-            or (rt.timer is not None and rt.timer.active())
-        )
+    def _call_later(self, delay: float, function: Callable[..., Any], *args: Any) -> Any:
+        return (self._reactor or installed_reactor()).callLater(delay, function, *args)
 
     def busy(self) -> bool:
         """True while anything could still produce or release a request: O(1)."""
@@ -127,12 +170,15 @@ class OriginCoordinator(FetchSteps):
     def fetching_now(self) -> int:
         return self._fetches_pending
 
-    def evaluate(self, origin: str, *, reread: bool = False) -> Evaluation:
+    def evaluate(
+        self, origin: str, trigger: Request | None = None, *, reread: bool = False
+    ) -> Evaluation:
         """The origin's state now; starts a fetch or a timer when one is due.
 
         Touches only memory: the store is read (off the reactor thread) on an origin's
         first evaluation, when a fetch starts and when a timer polls a shared store.
-        ``reread`` skips the per-request caches.
+        ``trigger``: the page request asking, handed to a fetch this starts (for
+        ``robots_parsed``). ``reread`` skips the per-request caches.
         """
         rt = self.runtime(origin)
         now = self.clock()
@@ -152,7 +198,7 @@ class OriginCoordinator(FetchSteps):
         evaluation = self.policy.evaluate(rt.record, now)
         rt.undecided = None
         if evaluation.fetch_due and not rt.fetching:
-            self._start_fetch(rt)
+            self._start_fetch(rt, trigger)
         elif not evaluation.ready and not rt.fetching:
             self._arm_timer(rt, evaluation.wake_at)
             if evaluation.wake_at is not None and not self.storage.shared:
@@ -182,7 +228,7 @@ class OriginCoordinator(FetchSteps):
             record = None  # a failed read is a miss (the backend logged it)
         rt.record = record
         rt.loaded = True
-        self.registry.note_record(rt)  # RAM per origin is bounded in bytes (registry)
+        self.origins.note_record(rt)  # RAM per origin is bounded in bytes (origins)
         if record is not None:
             self._inc("robotstxt/cache_hit")
 
@@ -191,7 +237,7 @@ class OriginCoordinator(FetchSteps):
     def hold(self, origin: str, request: Request) -> None:
         # (every caller has just evaluated the origin, which created and touched its
         # runtime: a plain lookup finds it)
-        rt = self.registry.lookup(origin) or self.runtime(origin)
+        rt = self.origins.lookup(origin) or self.runtime(origin)
         self.room.hold(origin, request)
         rt.delayed += 1
         self._inc("robotstxt/delayed")
@@ -226,7 +272,7 @@ class OriginCoordinator(FetchSteps):
         self._reads_pending -= 1
         if isinstance(record, OriginRecord) and rt.loaded:
             rt.record = record
-            self.registry.note_record(rt)
+            self.origins.note_record(rt)
         if not self.closed:
             self._wake_now(rt)
 
@@ -235,7 +281,7 @@ class OriginCoordinator(FetchSteps):
         if self.releasable(evaluation):
             self.leases.waited(rt.origin)
             self._release_all(rt)
-        self.registry.settle(rt)
+        self.origins.settle(rt)
 
     def _release_all(self, rt: OriginRuntime) -> None:
         now = self.clock()
@@ -286,7 +332,7 @@ class OriginCoordinator(FetchSteps):
         """One timer per origin, moved only when its deadline moves earlier."""
         if when is None or self.closed:
             return
-        reactor = _reactor()
+        reactor = self._reactor or installed_reactor()
         delay = min(max(when - self.clock(), 0.0), MAX_TIMER)
         fire_at = reactor.seconds() + delay
         timer = rt.timer
@@ -303,12 +349,184 @@ class OriginCoordinator(FetchSteps):
             rt.timer.cancel()
         rt.timer = None
 
+    # -- the steps of one fetch --------------------------------------------------------
+
+    def _start_fetch(self, rt: OriginRuntime, trigger: Request | None) -> None:
+        if self.closed:
+            return
+        rt.fetching = True
+        self._fetches_pending += 1
+        self.fetches.submit(rt.origin, lambda: self._begin_fetch(rt, trigger))
+
+    def _fetch_not_started(self, rt: OriginRuntime) -> None:
+        rt.fetching = False
+        self._fetches_pending -= 1
+
+    def _begin_fetch(self, rt: OriginRuntime, trigger: Request | None) -> bool:
+        """Start a queued fetch now; the lease is taken here, when it really starts."""
+        if self.closed:
+            self._fetch_not_started(rt)
+            return False
+        # The previous holder may have stored its result and released the lease
+        # between our last read and our lease (a poll that read just before its
+        # write): a shared store is read once more, so one fetch serves every process.
+        deferred = self.calls.call(
+            self.storage.acquire_lease_and_get,
+            rt.origin,
+            self.holder,
+            self.policy.config.lease_ttl,
+            key=rt.origin,
+        )
+        deferred.addCallbacks(
+            self._leased, self._lease_failed, callbackArgs=(rt, trigger), errbackArgs=(rt,)
+        )
+        return True
+
+    def _lease_failed(self, failure: Any, rt: OriginRuntime) -> None:
+        logger.error("scrapy-rep: fetch lease of %s failed: %s", rt.origin, failure)
+        self._fetch_ended(rt)
+        self._arm_timer(rt, self.clock() + self.policy.config.retry_backoff)
+
+    def _leased(
+        self, result: tuple[bool, OriginRecord | None], rt: OriginRuntime, trigger: Request | None
+    ) -> None:
+        held, stored = result
+        if self.closed:
+            if held:
+                self.calls.call(self.storage.release_lease, rt.origin, self.holder, key=rt.origin)
+            self._fetch_ended(rt)
+            return
+        if not held:
+            # Another process is fetching this robots.txt; watch the store for its result.
+            self._fetch_ended(rt)
+            self.leases.note_wait(rt.origin)
+            self._arm_timer(rt, self.clock() + SHARED_POLL_INTERVAL)
+            return
+        self.leases.waited(rt.origin)
+        if (
+            self.storage.shared
+            and stored is not None
+            and not self.policy.evaluate(stored, self.clock()).fetch_due
+        ):
+            self.calls.call(self.storage.release_lease, rt.origin, self.holder, key=rt.origin)
+            self._fetch_ended(rt)
+            rt.record = stored
+            self.origins.note_record(rt)
+            self._call_later(0, lambda: self.wake(rt.origin, reread=False))
+            return
+        self._cancel_timer(rt)
+        rt.fetches += 1
+        if rt.record is not None and not rt.record.unreachable:
+            self._inc("robotstxt/refetch")
+        self.leases.start_renewing(rt.origin)
+        deferred = deferred_from_coro(self._fetch(rt, trigger))
+        deferred.addErrback(self._fetch_failed, rt)
+
+    def _fetch_ended(self, rt: OriginRuntime) -> None:
+        if rt.fetching:
+            self._fetch_not_started(rt)
+            self.fetches.done()
+
+    async def _fetch(self, rt: OriginRuntime, trigger: Request | None) -> None:
+        try:
+            outcome = await self.fetcher.fetch(rt.origin, trigger)
+        finally:
+            self.leases.stop_renewing(rt.origin)
+        self._record_outcome(rt, outcome)
+
+    def _fetch_failed(self, failure: object, rt: OriginRuntime) -> None:
+        # A bug in our own fetch path must not strand the origin's requests: count it
+        # as unreachable so the normal retry/backoff path takes over.
+        logger.error("scrapy-rep: robots.txt fetch of %s failed: %s", rt.origin, failure)
+        self.leases.stop_renewing(rt.origin)
+        self._record_outcome(rt, FetchOutcome(UNREACHABLE, "internal error"))
+
+    def _record_outcome(self, rt: OriginRuntime, outcome: FetchOutcome) -> None:
+        """Store the outcome (off the reactor thread); the fetch ends once it is stored,
+        so no second fetch of the origin starts in between."""
+        now = self.clock()
+        previous = rt.record
+        storage, policy, holder = self.storage, self.policy, self.holder
+
+        def write() -> OriginRecord:
+            stored = storage.get(rt.origin) if storage.shared else None
+            record = policy.after_fetch(stored or previous, outcome, now)
+            storage.put_and_release_lease(rt.origin, record, holder)
+            return record
+
+        def failed(failure: Any) -> OriginRecord:
+            logger.error("scrapy-rep: storing robots.txt of %s failed: %s", rt.origin, failure)
+            return policy.after_fetch(previous, outcome, now)
+
+        deferred = self.calls.call(write, key=rt.origin)
+        deferred.addErrback(failed)
+        deferred.addCallback(self._recorded, rt, outcome, previous, now)
+
+    def _recorded(
+        self,
+        record: OriginRecord,
+        rt: OriginRuntime,
+        outcome: FetchOutcome,
+        previous: OriginRecord | None,
+        now: float,
+    ) -> None:
+        self._fetch_ended(rt)
+        was_unreachable = previous is not None and previous.unreachable
+        rt.record = record
+        rt.loaded = True
+        rt.undecided = None
+        self.origins.note_record(rt)
+        if record.unreachable and not was_unreachable:
+            rt.unreachable_spells += 1
+            self._inc("robotstxt/unreachable")
+            waiting = self.room.count(rt.origin) + len(rt.waiters)
+            if self.give_up is not None and not self.closed:
+                self._give_up(rt, outcome.detail)
+                return
+            # WARNING, with the error's text (Scrapy's middleware: ERROR); after the
+            # first few origins, one summary line per LOGSTATS_INTERVAL
+            self.unreachable_warnings.warn(
+                rt.origin,
+                unreachable_line(
+                    rt.origin,
+                    outcome,
+                    record,
+                    waiting,
+                    now,
+                    self.policy,
+                    None if self.waiting_fate is None else self.waiting_fate(),
+                ),
+            )
+        elif record.unreachable:
+            logger.debug(
+                "robots.txt of %s still unreachable (%s); next try in %.0f s",
+                rt.origin,
+                outcome.detail,
+                (record.next_retry_at or now) - now,
+            )
+        elif was_unreachable:
+            self._inc("robotstxt/recovered")
+            logger.info("robots.txt of %s is reachable again (%s)", rt.origin, outcome.detail)
+        if self.closed:
+            return
+        self.wake(rt.origin, reread=False)
+
+    def _give_up(self, rt: OriginRuntime, detail: str) -> None:
+        assert self.give_up is not None
+        requests = [request for request, _ in self.room.take(rt.origin)]
+        waiters, rt.waiters = rt.waiters, []
+        self._waiter_count -= len(waiters)
+        self.give_up(rt.origin, requests, detail)
+        for deferred in waiters:
+            deferred.errback(IgnoreRequest(f"robots.txt of {rt.origin} is unreachable"))
+        self.origins.settle(rt)
+
     def close(self) -> None:
         self.closed = True
         self.unreachable_warnings.close()
         self.leases.close()
         self.fetches.clear()
-        for rt in self.registry.runtimes():
+        for rt in self.origins.runtimes():
             self._cancel_timer(rt)
             if rt.fetching:
                 # In the store's worker thread like every other store call: a stalled
@@ -324,3 +542,42 @@ class OriginCoordinator(FetchSteps):
 def _release_failed(failure: Any, origin: str) -> None:
     # The lease expires on its own (REP_LEASE_TTL): another process waits that long.
     logger.warning("scrapy-rep: releasing the fetch lease of %s failed: %s", origin, failure)
+
+
+class UnreachableWarnings:
+    """Logs "robots.txt of X is unreachable": each of the first ``FIRST_WARNINGS``
+    origins at WARNING, the later ones in one summary WARNING per ``interval``."""
+
+    def __init__(
+        self, interval: float, call_later: Callable[[float, Callable[[], None]], Any]
+    ) -> None:
+        self.interval = interval if interval > 0 else DEFAULT_INTERVAL
+        self._call_later = call_later
+        self._warned = 0
+        self._pending: list[str] = []
+        self._timer: Any = None
+        self._closed = False
+
+    def warn(self, origin: str, line: str) -> None:
+        """``line``: the origin's own WARNING text."""
+        if self._warned < FIRST_WARNINGS or self._closed:
+            self._warned += 1
+            logger.warning(line)
+            return
+        logger.debug(line)
+        self._pending.append(origin)
+        if self._timer is None:
+            self._timer = self._call_later(self.interval, self._flush)
+
+    def _flush(self) -> None:
+        self._timer = None
+        if self._pending:
+            origins, self._pending = self._pending, []
+            logger.warning(summary_line(origins))
+
+    def close(self) -> None:
+        """The last summary now: a timer would not fire once the crawl has ended."""
+        self._closed = True
+        if self._timer is not None and self._timer.active():
+            self._timer.cancel()
+        self._flush()

@@ -1,22 +1,22 @@
 """Per-request decisions: the verdict of the origin's rules for the request's product
-token (crawl/product_token.py), recorded in its meta, and the crawl-delay; the parsed
-copies of robots.txt the verdicts come from (a large one prepared in steps)."""
+token (crawl/product_token.py), recorded in its meta; the parsed copies of robots.txt
+the verdicts come from (a large one prepared in steps); and Crawl-delay, kept on
+Scrapy's download slots."""
 
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
+from scrapy import signals
 from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
+from scrapy_rep.crawl import compat
+from scrapy_rep.crawl.origins import WAITED_META_KEY, ParsedCopy
 from scrapy_rep.crawl.product_token import ProductTokens
 from scrapy_rep.crawl.record import NullRecorder
-from scrapy_rep.crawl.runtime import WAITED_META_KEY
-from scrapy_rep.crawl.slot_delay import SlotDelays
-from scrapy_rep.crawl.stat_counter import stat_counter
 from scrapy_rep.crawl.stepping import run_steps
 from scrapy_rep.policy.records import ALLOW_ALL, RULES
 from scrapy_rep.policy.robots_policy import DISALLOW_ALL, FALLBACK
@@ -28,11 +28,11 @@ if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
 
-    from scrapy_rep.crawl.runtime import OriginRuntime
+    from scrapy_rep.crawl.origins import OriginRuntime, Origins
     from scrapy_rep.policy.config import Config
     from scrapy_rep.policy.robots_policy import Evaluation
 
-logger = logging.getLogger("scrapy_rep")
+logger = logging.getLogger(__name__)
 
 DECISION_META_KEY = "robotstxt_decision"
 
@@ -44,9 +44,6 @@ REASON_FALLBACK_ALLOW = "fallback-allow"  # unreachable too long, REP_UNREACHABL
 REASON_FALLBACK_DISALLOW = "fallback-disallow"
 REASON_UNREACHABLE = "unreachable"  # no copy applies yet (audit mode records would-delay)
 SOURCE_UNREACHABLE = "unreachable"  # beside fresh, expired, stale, fallback (policy)
-_PARSED_CACHE_SIZE = 4096
-# A parsed copy: (the robots.txt body, its RobotsTxt, the tokens whose group is ready)
-_Copy = tuple[bytes, RobotsTxt, set[str]]
 # docs/rfc.md, "cost": the reactor never waits more than 25 ms on robots.txt work. Pure Python
 # parses the worst 500 KiB shapes (18,285 user-agent lines with signals, 17,680
 # one-rule groups) in 30-90 ms and compiles the worst groups of tens of thousands of
@@ -59,121 +56,102 @@ STEPPED_OCTETS = 65_536
 STEPPED_RULES = 2_048
 
 
+def stat_counter(stats: Any) -> Callable[..., None]:
+    """``count(key, n=1)``: ``stats.inc_value(key, n)``, without the wrapper's cost.
+
+    Stats counted on the per-request path cost one dict update: Scrapy 2.19's
+    ``StatsCollector`` wraps every attribute access of the collector, its own inside
+    ``inc_value`` included (about 2 µs per call, more than deciding a request takes).
+    For a collector whose ``inc_value`` is Scrapy's own (the default
+    ``MemoryStatsCollector`` and every subclass that does not override it), the
+    counter does exactly what that method does, on the same dict
+    (``compat.counter_on_stats_dict``). Any other collector (``DummyStatsCollector``, a
+    collector that forwards its counts elsewhere) is called as usual.
+    """
+    count = compat.counter_on_stats_dict(stats)
+    if count is not None:
+        return count
+    inc_value = stats.inc_value
+
+    def count_through(key: str, n: int = 1) -> None:
+        inc_value(key, n)
+
+    return count_through
+
+
 class Decider:
     def __init__(
-        self, crawler: Crawler, config: Config, recorder: NullRecorder | None = None
+        self,
+        crawler: Crawler,
+        config: Config,
+        origins: Origins,
+        recorder: NullRecorder | None = None,
     ) -> None:
         self.crawler = crawler
         self.recorder = recorder or NullRecorder()  # the compliance record (crawl/record.py)
         self.config = config
         assert crawler.stats is not None
         self.stats = crawler.stats
-        self._count = stat_counter(crawler.stats)  # (per request: crawl/stat_counter.py)
-        # origin -> its parsed copy: (body, RobotsTxt, tokens whose group is ready)
-        self._parsed: OrderedDict[str, _Copy] = OrderedDict()
+        self._count = stat_counter(crawler.stats)  # (per request: see stat_counter)
+        # The parsed copies live on the origins' runtimes, counted within
+        # REP_MEMORY_MAX_BYTES and dropped with the record they were parsed from.
+        self.origins = origins
         # origin -> requests waiting for the steps preparing its copy (run by another)
         self._working: dict[str, list[Deferred[None]]] = {}
-        # (origin, copy): the copy the last steps prepared, or the last one the cache
-        # could not keep (on_kept said no). parsed() and the next decisions use it, so
-        # a copy made is never made again at once (a large file parsed twice in steps,
-        # the copy robots_parsed got parsed again for the first request).
-        self._last: tuple[str, _Copy] | None = None
         # which product token a request's crawler obeys (crawl/product_token.py); its
         # bound method, not a wrapper: it runs on every request
         self.tokens = ProductTokens(config)
         self.token_for = self.tokens.token_for
-        # Crawl-delay kept on Scrapy's download slots (crawl/slot_delay.py)
         self.slot_delays = SlotDelays(crawler, config.max_crawl_delay)
-        # origin -> (robots.txt body, token, the Crawl-delay its rules give the token):
-        # asked once per copy and token, not per request. (The body, not the parsed
-        # copy: a record in the registry holds the body anyway; forget() drops it.)
-        self._delays: dict[str, tuple[bytes, str, float | None]] = {}
-        # Asked before each parsed copy is kept, so RAM per origin is bounded in bytes
-        # (crawl/registry.py): False when the origin holds no copy to count it with,
-        # and the copy is then not kept. The registry calls forget() when it drops an
-        # origin's copy.
-        self.on_kept: Callable[[str, bytes], bool] | None = None
-
-    def forget(self, origin: str) -> None:
-        """Drop the parsed copy of ``origin`` (an idle origin unloaded from RAM)."""
-        self._parsed.pop(origin, None)
-        if self._last is not None and self._last[0] == origin:
-            self._last = None
-        self._delays.pop(origin, None)
 
     # -- verdicts ----------------------------------------------------------------------
 
-    def parsed(self, origin: str, body: bytes) -> RobotsTxt:
-        """The parsed copy of *body*: the one kept, or the one robots_for's steps made
-        last or the cache could not keep (a large file: this is called right after
-        decide(), which awaited those steps), else parsed here, on the reactor (a small
-        file)."""
-        copy = self._copy(origin, body)
-        if copy is None:
-            copy = self._made(origin, body, RobotsTxt.parse(body, max_size=self.config.max_size))
-        return copy[1]
+    def parsed(self, rt: OriginRuntime, body: bytes) -> RobotsTxt:
+        """The parsed copy of *body*: the origin's (made by decide(), which may have
+        awaited steps for a large file, just before), else parsed here, on the reactor
+        (a small file)."""
+        copy = rt.parsed
+        if copy is None or copy.body is not body:
+            copy = self._made(rt, body, RobotsTxt.parse(body, max_size=self.config.max_size))
+        return copy.robots
 
-    def _copy(self, origin: str, body: bytes) -> _Copy | None:
-        """The copy of *body* at hand, kept or the last one made, without parsing."""
-        cached = self._parsed.get(origin)
-        if cached is not None and cached[0] is body:
-            self._parsed.move_to_end(origin)
-            return cached
-        last = self._last
-        if last is not None and last[0] == origin and last[1][0] is body:
-            # Not kept when it was made (e.g. for robots_parsed, before the origin's
-            # record landed): kept now if the origin holds its copy by now.
-            return self._keep(origin, last[1])
-        return None
-
-    def _made(self, origin: str, body: bytes, robots: RobotsTxt) -> _Copy:
-        """A copy just parsed: kept if it may be (see _keep)."""
+    def _made(self, rt: OriginRuntime, body: bytes, robots: RobotsTxt) -> ParsedCopy:
+        """A copy just parsed, kept on the origin's runtime."""
         # one line per parsed copy (`scrapy robots` lists the issues), built only if
         # shown: the level is asked first, as the counts are made on demand
         if logger.isEnabledFor(logging.DEBUG) and robots.issue_counts:
             kinds = ", ".join(f"{kind} {n}" for kind, n in robots.issue_counts.items())
             logger.debug(
                 "scrapy-rep: robots.txt of %s: %d line(s) not taken as written (%s)",
-                origin,
+                rt.origin,
                 sum(robots.issue_counts.values()),
                 kinds,
             )
-        return self._keep(origin, (body, robots, set()))
-
-    def _keep(self, origin: str, copy: _Copy) -> _Copy:
-        """Keep *copy* in the cache when the registry counts it (REP_MEMORY_MAX_BYTES);
-        else it is only the last copy at hand (``_last``): neither kept nor counted."""
-        if self.on_kept is not None and not self.on_kept(origin, copy[0]):
-            self._parsed.pop(origin, None)  # (a copy of an older body: not counted either)
-            self._last = (origin, copy)
-            return copy
-        self._parsed[origin] = copy
-        self._parsed.move_to_end(origin)
-        if len(self._parsed) > _PARSED_CACHE_SIZE:
-            self._parsed.popitem(last=False)
+        copy = ParsedCopy(body, robots)
+        self.origins.note_parsed(rt, copy)
         return copy
 
-    def _ready(self, origin: str, body: bytes, token: str) -> RobotsTxt | None:
+    def _ready(self, rt: OriginRuntime, body: bytes, token: str) -> RobotsTxt | None:
         """The parsed copy, if it can answer for *token* without costly work on the
         reactor: at hand and used by *token* before (the common case), or small."""
-        copy = self._copy(origin, body)
-        if copy is None:
+        copy = rt.parsed
+        if copy is None or copy.body is not body:
             if len(body) >= STEPPED_OCTETS:
                 return None
-            copy = self._made(origin, body, RobotsTxt.parse(body, max_size=self.config.max_size))
-        robots, ready = copy[1], copy[2]
-        if token not in ready:
-            if robots.first_use_rules(token) >= STEPPED_RULES:
+            copy = self._made(rt, body, RobotsTxt.parse(body, max_size=self.config.max_size))
+        if token not in copy.ready:
+            if copy.robots.first_use_rules(token) >= STEPPED_RULES:
                 return None
-            ready.add(token)
-        return robots
+            copy.ready.add(token)
+        return copy.robots
 
-    async def robots_for(self, origin: str, body: bytes, token: str) -> RobotsTxt:
+    async def robots_for(self, rt: OriginRuntime, body: bytes, token: str) -> RobotsTxt:
         """The parsed copy of *body*, ready to answer for *token*; a large file is
         parsed, and a large group prepared, in bounded steps on the reactor, other
         work running between them (crawl/stepping.py, docs/rfc.md "cost"). One preparation
         per origin at a time: its other requests await it."""
-        while (robots := self._ready(origin, body, token)) is None:
+        origin = rt.origin
+        while (robots := self._ready(rt, body, token)) is None:
             waiters = self._working.get(origin)
             if waiters is not None:  # another request of this origin is doing it
                 waiter: Deferred[None] = Deferred()
@@ -181,17 +159,15 @@ class Decider:
                 await maybe_deferred_to_future(waiter)
                 continue  # (its copy may be of another body, or for another token)
             self._working[origin] = []
-            copy = self._copy(origin, body)
-            known = None if copy is None else copy[1]
+            copy = rt.parsed if rt.parsed is not None and rt.parsed.body is body else None
             try:
+                known = None if copy is None else copy.robots
                 robots = await run_steps(_prepared(known, body, self.config.max_size, token))
-                # (kept again: the origin may have been unloaded during the steps)
                 if copy is None:
-                    copy = self._made(origin, body, robots)
-                else:
-                    copy = self._keep(origin, copy)
-                copy[2].add(token)
-                self._last = (origin, copy)
+                    copy = self._made(rt, body, robots)
+                elif rt.parsed is not copy:
+                    self.origins.note_parsed(rt, copy)  # (unloaded during the steps)
+                copy.ready.add(token)
             finally:
                 # (after the copy is kept: a waiter resumed at once finds it ready)
                 for waiter in self._working.pop(origin):
@@ -204,48 +180,44 @@ class Decider:
         decide() gets it (a large file or group prepared in steps): what
         ``robots_parsed`` receivers get, so that their queries neither parse the file
         again nor prepare the crawler's group in one piece on the reactor."""
+        rt = self.origins.get(origin)
         token = self.token_for(request)
-        robots = self._ready(origin, body, token)
+        robots = self._ready(rt, body, token)
         if robots is None:
-            robots = await self.robots_for(origin, body, token)
+            robots = await self.robots_for(rt, body, token)
         return robots
 
-    async def decide(
-        self, request: Request, origin: str, evaluation: Evaluation, rt: OriginRuntime
-    ) -> None:
+    async def decide(self, request: Request, evaluation: Evaluation, rt: OriginRuntime) -> None:
         """Record the decision on the request; raise IgnoreRequest to drop it.
 
         Awaits only when the origin's robots.txt needs costly work first (see
         robots_for); otherwise it runs to the end without yielding to the reactor.
         """
-        if self.decide_now(request, origin, evaluation, rt):
+        if self.decide_now(request, evaluation, rt):
             return
         # a large file or group: prepared in steps, then decided as above
         token = self.token_for(request)
-        robots = await self.robots_for(origin, evaluation.body, token)
-        self._decide_rules(request, origin, evaluation, rt, robots, token)
+        robots = await self.robots_for(rt, evaluation.body, token)
+        self._decide_rules(request, evaluation, rt, robots, token)
 
-    def decide_now(
-        self, request: Request, origin: str, evaluation: Evaluation, rt: OriginRuntime
-    ) -> bool:
+    def decide_now(self, request: Request, evaluation: Evaluation, rt: OriginRuntime) -> bool:
         """``decide`` without awaiting: False (and nothing done) when the origin's
         rules need work in steps first (robots_for). The per-request path."""
         token = self.token_for(request)
         if evaluation.kind == RULES and evaluation.ready:
             # (the common case inline: the kept copy, its group ready for this token)
-            cached = self._parsed.get(origin)
-            if cached is not None and cached[0] is evaluation.body and token in cached[2]:
-                self._parsed.move_to_end(origin)
-                self._decide_rules(request, origin, evaluation, rt, cached[1], token)
+            copy = rt.parsed
+            if copy is not None and copy.body is evaluation.body and token in copy.ready:
+                self._decide_rules(request, evaluation, rt, copy.robots, token)
                 return True
-            robots = self._ready(origin, evaluation.body, token)
+            robots = self._ready(rt, evaluation.body, token)
             if robots is None:
                 return False
-            self._decide_rules(request, origin, evaluation, rt, robots, token)
+            self._decide_rules(request, evaluation, rt, robots, token)
             return True
         # Every decision has the same keys (docs: "Meta and stats"); line, rule and
         # groups are filled only when a rule set decided.
-        decision = self._decision(request, origin, evaluation, rt, token)
+        decision = self._decision(request, evaluation, rt, token)
         if not evaluation.ready:  # audit mode only: an enforcing crawl would wait
             self._count("robotstxt/audit/would_delay")
             request.meta[DECISION_META_KEY] = decision
@@ -265,7 +237,6 @@ class Decider:
     def _decision(
         self,
         request: Request,
-        origin: str,
         evaluation: Evaluation,
         rt: OriginRuntime,
         token: str,
@@ -286,7 +257,7 @@ class Decider:
             "line": line,
             "rule": rule,
             "groups": groups,
-            "origin": origin,
+            "origin": rt.origin,
             "product_token": token,
             "robots": record.last_outcome if record is not None else "",
             # Microseconds, so that a request held even briefly shows a wait above 0.
@@ -296,21 +267,18 @@ class Decider:
     def _decide_rules(
         self,
         request: Request,
-        origin: str,
         evaluation: Evaluation,
         rt: OriginRuntime,
         robots: RobotsTxt,
         token: str,
     ) -> None:
         explained = robots.explain(request.url, token)
-        decision = self._decision(request, origin, evaluation, rt, token, explained)
+        decision = self._decision(request, evaluation, rt, token, explained)
         if self.config.crawl_delay:
-            delay = self._delays.get(origin)
+            # asked once per copy and token, not per request
+            delay = rt.crawl_delay
             if delay is None or delay[0] is not evaluation.body or delay[1] != token:
-                if len(self._delays) >= _PARSED_CACHE_SIZE:
-                    self._delays.clear()  # (a memo: asked again)
-                delay = (evaluation.body, token, robots.crawl_delay(token))
-                self._delays[origin] = delay
+                delay = rt.crawl_delay = (evaluation.body, token, robots.crawl_delay(token))
             if delay[2]:
                 self.slot_delays.apply(request, delay[2])
         if explained.allowed:  # (_record's common case)
@@ -364,3 +332,91 @@ def _describe(decision: dict[str, Any]) -> str:
         groups = ", ".join(decision.get("groups") or []) or "-"
         return f"(line {decision['line']}: {decision['rule']}; group: {groups})"
     return f"({decision.get('reason')})"
+
+
+class SlotDelays:
+    """Crawl-delay kept on Scrapy's download slots (docs/behaviour.md, "Crawl-delay";
+    Google: Crawl-delay is a minimum spacing between requests to a site).
+
+    A slot's delay is raised to the Crawl-delay and its random jitter narrowed so that
+    the shortest gap is still the Crawl-delay; the same timing is kept for the slots
+    Scrapy makes for that key later, so a slot made again after its 60 s idle
+    collection keeps it, and it is re-asserted before each download, because
+    AutoThrottle rewrites the slot's delay on every response. Scrapy's slots are
+    reached through ``compat`` only."""
+
+    def __init__(self, crawler: Crawler, max_delay: float) -> None:
+        self.crawler = crawler
+        self.max_delay = max_delay
+        # slot key -> crawl-delay we must keep on it (see on_reached_downloader)
+        self._delays: dict[str, float] = {}
+
+    def apply(self, request: Request, delay: float) -> None:
+        """Keep *request*'s download slot at least *delay* apart (capped at
+        REP_MAX_CRAWL_DELAY), also for slots Scrapy creates anew later."""
+        if delay <= 0:
+            return
+        delay = min(delay, self.max_delay)
+        downloader = compat.downloader_of(self.crawler)
+        if downloader is None:
+            return
+        key = downloader.get_slot_key(request)
+        if self._delays.get(key, 0.0) >= delay:
+            return
+        if not self._delays:
+            # Listen from the first Crawl-delay on: until then there is nothing to
+            # re-assert, and a receiver costs every request a signal dispatch.
+            self.crawler.signals.connect(
+                self.on_reached_downloader, signal=signals.request_reached_downloader
+            )
+        self._delays[key] = delay
+        # Kept for the slots Scrapy makes for this key later too, so the delay survives
+        # the slot being garbage-collected after 60 s idle.
+        slot_delay, jitter = compat.new_slot_timing(downloader, key)
+        slot_delay = max(slot_delay, delay)
+        compat.keep_new_slot_timing(
+            downloader, key, slot_delay, _bounded_jitter(slot_delay, jitter, delay)
+        )
+        slot = compat.download_slot(downloader, key)
+        if slot is not None:
+            _hold_slot_to(slot, delay)
+        self.crawler.stats.set_value(f"robotstxt/crawl_delay/{key}", delay)
+
+    def on_reached_downloader(self, request: Request, spider: Any = None) -> None:
+        """Re-assert Crawl-delay before each download: AutoThrottle rewrites slot.delay
+        on every response and floors it only at DOWNLOAD_DELAY."""
+        if not self._delays:
+            return
+        downloader = compat.downloader_of(self.crawler)
+        if downloader is None:
+            return
+        key = request.meta.get("download_slot")
+        delay = self._delays.get(key) if key is not None else None
+        if delay is None:
+            return
+        slot = compat.download_slot(downloader, key)
+        if slot is not None:
+            _hold_slot_to(slot, delay)
+
+
+def _bounded_jitter(slot_delay: float, jitter: float, crawl_delay: float) -> float:
+    """The largest jitter <= ``jitter`` whose shortest gap is still ``crawl_delay``.
+
+    Scrapy varies each slot delay by +/- ``jitter`` (+/-50 % by default), so a slot
+    delay of exactly the Crawl-delay would space requests as little as half of it apart.
+    Crawl-delay is a minimum spacing: narrow the jitter (never the delay) so that
+    ``slot_delay * (1 - jitter) >= crawl_delay``. Before Scrapy 2.19 a slot's delay is
+    varied by +/-50 % or not at all: a jitter of 0.5 narrowed below it turns randomising
+    off (``compat.set_slot_jitter``).
+    """
+    if jitter <= 0 or slot_delay <= 0:
+        return max(jitter, 0.0)
+    return max(0.0, min(jitter, 1.0 - crawl_delay / slot_delay))
+
+
+def _hold_slot_to(slot: Any, crawl_delay: float) -> None:
+    """Raise the slot delay to the Crawl-delay and bound its jitter (see above)."""
+    slot_delay = compat.raise_slot_delay(slot, crawl_delay)
+    jitter = compat.slot_jitter(slot)
+    if jitter:
+        compat.set_slot_jitter(slot, _bounded_jitter(slot_delay, jitter, crawl_delay))

@@ -1,4 +1,5 @@
-"""Fetch one origin's robots.txt through Scrapy's own downloader.
+"""Fetching robots.txt: one origin's file through Scrapy's downloader (``RobotsFetcher``),
+and the bound on fetches in flight (``FetchQueue``).
 
 Going through ``engine.download_async`` means proxies, TLS settings, default headers,
 download handlers and downloader middlewares all apply, as for any page. What differs
@@ -21,6 +22,7 @@ every hop and every backoff retry is counted in scrapy-rep's own keys instead.
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -45,7 +47,7 @@ if TYPE_CHECKING:
 
     from scrapy_rep.robotstxt._robotstxt import RobotsTxt
 
-logger = logging.getLogger("scrapy_rep")
+logger = logging.getLogger(__name__)
 
 FETCH_META_KEY = "rep_robots_fetch"
 _BYTES_META_KEY = "rep_robots_bytes"
@@ -70,22 +72,24 @@ _REFUSED_MAX_AGE = 0.0
 class RobotsFetcher:
     """Downloads robots.txt and classifies the outcome."""
 
-    def __init__(self, crawler: Crawler, config: Config, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        crawler: Crawler,
+        config: Config,
+        clock: Callable[[], float],
+        parsed: Callable[[str, bytes, Request], Awaitable[RobotsTxt]] | None = None,
+    ) -> None:
         self.crawler = crawler
         self.config = config
         self.clock = clock
+        # (origin, body, page request) -> the parsed copy the crawl's checks use, ready
+        # for that request's crawler (Decider.parsed_for): what robots_parsed receivers
+        # get, so that their queries parse nothing
+        self.parsed = parsed
         # The size cap listens to bytes_received only while a robots.txt fetch is in
         # flight: the signal fires for every chunk of every page, and each receiver
         # costs the whole crawl a dispatch per chunk.
         self._in_flight = 0
-        # (origin, request) of the last page request that asked for an origin's state:
-        # set by the middleware before it evaluates, so a fetch that evaluation starts
-        # knows the page request that triggered it (robots_parsed sends it).
-        self.trigger: tuple[str, Request] | None = None
-        # (origin, body, page request) -> the parsed copy the crawl's checks use, ready
-        # for that request's crawler (the middleware's Decider.parsed_for): what
-        # robots_parsed receivers get, so that their queries parse nothing
-        self.parsed: Callable[[str, bytes, Request], Awaitable[RobotsTxt]] | None = None
         # Origins whose last fetch ended unreachable: their next fetch is a backoff
         # retry, which Scrapy's stock keys do not count (its retries are inside one
         # download), and the page request that started the spell.
@@ -166,18 +170,11 @@ class RobotsFetcher:
             del response.headers[b"Content-Encoding"]
             meta[_CODINGS_META_KEY] = codings
 
-    def _trigger_for(self, origin: str) -> Request | None:
-        noted = self.trigger
-        if noted is not None and noted[0] == origin:
-            return noted[1]
-        return None
-
-    async def fetch(self, origin: str) -> FetchOutcome:
-        # Taken before the first await: the evaluation that started this fetch is
-        # still on the stack, and the middleware noted its request.
+    async def fetch(self, origin: str, trigger: Request | None = None) -> FetchOutcome:
+        """``trigger``: the page request whose evaluation started this fetch, if any
+        (robots_parsed sends it, as Scrapy's middleware does)."""
         retry = origin in self._retrying
-        trigger = self._retrying.get(origin) if retry else None
-        trigger = trigger or self._trigger_for(origin)
+        trigger = (self._retrying.get(origin) if retry else None) or trigger
         signal_manager = self.crawler.signals
         if not self._in_flight:
             for receiver, signal in self._signal_receivers():
@@ -346,3 +343,68 @@ class RobotsFetcher:
             decoded.error,
         )
         return raw[:limit], stopped or len(raw) > limit, ""
+
+
+class FetchQueue:
+    """A bound on robots.txt fetches in flight (docs/settings.md, ``CONCURRENT_REQUESTS``).
+
+    ``engine.download_async`` bypasses ``CONCURRENT_REQUESTS`` (the scheduler never sees
+    it): without a bound, a broad crawl seeded with thousands of origins opens thousands
+    of connections at once. Fetches beyond the bound wait in a FIFO of origins; an origin
+    has at most one fetch, so FIFO order is round robin by origin. Per-slot limits still
+    apply inside the downloader. A queued fetch starts (and only then takes its lease in
+    a shared store) when a running one ends.
+
+    Draining never recurses: with a shared store, a queued fetch often ends inside its
+    own ``start()`` (another process holds the origin's lease, or has just stored its
+    answer), and that ``done()`` would start the next one one call deeper, until
+    Python's recursion limit. ``done()`` inside a ``start()`` only frees the slot; the
+    running drain loop takes the next fetch.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(limit, 1)
+        self.running = 0
+        self.peak = 0
+        self._queued: OrderedDict[str, Callable[[], bool]] = OrderedDict()
+        self._draining = False
+
+    def __len__(self) -> int:
+        return len(self._queued)
+
+    def submit(self, origin: str, start: Callable[[], bool]) -> None:
+        """Run ``start()`` now if under the bound, else when a slot frees up.
+
+        ``start`` returns True when it really started a fetch (which must end with
+        ``done()``), False when it did not (another process holds the lease, ...).
+        """
+        if origin in self._queued:
+            return
+        self._queued[origin] = start
+        self._pump()
+
+    def done(self) -> None:
+        self.running -= 1
+        self._pump()
+
+    def clear(self) -> None:
+        self._queued.clear()
+
+    def _pump(self) -> None:
+        if self._draining:
+            return  # called from a start() below: the loop there takes the next fetch
+        self._draining = True
+        try:
+            while self._queued and self.running < self.limit:
+                _, start = self._queued.popitem(last=False)
+                self.running += 1
+                self.peak = max(self.peak, self.running)
+                try:
+                    started = start()
+                except BaseException:
+                    self.running -= 1
+                    raise
+                if not started:
+                    self.running -= 1
+        finally:
+            self._draining = False

@@ -3,76 +3,21 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from scrapy_rep.crawl.origins import OriginRuntime, SummaryTotals, state_of
 from scrapy_rep.policy.records import ALLOW_ALL, RULES
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Mapping
 
     from scrapy.statscollectors import StatsCollector
 
-    from scrapy_rep.crawl.runtime import OriginRuntime
 
 logger = logging.getLogger("scrapy_rep")
 
 # The block lists at most this many origins (the most eventful first); totals cover all.
 MAX_LISTED_ORIGINS = 20
-
-
-def state_of(rt: OriginRuntime) -> str:
-    record = rt.record
-    if record is None or (record.kind is None and not record.unreachable):
-        return "unknown"
-    if record.unreachable:
-        return "unreachable"
-    return RULES if record.kind == RULES else ALLOW_ALL
-
-
-@dataclass
-class SummaryTotals:
-    """Counters over many origins; also what is kept of origins evicted from memory."""
-
-    origins: int = 0
-    states: dict[str, int] = field(
-        default_factory=lambda: {RULES: 0, ALLOW_ALL: 0, "unreachable": 0, "unknown": 0}
-    )
-    stale_used: int = 0
-    dropped: int = 0
-    delayed: int = 0
-    longest_wait: float = 0.0
-    dropped_at_close: int = 0
-    handed_back: int = 0
-    # Spells of unreachability, recovered or not: the stats' robotstxt/unreachable.
-    unreachable_spells: int = 0
-
-    def add(self, rt: OriginRuntime) -> None:
-        self.origins += 1
-        self.states[state_of(rt)] += 1
-        self.stale_used += rt.stale_used
-        self.dropped += rt.dropped
-        self.delayed += rt.delayed
-        self.longest_wait = max(self.longest_wait, rt.longest_wait)
-        self.dropped_at_close += rt.dropped_at_close
-        self.handed_back += rt.handed_back
-        self.unreachable_spells += rt.unreachable_spells
-
-    def forget_origin(self, state: str) -> None:
-        """An evicted origin came back: its runtime counts it from now on (its event
-        counts stay here, they add up across both lives)."""
-        self.origins -= 1
-        self.states[state] -= 1
-
-    def merged(self, runtimes: Iterable[OriginRuntime]) -> SummaryTotals:
-        total = SummaryTotals(
-            self.origins, dict(self.states), self.stale_used, self.dropped, self.delayed,
-            self.longest_wait, self.dropped_at_close, self.handed_back,
-            self.unreachable_spells,
-        )  # fmt: skip
-        for rt in runtimes:
-            total.add(rt)
-        return total
 
 
 def _origin_line(rt: OriginRuntime) -> str:

@@ -1,4 +1,5 @@
-"""Store calls off the reactor thread, unless they can be answered without waiting.
+"""The crawl's calls to the store: off the reactor thread unless they can be answered
+without waiting (``StoreCalls``), and the fetch leases they keep (``LeaseKeeper``).
 
 A shared store answers over a socket (Redis) or a file lock (SQLite): a slow answer
 on the reactor thread stalls every download of the crawl. The coordinator therefore
@@ -34,16 +35,18 @@ import threading
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from twisted.internet import defer
+from twisted.internet.task import LoopingCall
 from twisted.python.failure import Failure
 
-from scrapy_rep.storage.base import MemoryStorage, WouldBlock
+from scrapy_rep.storage.base import MemoryStorage, WouldBlock, describe_holder
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from scrapy_rep.policy.config import Config
     from scrapy_rep.storage.base import RobotsStorage
 
-logger = logging.getLogger("scrapy_rep")
+logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 #: How long closing waits for the store calls already made (seconds). Each call is
@@ -55,14 +58,20 @@ CLOSE_WAIT = 10.0
 _Job = tuple["defer.Deferred[Any]", "Callable[..., Any]", tuple[Any, ...]]
 
 
+def installed_reactor() -> Any:
+    """The reactor Scrapy installed: looked up when used, never at import time. The
+    default of every ``reactor`` collaborator in crawl/ (a test gives a ``Clock``)."""
+    from twisted.internet import reactor
+
+    return reactor
+
+
 class StoreWorker:
     """One daemon thread that runs store calls in the order they were given and hands
     each answer to the reactor thread."""
 
-    def __init__(self, name: str = "scrapy-rep-store") -> None:
-        from twisted.internet import reactor
-
-        self._reactor: Any = reactor
+    def __init__(self, reactor: Any, name: str = "scrapy-rep-store") -> None:
+        self._reactor = reactor
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._work, name=name, daemon=True)
         self._thread.start()
@@ -97,8 +106,10 @@ class StoreWorker:
 
 
 class StoreCalls:
-    def __init__(self, storage: RobotsStorage) -> None:
+    def __init__(self, storage: RobotsStorage, reactor: Any = None) -> None:
         self.storage = storage
+        # (the installed reactor unless given: the worker hands answers to its thread)
+        self._reactor = reactor
         self.direct = isinstance(storage, MemoryStorage)
         self.answers_now = storage.answers_without_waiting
         self._worker: StoreWorker | None = None
@@ -136,11 +147,9 @@ class StoreCalls:
 
     def _in_worker(self, function: Callable[..., _T], *args: Any) -> defer.Deferred[_T]:
         if self._worker is None:
-            from twisted.internet import reactor
-
-            self._worker = StoreWorker()
-            installed: Any = reactor
-            installed.addSystemEventTrigger("during", "shutdown", self.close)
+            reactor = self._reactor or installed_reactor()
+            self._worker = StoreWorker(reactor)
+            reactor.addSystemEventTrigger("during", "shutdown", self.close)
         return self._worker.run(function, *args)
 
     def _answered(self, result: _T, key: str | None) -> _T:
@@ -171,3 +180,115 @@ class StoreCalls:
                 left,
                 timeout,
             )
+
+
+# Waiting on another process's fetch lease for longer than this is logged (INFO, once
+# per origin): a few seconds is a normal fetch; more may be a stuck or dead holder.
+LEASE_WAIT_LOG_AFTER = 5.0
+
+
+class LeaseKeeper:
+    """Fetch leases in a shared store while a fetch runs (docs/cluster.md): renewed off
+    the reactor thread, and a long wait on another holder's lease said once per origin."""
+
+    def __init__(
+        self,
+        storage: RobotsStorage,
+        holder: str,
+        config: Config,
+        calls: StoreCalls,
+        clock: Callable[[], float],
+        reactor: Any = None,
+    ) -> None:
+        self.storage = storage
+        self.reactor = reactor  # (the installed one unless given)
+        self.holder = holder
+        self.config = config
+        self.calls = calls
+        self.clock = clock
+        self._renewers: dict[str, LoopingCall] = {}
+        # Since when this process waits on another holder's lease, per origin.
+        self._lease_waits: dict[str, float] = {}
+        self._lease_wait_logged: set[str] = set()
+
+    def waited(self, origin: str) -> None:
+        """The wait on another holder (if any) is over."""
+        self._lease_waits.pop(origin, None)
+
+    def start_renewing(self, origin: str) -> None:
+        """Renew the fetch lease while the fetch runs: the lease stays short, so a
+        holder that dies blocks the origin for at most REP_LEASE_TTL."""
+        self.stop_renewing(origin)
+        renewer = LoopingCall(self._renew, origin)
+        renewer.clock = self.reactor or installed_reactor()
+        self._renewers[origin] = renewer
+        renewer.start(self.config.lease_renew_every, now=False)
+
+    def stop_renewing(self, origin: str) -> None:
+        renewer = self._renewers.pop(origin, None)
+        if renewer is not None and renewer.running:
+            renewer.stop()
+
+    def _renew(self, origin: str) -> defer.Deferred[Any]:
+        # Through the store's calls like every other store call: a slow store must not
+        # stall the reactor, and the crawl's stop waits for it only within a bound
+        # (CLOSE_WAIT). LoopingCall waits for the Deferred before the next
+        # renewal.
+        renewing = self.calls.call(
+            self.storage.renew_lease, origin, self.holder, self.config.lease_ttl, key=origin
+        )
+        renewing.addCallback(self._renewed, origin)
+        return renewing.addErrback(self._renew_failed, origin)
+
+    def _renew_failed(self, failure: Any, origin: str) -> None:
+        # A store must not raise, but the renewal loop must never die of it.
+        logger.error("scrapy-rep: renewing the fetch lease of %s failed: %s", origin, failure)
+
+    def _renewed(self, kept: bool, origin: str) -> None:
+        if not kept and origin in self._renewers:
+            logger.info(
+                "scrapy-rep: this process lost the fetch lease of %s (not renewed "
+                "within REP_LEASE_TTL, or taken over); its robots.txt may be fetched "
+                "twice",
+                origin,
+            )
+            self.stop_renewing(origin)
+
+    def note_wait(self, origin: str) -> None:
+        """Say once per origin when another holder's lease keeps us waiting."""
+        now = self.clock()
+        since = self._lease_waits.setdefault(origin, now)
+        if now - since < LEASE_WAIT_LOG_AFTER or origin in self._lease_wait_logged:
+            return
+        self._lease_wait_logged.add(origin)
+        asking = self.calls.call(self.storage.lease_holder, origin, key=origin)
+        asking.addCallback(self._log_lease_wait, origin, now - since)
+        asking.addErrback(lambda failure: self._log_lease_wait(None, origin, now - since))
+
+    def _log_lease_wait(self, holder: str | None, origin: str, waited: float) -> None:
+        # The bound that holds is not REP_LEASE_TTL: a live holder renews its lease for
+        # as long as its fetch runs, and the fetch is one request per redirect hop
+        # (RFC 9309 2.3.1.2), each bounded by REP_FETCH_TIMEOUT. Only a holder that is
+        # gone stops renewing, and its lease then runs out within REP_LEASE_TTL. (The
+        # holder's own settings apply; ours are the best guess of them.)
+        config = self.config
+        requests = config.max_redirects + 1
+        logger.info(
+            "robots.txt of %s: waiting %.0f s so far for another process (%s) that holds "
+            "its fetch lease. A live holder renews it while its fetch runs, so the wait "
+            "can last about %.0f s from the holder's start: up to REP_FETCH_TIMEOUT (%g s) "
+            "for each of up to %d request(s) (REP_MAX_REDIRECTS = %d), plus REP_LEASE_TTL "
+            "(%g s) if the holder dies meanwhile",
+            origin,
+            waited,
+            "unknown" if holder is None else describe_holder(holder),
+            config.fetch_timeout * requests + config.lease_ttl,
+            config.fetch_timeout,
+            requests,
+            config.max_redirects,
+            config.lease_ttl,
+        )
+
+    def close(self) -> None:
+        for origin in list(self._renewers):
+            self.stop_renewing(origin)

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from scrapy.http import Response
 
     from scrapy_rep.crawl.decide import Decider
+    from scrapy_rep.crawl.origins import OriginRuntime
     from scrapy_rep.policy.config import Config
     from scrapy_rep.policy.robots_policy import Evaluation
 
@@ -110,7 +111,7 @@ class UsageKeeper:
 
     # -- the two hooks -----------------------------------------------------------------
 
-    def on_request(self, request: Request, origin: str, evaluation: Evaluation) -> None:
+    def on_request(self, request: Request, rt: OriginRuntime, evaluation: Evaluation) -> None:
         """After robots.txt allowed *request*: its robots.txt preferences; raise
         IgnoreRequest when enforcing and robots.txt refuses a declared purpose."""
         if self.mode == "off":
@@ -118,7 +119,7 @@ class UsageKeeper:
         usage = None
         if evaluation.ready and evaluation.kind == RULES:
             # the copy decide() just used: a large file is not parsed again at once
-            robots = self.decider.parsed(origin, evaluation.body)
+            robots = self.decider.parsed(rt, evaluation.body)
             if robots.declares_usage:
                 decision = request.meta.get(DECISION_META_KEY) or {}
                 token = decision.get("product_token") or self.decider.token_for(request)
@@ -133,7 +134,7 @@ class UsageKeeper:
         if refused and self.mode != "record":
             if self.mode == "enforce":
                 self._count_values(usage)  # its preferences are final: it is never fetched
-            self._refuse(request, origin, usage, refused, ROBOTS)
+            self._refuse(request, rt.origin, usage, refused, ROBOTS)
 
     def on_response(self, request: Request, response: Response) -> Response:
         """Add the ``Content-Usage`` header's preferences; raise IgnoreRequest when

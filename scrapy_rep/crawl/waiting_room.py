@@ -86,9 +86,6 @@ class WaitingRoom:
     def __len__(self) -> int:
         return self._held_count + len(self._timed) + (self.spill.total if self.spill else 0)
 
-    def in_memory(self) -> int:
-        return self._held_count + len(self._timed)
-
     def count(self, origin: str) -> int:
         held = self._held.get(origin)
         spilled = self.spill.count(origin) if self.spill else 0

@@ -14,8 +14,8 @@ import pytest_twisted
 import redis
 from scrapy.core.scheduler import Scheduler
 
+from scrapy_rep.crawl.origins import WAITED_META_KEY
 from scrapy_rep.crawl.release_retry import refused_for_itself
-from scrapy_rep.crawl.runtime import WAITED_META_KEY
 from tests.crawl_helpers import DISALLOW_PRIVATE, REP, pages_of
 
 

@@ -57,8 +57,8 @@ def test_a_typo_in_a_setting_name_is_one_warning_at_start(
     )
     assert urls == [start]
     warning = (
-        "[scrapy_rep] WARNING: scrapy-rep: unknown setting REP_ENFORSE is ignored; did you "
-        "mean REP_ENFORCE?"
+        "[scrapy_rep.middleware] WARNING: scrapy-rep: unknown setting REP_ENFORSE is ignored; "
+        "did you mean REP_ENFORCE?"
     )
     assert log.count(warning) == 1, log[-3000:]
     assert "enforcing" in log  # the default applies: REP_ENFORSE changed nothing
@@ -117,7 +117,9 @@ def test_an_unreachable_redis_at_start_stops_the_crawl(
     errors = [line for line in done.stderr.splitlines() if " ERROR: " in line]
     assert errors, done.stderr[-3000:]
     first = errors[0]
-    assert "[scrapy_rep] ERROR: scrapy-rep: the crawl cannot start: REP_STORAGE = " in first
+    assert (
+        "[scrapy_rep.middleware] ERROR: scrapy-rep: the crawl cannot start: REP_STORAGE = " in first
+    )
     assert f"'{url}': the store does not answer (" in first
     assert sum("the crawl cannot start" in line for line in done.stderr.splitlines()) == 1
     assert mockserver.paths(site) == []
@@ -141,7 +143,8 @@ def test_every_run_names_the_origin_that_keeps_it_waiting(
     warned = [
         line
         for line in first.splitlines()
-        if f"[scrapy_rep] WARNING: robots.txt of {other} is unreachable (503)" in line
+        if f"[scrapy_rep.crawl.coordinator] WARNING: robots.txt of {other} is unreachable (503)"
+        in line
     ]
     assert len(warned) == 1, first[-3000:]
     assert "the wait ends at " in warned[0]

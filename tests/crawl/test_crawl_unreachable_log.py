@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest_twisted
 
-from scrapy_rep.crawl.unreachable_log import FIRST_WARNINGS, UnreachableWarnings
+from scrapy_rep.crawl.coordinator import FIRST_WARNINGS, UnreachableWarnings
 from tests.crawl_helpers import REP
 
 DEAD_ORIGINS = 12
@@ -37,7 +37,7 @@ async def test_many_unreachable_origins_log_a_summary_per_interval(
     warnings = [
         record
         for record in crawler.log_records
-        if record.name == "scrapy_rep" and record.levelno == logging.WARNING
+        if record.name.startswith("scrapy_rep") and record.levelno == logging.WARNING
     ]
     own = [r.getMessage() for r in warnings if " is unreachable (" in r.getMessage()]
     summaries = [r for r in warnings if SUMMARY.match(r.getMessage())]

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from scrapy_rep.crawl.fetch_queue import FetchQueue
+from scrapy_rep.crawl.fetcher import FetchQueue
 
 # Far more than Python's recursion limit: each fetch used to start the next one a few
 # frames deeper.

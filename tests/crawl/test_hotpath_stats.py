@@ -1,6 +1,6 @@
 """Per-request stats skip Scrapy 2.19's per-access wrapper only for Scrapy's own
-``inc_value`` (crawl/stat_counter.py): a collector that overrides it still receives
-every count."""
+``inc_value`` (``stat_counter``, crawl/decide.py): a collector that overrides it still
+receives every count."""
 
 from __future__ import annotations
 

@@ -15,10 +15,11 @@ from scrapy import Request, signals
 from scrapy.crawler import Crawler
 from scrapy.http import Response
 
-from scrapy_rep.crawl.registry import RuntimeRegistry, parsed_bytes, record_bytes
+from scrapy_rep.crawl.origins import Origins, ParsedCopy, parsed_bytes, record_bytes
 from scrapy_rep.middleware import RobotsTxtMiddleware
 from scrapy_rep.policy.config import Config, SettingError
 from scrapy_rep.policy.records import RULES, OriginRecord
+from scrapy_rep.robotstxt._robotstxt import RobotsTxt
 from tests.conftest import ListSpider
 from tests.crawl_helpers import REP, pages_of
 
@@ -39,17 +40,18 @@ def _middleware(crawler: Crawler) -> RobotsTxtMiddleware:
 
 
 class SamplingSpider(ListSpider):
-    """Records, at every response, what the registry holds: its byte count, the
-    runtimes holding a robots.txt body, and the Decider's parsed copies."""
+    """Records, at every response, what the origins hold: their byte count, the
+    runtimes holding a robots.txt body, and those holding the Decider's parsed copy."""
 
     name = "sampling"
 
     def parse(self, response: Response, **kwargs: Any) -> Iterator[Any]:
         middleware = _middleware(self.crawler)
-        registry = middleware.coordinator.registry
+        registry = middleware.origins
         samples: list[tuple[int, int, int]] = self.__dict__.setdefault("samples", [])
         with_body = sum(1 for rt in registry.runtimes() if rt.record is not None and rt.record.body)
-        samples.append((registry.resident_bytes, with_body, len(middleware.decider._parsed)))
+        parsed = sum(1 for rt in registry.runtimes() if rt.parsed is not None)
+        samples.append((registry.resident_bytes, with_body, parsed))
         yield from super().parse(response, **kwargs)
 
 
@@ -95,7 +97,7 @@ async def test_idle_origins_unload_and_reload_from_the_store_without_refetching(
 class CountedCopiesSpider(SamplingSpider):
     """A ``robots_parsed`` receiver (which makes the Decider parse each robots.txt
     before the origin's record lands), checking at the signal and at every response
-    that each parsed copy the Decider keeps is one the registry counts."""
+    that each parsed copy the Decider keeps is one the origins count."""
 
     name = "counted-copies"
 
@@ -104,21 +106,17 @@ class CountedCopiesSpider(SamplingSpider):
         spider = super().from_crawler(crawler, *args, **kwargs)
         crawler.signals.connect(spider.on_robots_parsed, signal=signals.robots_parsed)
         spider.uncounted = []
-        spider.kept_at_signal = []
+        spider.checked_at_signal = 0
         return spider
 
     def on_robots_parsed(self, robotparser: Any, request: Request) -> None:
         self.check_copies()
-        decider = _middleware(self.crawler).decider
-        self.kept_at_signal.extend(o for o in decider._parsed if o in request.url)
+        self.checked_at_signal += 1
 
     def check_copies(self) -> None:
-        middleware = _middleware(self.crawler)
-        registry = middleware.coordinator.registry
-        for origin, (body, _, _) in middleware.decider._parsed.items():
-            rt = registry.lookup(origin)
-            if rt is None or rt.parsed_bytes != parsed_bytes(body):
-                self.uncounted.append(origin)
+        for rt in _middleware(self.crawler).origins.runtimes():
+            if rt.parsed is not None and rt.parsed_bytes != parsed_bytes(rt.parsed.body):
+                self.uncounted.append(rt.origin)
 
     def parse(self, response: Response, **kwargs: Any) -> Iterator[Any]:
         self.check_copies()
@@ -130,14 +128,14 @@ class CountedCopiesSpider(SamplingSpider):
     reason="needs Scrapy 2.18+: the robots_parsed signal is new there",
 )
 @pytest_twisted.ensureDeferred
-async def test_a_copy_the_registry_does_not_count_is_not_kept(
+async def test_a_copy_made_before_the_record_lands_is_counted(
     mockserver: Any, run_crawl: Any
 ) -> None:
     """A robots_parsed receiver gets the crawl's parsed copy before the origin's record
-    lands, when the registry cannot count it (``note_parsed`` says False): the Decider
-    does not keep it then (it was kept, uncounted, outside REP_MEMORY_MAX_BYTES). The
-    first request of the origin uses that copy and keeps it, now counted; every
-    request is decided as before and the bound holds."""
+    lands: the copy is kept on the origin and counted within REP_MEMORY_MAX_BYTES from
+    then on (it was once kept, uncounted, outside the budget). The first request of
+    the origin uses that copy; every request is decided as before and the bound
+    holds."""
     hosts = [mockserver.unique_host("bytes-uncounted") for _ in range(12)]
     mockserver.configure_many({h: {"robots": {"body": ROBOTS}} for h in hosts})
     urls = [mockserver.url(h, p) for h in hosts for p in ("/a", "/private")]
@@ -148,7 +146,7 @@ async def test_a_copy_the_registry_does_not_count_is_not_kept(
         assert pages_of(mockserver, h) == ["/a"], h
         assert mockserver.count(h, "/robots.txt") == 1, h
     assert crawler.stat("robotstxt/forbidden") == len(hosts)
-    assert spider.kept_at_signal == []
+    assert spider.checked_at_signal == len(hosts)
     assert spider.uncounted == []
     assert len(spider.samples) == len(hosts)
     assert max(b for b, _, _ in spider.samples) <= 3 * ONE_COPY
@@ -173,10 +171,7 @@ def _record(body: bytes) -> OriginRecord:
 
 def test_a_busy_origin_keeps_its_copy_whatever_the_budget() -> None:
     """Held requests, waiters, a fetch or a timer: the copy stays (and the runtime)."""
-    forgotten: list[str] = []
-    registry = RuntimeRegistry(
-        1000, lambda rt: rt.fetching, max_bytes=1, on_unload=forgotten.append
-    )
+    registry = Origins(1000, max_bytes=1)  # (a runtime that is fetching is busy)
     busy = registry.get("http://busy.test")
     busy.record, busy.loaded, busy.fetching = _record(b"x" * 500), True, True
     registry.note_record(busy)
@@ -184,7 +179,11 @@ def test_a_busy_origin_keeps_its_copy_whatever_the_budget() -> None:
         rt = registry.get(f"http://o{i}.test")
         rt.record, rt.loaded = _record(b"y" * 500), True
         registry.note_record(rt)
-        assert registry.note_parsed(rt.origin, rt.record.body)
+        body = rt.record.body
+        registry.note_parsed(rt, ParsedCopy(body, RobotsTxt.parse(body)))
+        assert rt.parsed_bytes == parsed_bytes(body)
+    forgotten = [rt.origin for rt in registry.runtimes() if not rt.loaded]
+    assert all(rt.parsed is None for rt in registry.runtimes() if not rt.loaded)
     assert busy.loaded and busy.record is not None and len(busy.record.body) == 500
     assert "http://busy.test" not in forgotten
     # Each idle one was unloaded when the next arrived; its summary state stays.
@@ -196,14 +195,16 @@ def test_a_busy_origin_keeps_its_copy_whatever_the_budget() -> None:
 
 
 def test_an_evicted_runtime_gives_its_bytes_back() -> None:
-    forgotten: list[str] = []
-    registry = RuntimeRegistry(3, lambda rt: False, on_unload=forgotten.append)
+    registry = Origins(3)
+    runtimes = []
     for i in range(10):
         rt = registry.get(f"http://o{i}.test")
         rt.record, rt.loaded = _record(b"z" * 100), True
         registry.note_record(rt)
+        runtimes.append(rt)
     assert len(registry) == 3
     assert registry.resident_bytes == 3 * record_bytes(b"z" * 100)
+    forgotten = [rt for rt in runtimes if rt.copy_bytes == 0]
     assert len(forgotten) == 7
 
 

@@ -26,6 +26,7 @@ from scrapy.utils.test import get_crawler
 from twisted.internet.task import LoopingCall
 
 from scrapy_rep.crawl import decide
+from scrapy_rep.crawl.origins import Origins, parsed_bytes
 from scrapy_rep.policy.config import Config
 from scrapy_rep.robotstxt._robotstxt import RobotsTxt
 from tests.conftest import ListSpider
@@ -352,22 +353,27 @@ async def test_a_copy_dropped_from_the_cache_is_not_parsed_again_in_one_piece(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Decider.parsed(), which the usage preferences call right after decide(), answers
-    with the copy the last steps made even when the cache has dropped it (evicted, or
-    its origin unloaded while the request was in flight): it never parses a large
-    file in one piece on the reactor."""
+    with the copy the last steps made even when its origin was unloaded from RAM while
+    the steps ran (the request in flight): it never parses a large file in one piece on
+    the reactor."""
     crawler = get_crawler(settings_dict=REP)
-    decider = decide.Decider(crawler, Config.from_settings(crawler.settings))
+    origins = Origins(10)
+    decider = decide.Decider(crawler, Config.from_settings(crawler.settings), origins)
     body = hostile_file().encode()
     origin = "https://hostile.test"
+    rt = origins.get(origin)
     # (run as Scrapy runs a middleware's coroutine: on the asyncio loop)
-    robots = await deferred_from_coro(decider.robots_for(origin, body, "MyBot"))
-    decider._parsed.clear()  # (what eviction does)
+    preparing = deferred_from_coro(decider.robots_for(rt, body, "MyBot"))
+    assert not preparing.called  # the steps are under way
+    origins.unload(rt)  # (what REP_MEMORY_MAX_BYTES does to an idle origin)
+    robots = await preparing
 
     def no_parse(*args: Any, **kwargs: Any) -> RobotsTxt:
         raise AssertionError("parsed in one piece")
 
     monkeypatch.setattr(RobotsTxt, "parse", no_parse)
-    assert decider.parsed(origin, body) is robots
-    assert decider.parsed(origin, body).allowed(f"{origin}/private", "MyBot") is False
-    decider.forget(origin)  # an unloaded origin's copy is not kept by the Decider
-    assert decider._last is None
+    assert decider.parsed(rt, body) is robots
+    assert decider.parsed(rt, body).allowed(f"{origin}/private", "MyBot") is False
+    assert rt.parsed_bytes == parsed_bytes(body)  # kept again, and counted
+    origins.unload(rt)  # an unloaded origin's copy is not kept
+    assert rt.parsed is None

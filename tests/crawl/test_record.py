@@ -199,7 +199,9 @@ async def test_an_unwritable_record_stops_the_start(
             [mockserver.url(host, "/a")],
             settings={**REP, "REP_RECORD": str(blocker / "rec.jsonl.gz")},
         )
-    errors = [r for r in caplog.records if r.levelno >= logging.ERROR and r.name == "scrapy_rep"]
+    errors = [
+        r for r in caplog.records if r.levelno >= logging.ERROR and r.name.startswith("scrapy_rep")
+    ]
     assert len(errors) == 1 and "REP_RECORD" in errors[0].getMessage()
     assert mockserver.paths(host) == []
 

@@ -4,12 +4,11 @@ in the summary however often it is evicted and comes back."""
 
 from __future__ import annotations
 
-from scrapy_rep.crawl.registry import RuntimeRegistry
-from scrapy_rep.crawl.runtime import OriginRuntime
+from scrapy_rep.crawl.origins import Origins
 
 
 def test_registry_keeps_at_most_the_bound_of_idle_runtimes_and_never_a_busy_one() -> None:
-    registry = RuntimeRegistry(10, lambda rt: rt.fetching)
+    registry = Origins(10)  # (a runtime that is fetching is busy)
     busy = registry.get("http://busy.test")
     busy.fetching = True
     for i in range(100):
@@ -25,7 +24,7 @@ def test_registry_keeps_at_most_the_bound_of_idle_runtimes_and_never_a_busy_one(
 
 
 def test_an_evicted_origin_that_returns_is_counted_once() -> None:
-    registry = RuntimeRegistry(2, lambda rt: False)
+    registry = Origins(2)
     for _ in range(5):
         for origin in ("http://a.test", "http://b.test", "http://c.test"):
             registry.get(origin).delayed += 1
@@ -39,11 +38,11 @@ def test_eviction_passes_each_busy_runtime_once() -> None:
     """Busy runtimes at the front of the LRU are pinned, not rescanned per new origin."""
     checks: list[str] = []
 
-    def is_busy(rt: OriginRuntime) -> bool:
-        checks.append(rt.origin)
-        return rt.origin.startswith("http://busy")
+    def held(origin: str) -> int:  # requests held in the waiting room: busy
+        checks.append(origin)
+        return 1 if origin.startswith("http://busy") else 0
 
-    registry = RuntimeRegistry(50, is_busy)
+    registry = Origins(50, held=held)
     for i in range(50):
         registry.get(f"http://busy{i}.test")
     for i in range(1000):

@@ -1,51 +1,27 @@
 """A controllable clock for the runtime's timers, and a bounded wait on the reactor.
 
-The runtime takes its wall clock as a callable (``clock=``), and the waiting room its
-timer function (``call_later=``): both are given ``Clock.seconds`` / ``Clock.callLater``.
-Three classes still look the global reactor up for their timers through a module
-function named ``_reactor`` (the coordinator's per-origin timers and its summary
-line, a fetch's steps, the lease renewals). ``timers_on`` points exactly those at the
-``Clock``; it is the single place to change once those classes take a ``reactor``
-collaborator in their constructors (then pass ``clock`` there and delete this).
+The runtime takes its wall clock as a callable (``clock=``), the waiting room its
+timer function (``call_later=``), and the coordinator and the lease keeper a
+``reactor`` for their timers: a test gives them ``Clock.seconds``, ``Clock.callLater``
+and the ``Clock`` itself.
 """
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections.abc import Callable
 from typing import Any
 
-import pytest
 from twisted.internet import task
 
 #: A wall time of November 2023: records written at 0.0 would look like "never".
 T0 = 1_700_000_000.0
-
-#: Package modules whose classes reach the global reactor for timers (see above).
-GLOBAL_REACTOR_LOOKUPS = (
-    "scrapy_rep.crawl.coordinator",
-    "scrapy_rep.crawl.fetch_steps",
-    "scrapy_rep.crawl.leases",
-)
 
 
 def new_clock(start: float = T0) -> task.Clock:
     clock = task.Clock()
     clock.advance(start)
     return clock
-
-
-def timers_on(clock: task.Clock, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every timer the runtime arms goes on ``clock`` for this test."""
-    for name in GLOBAL_REACTOR_LOOKUPS:
-        module = importlib.import_module(name)
-        if not hasattr(module, "_reactor"):
-            raise AssertionError(
-                f"{name} no longer looks the reactor up through _reactor(): pass the "
-                "test clock to its constructor instead (tests/support/clock.py)"
-            )
-        monkeypatch.setattr(module, "_reactor", lambda: clock)
 
 
 def pending_timers(clock: task.Clock) -> list[float]:

@@ -1,6 +1,6 @@
 """A robots.txt fetcher that records every fetch and lets the test answer it.
 
-``OriginCoordinator`` awaits ``fetcher.fetch(origin)`` for a ``FetchOutcome``. Here
+``OriginCoordinator`` awaits ``fetcher.fetch(origin, trigger)`` for a ``FetchOutcome``. Here
 each call waits until the test answers it with a status (classified by the package's
 own ``classify_status``, as the real fetcher classifies a response) or a timeout.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from scrapy import Request
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
@@ -22,6 +23,7 @@ ALLOW_NOTHING_UNDER_PRIVATE = b"User-agent: *\nDisallow: /private\n"
 @dataclass
 class FetchCall:
     origin: str
+    trigger: Request | None = None  # the page request whose evaluation started it
     answer: Deferred[FetchOutcome] = field(default_factory=Deferred)
 
     @property
@@ -38,8 +40,8 @@ class FakeFetcher:
         self._now = now
         self.calls: list[FetchCall] = []
 
-    async def fetch(self, origin: str) -> FetchOutcome:
-        call = FetchCall(origin)
+    async def fetch(self, origin: str, trigger: Request | None = None) -> FetchOutcome:
+        call = FetchCall(origin, trigger)
         self.calls.append(call)
         return await maybe_deferred_to_future(call.answer)
 

@@ -1,5 +1,6 @@
 """The waiting room and the origin coordinator, built as ``RobotsTxtMiddleware`` builds
-them, around the test's clock, fake fetcher and a real store (``memory`` by default).
+them, around the test's clock (the coordinator's ``reactor``: every timer it arms goes
+on it), fake fetcher and a real store (``memory`` by default).
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import pytest
 from scrapy import Request
 from twisted.internet import task
 
@@ -19,7 +19,7 @@ from scrapy_rep.crawl.waiting_room import WaitingRoom
 from scrapy_rep.policy.config import Config
 from scrapy_rep.policy.robots_policy import RobotsPolicy
 from scrapy_rep.storage.base import MemoryStorage, RobotsStorage
-from tests.support.clock import new_clock, timers_on
+from tests.support.clock import new_clock
 from tests.support.fake_fetcher import FakeFetcher
 
 
@@ -94,7 +94,6 @@ class Runtime:
 
 
 def build_runtime(
-    monkeypatch: pytest.MonkeyPatch,
     *,
     storage: RobotsStorage | None = None,
     clock: task.Clock | None = None,
@@ -102,7 +101,6 @@ def build_runtime(
 ) -> Runtime:
     """``config``: ``Config`` fields to change (``fetch_concurrency=1``, ...)."""
     clock = clock or new_clock()
-    timers_on(clock, monkeypatch)
     settings = replace(Config(storage="memory"), **config)
     storage = storage if storage is not None else MemoryStorage()
     fetcher = FakeFetcher(clock.seconds)
@@ -128,5 +126,6 @@ def build_runtime(
         room,
         lambda origin, request: released.append((origin, request)),
         count,
+        reactor=clock,
     )
     return Runtime(clock, settings, storage, fetcher, room, coordinator, released, due, stats)

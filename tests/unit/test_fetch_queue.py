@@ -8,9 +8,10 @@ from collections.abc import Callable
 
 import pytest
 import pytest_twisted
+from scrapy import Request
 
-from scrapy_rep.crawl.fetch_queue import FetchQueue
-from scrapy_rep.crawl.fetch_steps import SHARED_POLL_INTERVAL
+from scrapy_rep.crawl.coordinator import SHARED_POLL_INTERVAL
+from scrapy_rep.crawl.fetcher import FetchQueue
 from tests.support.clock import pending_timers, reactor_turns, settle_reactor
 from tests.support.runtime import build_runtime
 
@@ -115,7 +116,7 @@ async def test_thousands_of_fetches_ending_inside_their_start_drain_without_recu
 ) -> None:
     # One fetch slot; every other origin's lease is held by another process, so each
     # of their fetches ends inside its own start (the memory store answers at once).
-    runtime = build_runtime(monkeypatch, fetch_concurrency=1)
+    runtime = build_runtime(fetch_concurrency=1)
     coordinator, storage = runtime.coordinator, runtime.storage
     try:
         first = "https://first.example"
@@ -138,5 +139,37 @@ async def test_thousands_of_fetches_ending_inside_their_start_drain_without_recu
         assert len(polls) == MANY
         await settle_reactor()
         assert runtime.fetcher.origins() == [first]
+    finally:
+        runtime.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_queued_fetch_is_handed_the_request_that_started_it() -> None:
+    """The page request whose evaluation starts a fetch reaches ``fetcher.fetch`` (for
+    ``robots_parsed``) as an argument, also when the fetch waited in the queue while
+    other origins' requests were evaluated; a fetch no request started gets None."""
+    runtime = build_runtime(fetch_concurrency=1)
+    coordinator, fetcher = runtime.coordinator, runtime.fetcher
+    first, queued = "https://first.example", "https://queued.example"
+    try:
+        first_page = Request(first + "/page")
+        queued_page = Request(queued + "/page")
+        coordinator.evaluate(first, first_page)
+        coordinator.evaluate(queued, queued_page)  # waits for the only slot
+        coordinator.evaluate(first, Request(first + "/other"))  # (its fetch runs already)
+        await reactor_turns(lambda: fetcher.count(first) == 1, "the first fetch")
+        assert len(coordinator.fetches) == 1
+
+        fetcher.answer(first, 200)
+        await reactor_turns(lambda: fetcher.count(queued) == 1, "the queued fetch")
+        assert [(call.origin, call.trigger) for call in fetcher.calls] == [
+            (first, first_page),
+            (queued, queued_page),
+        ]
+        fetcher.answer(queued, 200)
+        late = "https://late.example"
+        coordinator.evaluate(late)
+        await reactor_turns(lambda: fetcher.count(late) == 1, "a fetch without a request")
+        assert fetcher.calls[-1].trigger is None
     finally:
         runtime.close()

@@ -13,12 +13,11 @@ from pathlib import Path
 import pytest
 import pytest_twisted
 
-from scrapy_rep.crawl.leases import LEASE_WAIT_LOG_AFTER, LeaseKeeper
-from scrapy_rep.crawl.store_calls import StoreCalls
+from scrapy_rep.crawl.store_calls import LEASE_WAIT_LOG_AFTER, LeaseKeeper, StoreCalls
 from scrapy_rep.policy.config import Config
 from scrapy_rep.storage.base import MemoryStorage, new_holder
 from scrapy_rep.storage.sqlite_store import SqliteStorage
-from tests.support.clock import new_clock, pending_timers, reactor_turns, timers_on
+from tests.support.clock import new_clock, pending_timers, reactor_turns
 from tests.support.runtime import build_runtime
 
 A = "https://a.example"
@@ -44,10 +43,9 @@ def test_a_running_fetch_renews_its_lease_every_third_of_its_ttl_until_stopped(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     clock = new_clock()
-    timers_on(clock, monkeypatch)
     storage = CountingMemoryStorage()
     config = Config(storage="memory", lease_ttl=30.0)
-    keeper = LeaseKeeper(storage, "us", config, StoreCalls(storage), clock.seconds)
+    keeper = LeaseKeeper(storage, "us", config, StoreCalls(storage), clock.seconds, clock)
     assert storage.acquire_lease(A, "us", config.lease_ttl)
     keeper.start_renewing(A)
 
@@ -69,10 +67,9 @@ def test_a_lease_taken_over_is_no_longer_renewed_and_that_is_said(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     clock = new_clock()
-    timers_on(clock, monkeypatch)
     storage = CountingMemoryStorage()
     config = Config(storage="memory", lease_ttl=30.0)
-    keeper = LeaseKeeper(storage, "us", config, StoreCalls(storage), clock.seconds)
+    keeper = LeaseKeeper(storage, "us", config, StoreCalls(storage), clock.seconds, clock)
     storage.acquire_lease(A, "us", config.lease_ttl)
     keeper.start_renewing(A)
     storage.release_lease(A, "us")
@@ -89,10 +86,9 @@ def test_a_lease_taken_over_is_no_longer_renewed_and_that_is_said(
 
 def test_close_stops_every_renewal(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = new_clock()
-    timers_on(clock, monkeypatch)
     storage = CountingMemoryStorage()
     config = Config(storage="memory")
-    keeper = LeaseKeeper(storage, "us", config, StoreCalls(storage), clock.seconds)
+    keeper = LeaseKeeper(storage, "us", config, StoreCalls(storage), clock.seconds, clock)
     for origin in ("https://a.example", "https://b.example"):
         storage.acquire_lease(origin, "us", config.lease_ttl)
         keeper.start_renewing(origin)
@@ -109,7 +105,7 @@ async def test_a_fetch_holds_the_lease_renews_it_and_closing_releases_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     storage = CountingMemoryStorage()
-    runtime = build_runtime(monkeypatch, storage=storage, lease_ttl=30.0)
+    runtime = build_runtime(storage=storage, lease_ttl=30.0)
     coordinator = runtime.coordinator
     coordinator.evaluate(A)
     await reactor_turns(lambda: runtime.fetcher.count(A) == 1, "the fetch")
@@ -128,7 +124,7 @@ async def test_a_fetch_holds_the_lease_renews_it_and_closing_releases_it(
 async def test_a_lease_held_elsewhere_is_waited_on_said_once_and_then_taken(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    runtime = build_runtime(monkeypatch)
+    runtime = build_runtime()
     storage, clock = runtime.storage, runtime.clock
     try:
         assert storage.acquire_lease(A, ANOTHER_PROCESS, 30.0)
@@ -179,7 +175,7 @@ async def test_a_lease_row_that_cannot_be_read_is_broken_and_the_fetch_goes_ahea
 ) -> None:
     path = tmp_path / "store.db"
     storage = SqliteStorage(path)
-    runtime = build_runtime(monkeypatch, storage=storage)
+    runtime = build_runtime(storage=storage)
     try:
         storage.get(A)  # the file and its tables exist
         if expires_at == "in 20 s":

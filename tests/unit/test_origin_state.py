@@ -1,4 +1,4 @@
-"""The origin state kept by ``OriginCoordinator`` (with its ``RuntimeRegistry`` and
+"""The origin state kept by ``OriginCoordinator`` (with its ``Origins`` and
 ``OriginRuntime``s), driven directly: a fake fetcher answers, a ``Clock`` moves time.
 
 The policy's clock and the coordinator's timers are the same ``Clock``, so a backoff
@@ -14,7 +14,7 @@ import pytest
 import pytest_twisted
 
 from scrapy_rep.crawl.coordinator import MAX_TIMER
-from scrapy_rep.crawl.runtime import WAITED_META_KEY
+from scrapy_rep.crawl.origins import WAITED_META_KEY
 from scrapy_rep.policy.records import ALLOW_ALL, RULES
 from scrapy_rep.policy.robots_policy import FRESH
 from tests.support.clock import pending_timers, reactor_turns, settle_reactor
@@ -29,7 +29,7 @@ BODY_1000 = b"User-agent: *\nDisallow: /private\n" + b"# padding\n" * 97
 
 @pytest.fixture
 def runtime(monkeypatch: pytest.MonkeyPatch) -> Iterator[Runtime]:
-    built = build_runtime(monkeypatch)
+    built = build_runtime()
     yield built
     built.close()
 
@@ -213,10 +213,10 @@ async def test_no_request_is_decided_by_an_expired_copy(runtime: Runtime) -> Non
     assert coordinator.evaluate(A).ready  # the refetch starts and does not answer
     await fetch_started(runtime, A, 2)
     clock.advance(99.99)
-    assert runtime.coordinator.registry.fresh(A, clock.seconds()) is not None
+    assert runtime.coordinator.origins.fresh(A, clock.seconds()) is not None
     clock.advance(0.01)  # the copy expires while its refetch still runs
 
-    assert runtime.coordinator.registry.fresh(A, clock.seconds()) is None
+    assert runtime.coordinator.origins.fresh(A, clock.seconds()) is None
     assert not coordinator.evaluate(A).ready
     runtime.hold(A, "/after-expiry")
     await settle_reactor()
@@ -233,8 +233,8 @@ async def test_no_request_is_decided_by_an_expired_copy(runtime: Runtime) -> Non
 async def test_evictions_by_count_pass_over_an_origin_with_held_requests(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    runtime = build_runtime(monkeypatch, memory_max_origins=2)
-    coordinator, registry = runtime.coordinator, runtime.coordinator.registry
+    runtime = build_runtime(memory_max_origins=2)
+    coordinator, registry = runtime.coordinator, runtime.coordinator.origins
     try:
         coordinator.evaluate(A)
         runtime.hold(A, "/held")
@@ -263,8 +263,8 @@ async def test_evictions_by_bytes_unload_idle_copies_and_keep_a_busy_ones(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Each copy is estimated at a little over 1,250 bytes: two fit, three do not.
-    runtime = build_runtime(monkeypatch, memory_max_bytes=3_000)
-    coordinator, registry, clock = runtime.coordinator, runtime.coordinator.registry, runtime.clock
+    runtime = build_runtime(memory_max_bytes=3_000)
+    coordinator, registry, clock = runtime.coordinator, runtime.coordinator.origins, runtime.clock
     try:
         age = {"Cache-Control": "max-age=1000"}
         await first_copy(runtime, A, 200, body=BODY_1000, headers=age)
