@@ -7,7 +7,8 @@ comes back as the scheduler's own would, callbacks and all. Those bytes go as th
 into ``queuelib``'s ``FifoDiskQueue``, the queue that ``PickleFifoDiskQueue`` wraps,
 after the time the request started waiting (8 bytes):
 serialising again would double the cost. One queue per origin that has spilled
-requests, under ``JOBDIR/rep-held`` when JOBDIR is set, else in a temporary directory.
+requests, under ``spill_root``: ``JOBDIR/rep-held`` when JOBDIR is set, else a temporary
+directory.
 A request that cannot be serialised (its callback is not a spider method) never gets
 here: the room keeps it in memory, as the scheduler does.
 """
@@ -19,25 +20,27 @@ import shutil
 import struct
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from scrapy.crawler import Crawler
+from typing import Any
 
 # The time a spilled request started waiting, before its bytes.
 _SINCE = struct.Struct("<d")
 
 
-class Spill:
-    def __init__(self, crawler: Crawler) -> None:
-        from scrapy.utils.job import job_dir
+def spill_root(settings: Any) -> Path:
+    """``JOBDIR/rep-held`` when JOBDIR is set, else a new temporary directory."""
+    from scrapy.utils.job import job_dir
 
-        self.crawler = crawler
-        jobdir = job_dir(crawler.settings)
-        if jobdir:
-            self.root = Path(jobdir) / "rep-held"
-        else:
-            self.root = Path(tempfile.mkdtemp(prefix="scrapy-rep-held-"))
+    jobdir = job_dir(settings)
+    if jobdir:
+        return Path(jobdir) / "rep-held"
+    return Path(tempfile.mkdtemp(prefix="scrapy-rep-held-"))
+
+
+class Spill:
+    """One disk queue per origin under ``root``, which ``close`` removes."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
         self._queues: dict[str, Any] = {}
         self._counts: dict[str, int] = {}
         self.total = 0
