@@ -256,11 +256,6 @@ def scrapy_redis_idle_expired(spider: Any) -> bool:
     return int(time.time()) - since >= max_idle
 
 
-def owner_id() -> str:
-    """Host, pid and a random part: the pid lets tests and operators tell processes apart."""
-    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-
-
 class StoreWaiting(DurableWaiting):
     """Held requests recorded in a shared store (docs/behaviour.md, "nothing lost").
 
@@ -302,7 +297,8 @@ class StoreWaiting(DurableWaiting):
         self.crawler = crawler
         self._store_degraded = store_degraded
         self.cluster = cluster
-        self.owner = owner_id()
+        # Host, pid and a random part: the pid lets tests and operators tell processes apart.
+        self.owner = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.heartbeat = heartbeat
         self.codec = codec or RequestCodec(crawler)
         assert crawler.stats is not None
