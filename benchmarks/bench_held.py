@@ -96,8 +96,7 @@ def bytes_per_held(count: int) -> None:
 
     from scrapy_rep.crawl.durable_waiting import DurableWaiting
     from scrapy_rep.crawl.request_codec import RequestCodec
-    from scrapy_rep.crawl.spill import Spill, spill_root
-    from scrapy_rep.crawl.waiting_room import WaitingRoom
+    from scrapy_rep.crawl.waiting_room import Spill, WaitingRoom, spill_root
 
     for label, bound in (("in memory", 10**9), ("spilled", 1)):
         tmp = Path(tempfile.mkdtemp(prefix="bench-held-"))

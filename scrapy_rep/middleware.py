@@ -42,11 +42,10 @@ from scrapy_rep.crawl.scheduling import (
     one_shot_command,
 )
 from scrapy_rep.crawl.sitemap import SitemapRobotsCopy
-from scrapy_rep.crawl.spill import Spill, spill_root
 from scrapy_rep.crawl.stat_counter import stat_counter
 from scrapy_rep.crawl.usage import UsageKeeper
 from scrapy_rep.crawl.visibility import IdleWatch, duration
-from scrapy_rep.crawl.waiting_room import WaitingRoom
+from scrapy_rep.crawl.waiting_room import Spill, WaitingRoom, spill_root
 from scrapy_rep.policy.config import Config, SettingError, unknown_settings
 from scrapy_rep.policy.origin import origin_of_memo
 from scrapy_rep.policy.robots_policy import RobotsPolicy

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from scrapy.settings import Settings
 
-from scrapy_rep.crawl.spill import Spill, spill_root
+from scrapy_rep.crawl.waiting_room import Spill, spill_root
 
 A = "https://a.example"
 B = "https://b.example"

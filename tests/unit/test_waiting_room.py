@@ -12,8 +12,7 @@ from scrapy import Request
 from scrapy.utils.test import get_crawler
 
 from scrapy_rep.crawl.request_codec import RequestCodec
-from scrapy_rep.crawl.spill import Spill, spill_root
-from scrapy_rep.crawl.waiting_room import WaitingRoom
+from scrapy_rep.crawl.waiting_room import Spill, WaitingRoom, spill_root
 from tests.support.clock import new_clock, pending_timers
 from tests.support.runtime import RecordingLedger
 
