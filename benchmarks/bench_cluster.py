@@ -7,11 +7,11 @@ Usage (from the repository root):
 For ``--requests`` held requests (a typical GET with a callback, meta and headers):
 
 (a) CPU on the reactor thread per held request: the key (request fingerprint) and
-    Scrapy's serialisation (``Request.to_dict`` pickled), which ``StoreLedger.record``
+    Scrapy's serialisation (``Request.to_dict`` pickled), which ``StoreWaiting.record``
     does; and the reference measured in the same run: Scrapy's own disk queue under
     ``JOBDIR`` (``PickleFifoDiskQueue.push``) for the same requests.
 (b) store time per held request (in the ledger's background thread), written in
-    batches of ``BATCH`` as ``StoreLedger`` writes them: park, remove, adopt, for SQLite
+    batches of ``BATCH`` as ``StoreWaiting`` writes them: park, remove, adopt, for SQLite
     and Redis (``--redis-url``, or a throw-away ``redis-server`` when one is installed).
 (c) bytes per parked request: Redis ``MEMORY USAGE`` of the owner's hash, the SQLite
     file's growth.
@@ -37,7 +37,7 @@ import scrapy  # noqa: E402
 from scrapy.squeues import PickleFifoDiskQueue  # noqa: E402
 from scrapy.utils.test import get_crawler  # noqa: E402
 
-from scrapy_rep.crawl.store_ledger import BATCH, StoreLedger, open_cluster  # noqa: E402
+from scrapy_rep.crawl.durable_waiting import BATCH, StoreWaiting, open_cluster  # noqa: E402
 from scrapy_rep.storage.cluster import ClusterStore, Parked  # noqa: E402
 
 
@@ -65,7 +65,7 @@ def per_request(seconds: float, n: int) -> str:
     return f"{seconds / n * 1e6:8.1f} us"
 
 
-def cpu_cost(n: int) -> tuple[list[Parked], StoreLedger]:
+def cpu_cost(n: int) -> tuple[list[Parked], StoreWaiting]:
     crawler = get_crawler(BenchSpider, {})
     spider = crawler.spider = BenchSpider.from_crawler(crawler)
     requests = make_requests(n, spider)
@@ -74,16 +74,16 @@ def cpu_cost(n: int) -> tuple[list[Parked], StoreLedger]:
         def close(self) -> None:
             pass
 
-    ledger = StoreLedger(crawler, NoStore(), heartbeat=30.0)  # type: ignore[arg-type]
+    ledger = StoreWaiting(crawler, NoStore(), heartbeat=30.0)  # type: ignore[arg-type]
     start = time.perf_counter()
-    keys = [ledger.entries.key(request) for request in requests]
+    keys = [ledger.key(request) for request in requests]
     keyed = time.perf_counter() - start
     start = time.perf_counter()
-    keys_again = [ledger.entries.key(request) for request in requests]
+    keys_again = [ledger.key(request) for request in requests]
     cached = time.perf_counter() - start
     assert keys == keys_again
     start = time.perf_counter()
-    blobs = [ledger.entries.blob(request) for request in requests]
+    blobs = [ledger.blob(request) for request in requests]
     serialised = time.perf_counter() - start
     parked: list[Parked] = []
     for key, blob in zip(keys, blobs, strict=True):

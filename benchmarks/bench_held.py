@@ -94,21 +94,20 @@ def _spider_and_crawler(tmp: Path | None) -> tuple[Any, Any]:
 def bytes_per_held(count: int) -> None:
     from scrapy import Request
 
-    from scrapy_rep.crawl.ledger import NullLedger
+    from scrapy_rep.crawl.durable_waiting import DurableWaiting
     from scrapy_rep.crawl.request_codec import RequestCodec
-    from scrapy_rep.crawl.spill import Spill
-    from scrapy_rep.crawl.waiting_room import WaitingRoom
+    from scrapy_rep.crawl.waiting_room import Spill, WaitingRoom, spill_root
 
     for label, bound in (("in memory", 10**9), ("spilled", 1)):
         tmp = Path(tempfile.mkdtemp(prefix="bench-held-"))
         spider, crawler = _spider_and_crawler(tmp)
         room = WaitingRoom(
-            NullLedger(),
+            DurableWaiting(),
             time.time,
             lambda *a: None,
             lambda *a: None,
             memory_bound=bound,
-            make_spill=functools.partial(Spill, crawler),
+            make_spill=functools.partial(Spill, spill_root(crawler.settings)),
             codec=RequestCodec(crawler),
         )
         gc.collect()

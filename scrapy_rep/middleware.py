@@ -26,14 +26,12 @@ from scrapy_rep.crawl import compat
 from scrapy_rep.crawl.closing import WaitingAtClose, fate_of
 from scrapy_rep.crawl.coordinator import OriginCoordinator
 from scrapy_rep.crawl.decide import Decider, stat_counter
-from scrapy_rep.crawl.fetcher import FETCH_META_KEY, RobotsFetcher
-from scrapy_rep.crawl.ledger import (
-    NullLedger,
-    look_when_idle,
-    make_ledger,
-    passed_hook,
+from scrapy_rep.crawl.durable_waiting import (
+    make_durable_waiting,
+    scrapy_redis_idle_expired,
     waiting_fate_line,
 )
+from scrapy_rep.crawl.fetcher import FETCH_META_KEY, RobotsFetcher
 from scrapy_rep.crawl.origins import Origins
 from scrapy_rep.crawl.record import recorder_for
 from scrapy_rep.crawl.release_retry import ReleaseRetry
@@ -45,12 +43,10 @@ from scrapy_rep.crawl.scheduling import (
     one_shot_command,
 )
 from scrapy_rep.crawl.sitemap import SitemapRobotsCopy
-from scrapy_rep.crawl.spill import Spill
 from scrapy_rep.crawl.store_calls import installed_reactor
-from scrapy_rep.crawl.store_ledger import scrapy_redis_idle_expired
 from scrapy_rep.crawl.usage import UsageKeeper
 from scrapy_rep.crawl.visibility import IdleWatch, duration
-from scrapy_rep.crawl.waiting_room import WaitingRoom
+from scrapy_rep.crawl.waiting_room import Spill, WaitingRoom, spill_root
 from scrapy_rep.policy.config import Config, SettingError, unknown_settings
 from scrapy_rep.policy.origin import origin_of_memo
 from scrapy_rep.policy.robots_policy import RobotsPolicy
@@ -71,7 +67,7 @@ __all__ = ["SCHEDULED_META_KEY", "RobotsTxtMiddleware"]
 
 logger = logging.getLogger(__name__)
 
-# How often a shared ledger is asked for requests orphaned by dead processes.
+# How often durable waiting is asked for requests orphaned by dead processes.
 ADOPT_INTERVAL = 5.0
 
 
@@ -108,18 +104,16 @@ class RobotsTxtMiddleware:
         self._inc = stat_counter(self.stats)
         self.policy = RobotsPolicy(config)
         codec = RequestCodec(crawler)  # held requests as bytes (crawl/request_codec.py)
-        self.ledger = make_ledger(crawler, config, self.storage, codec)
-        # A durable ledger is told of dont_filter requests that do not wait, so that an
-        # earlier run's parked copy of one is not crawled on top of it.
-        self._note_passed = passed_hook(self.ledger)
+        # REP_DURABLE_WAITING: held requests recorded in the shared store, or not.
+        self.keeper = make_durable_waiting(crawler, config, self.storage, codec)
         self.bridge = SchedulerBridge(crawler)
         self.room = WaitingRoom(
-            self.ledger,
+            self.keeper,
             self.clock,
             lambda *a: installed_reactor().callLater(*a),
             self._timed_due,
             memory_bound=config.memory_max_held,
-            make_spill=lambda: Spill(crawler),
+            make_spill=lambda: Spill(spill_root(crawler.settings)),
             on_unserialisable=lambda _: self._inc("robotstxt/held_unserialisable"),
             codec=codec,
         )
@@ -151,12 +145,12 @@ class RobotsTxtMiddleware:
             self._inc,
             releasable=self._may_proceed,
             recorder=self.recorder,
-            waiting_fate=lambda: fate_of(self.bridge, self.ledger),
+            waiting_fate=lambda: fate_of(self.bridge, self.keeper),
             give_up=self._give_up if self.one_shot else None,
             origins=origins,
         )
         self.closing = WaitingAtClose(
-            crawler, self.room, self.bridge, self.ledger, origins, self.clock, self.recorder
+            crawler, self.room, self.bridge, self.keeper, origins, self.clock, self.recorder
         )
         self.sitemap_copy = SitemapRobotsCopy(crawler)
         # False once the spider is known not to be a SitemapSpider: then no request is
@@ -193,7 +187,7 @@ class RobotsTxtMiddleware:
         )
         if not self.one_shot:
             # Said once, before any stop: whether waiting requests outlive the run.
-            logger.info("%s", waiting_fate_line(config, crawler.settings, self.ledger))
+            logger.info("%s", waiting_fate_line(config, crawler.settings, self.keeper))
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -221,8 +215,9 @@ class RobotsTxtMiddleware:
         fresh = self.origins.fresh(origin, self.clock())
         if fresh is not None and self._may_proceed(fresh[1]):
             request.meta[SCHEDULED_META_KEY] = True
-            if request.dont_filter and self._note_passed is not None:
-                self._note_passed(request)
+            if request.dont_filter:
+                # so that an earlier run's parked copy of it is not crawled on top of it
+                self.keeper.passed(request)
             return None
         # Offsite drops it anyway (its receiver already raised): neither hold it nor
         # let it cause a robots.txt fetch.
@@ -233,8 +228,8 @@ class RobotsTxtMiddleware:
             # (an origin unloaded from RAM reads its copy back from the store:
             # process_request waits for that read, if it has not landed by then)
             request.meta[SCHEDULED_META_KEY] = True
-            if request.dont_filter and self._note_passed is not None:
-                self._note_passed(request)
+            if request.dont_filter:
+                self.keeper.passed(request)
             return None
         if self.one_shot and evaluation.wake_at is not None:
             self._give_up(origin, [], "unreachable")
@@ -353,7 +348,7 @@ class RobotsTxtMiddleware:
         self._sitemap_spider = self.sitemap_copy.applies_to(spider)
         self.bridge.on_spider_opened()
         self.closing.install_handback()
-        if not isinstance(self.ledger, NullLedger):
+        if self.keeper.durable:
             from twisted.internet.task import LoopingCall
 
             self._adopting = LoopingCall(self._adopt)
@@ -361,7 +356,7 @@ class RobotsTxtMiddleware:
 
     def _adopt(self) -> None:
         try:
-            adopted = list(self.ledger.adopt())
+            adopted = list(self.keeper.adopt())
         except Exception:
             logger.error("scrapy-rep: adopting orphaned held requests failed", exc_info=True)
             return
@@ -375,9 +370,9 @@ class RobotsTxtMiddleware:
 
     def _on_spider_idle(self, spider: Spider) -> None:
         if not self.coordinator.busy():
-            # Before closing, a durable ledger looks for requests parked by a dead
+            # Before closing, durable waiting looks for requests parked by a dead
             # process or an earlier run (else only polled every ADOPT_INTERVAL).
-            if look_when_idle(self.ledger, self.crawler, self._adopt):
+            if self.keeper.look_when_idle(self._adopt):
                 raise DontCloseSpider
             return
         idle_for = self.idle.idle_for(self.stats.get_value("scheduler/dequeued", 0))

@@ -9,7 +9,6 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from scrapy_rep.crawl import compat
-from scrapy_rep.crawl.ledger import is_durable
 from scrapy_rep.crawl.record import NullRecorder
 from scrapy_rep.crawl.visibility import waiting_line, waiting_warning
 from scrapy_rep.policy.origin import origin_of_memo
@@ -20,7 +19,7 @@ if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
 
-    from scrapy_rep.crawl.ledger import HeldLedger
+    from scrapy_rep.crawl.durable_waiting import DurableWaiting
     from scrapy_rep.crawl.origins import Origins
     from scrapy_rep.crawl.scheduling import SchedulerBridge
     from scrapy_rep.crawl.waiting_room import WaitingRoom
@@ -34,7 +33,7 @@ class WaitingAtClose:
         crawler: Crawler,
         room: WaitingRoom,
         bridge: SchedulerBridge,
-        ledger: HeldLedger,
+        keeper: DurableWaiting,
         origins: Origins,
         clock: Callable[[], float],
         recorder: NullRecorder | None = None,
@@ -44,18 +43,18 @@ class WaitingAtClose:
         self.stats = crawler.stats
         self.room = room
         self.bridge = bridge
-        self.ledger = ledger
+        self.keeper = keeper
         self.origins = origins
         self.clock = clock
-        # Requests left to a durable ledger at close, per origin: said to be kept only
-        # once the ledger has written them (finish), as many as it did write.
-        self._left_to_ledger: dict[str, int] = {}
+        # Requests left to durable waiting at close, per origin: said to be kept only
+        # once the keeper has written them (finish), as many as it did write.
+        self._left_to_keeper: dict[str, int] = {}
         self.recorder = recorder or NullRecorder()  # the compliance record (crawl/record.py)
         # Origins the "stays open only for waiting requests" WARNING has named this run.
         self._named_waiting: set[str] = set()
 
     def fate(self) -> str:
-        return fate_of(self.bridge, self.ledger)
+        return fate_of(self.bridge, self.keeper)
 
     def waiting_line(self, idle_for: float, idle_wait: float) -> str:
         timed = self.room.timed_reasons()
@@ -115,7 +114,7 @@ class WaitingAtClose:
         )
 
     def empty_room(self, *, handing_back: bool) -> None:
-        durable = not handing_back and is_durable(self.ledger)
+        durable = not handing_back and self.keeper.durable
         # Counting is all the other fates need: held requests stay bytes for them.
         entries = self.room.take_everything(forget=not durable, restore=handing_back)
         now = self.clock()
@@ -126,7 +125,7 @@ class WaitingAtClose:
             # during the shutdown): the release forgot their entries, and no scheduler
             # took them. Recorded again, so what the store keeps is what is called kept.
             for origin, request in late:
-                self.ledger.record(origin, (request,))
+                self.keeper.record(origin, (request,))
         entries += [(origin, r, now) for origin, r in late]
         if not entries:
             return
@@ -144,7 +143,7 @@ class WaitingAtClose:
             )
         elif durable:
             for origin, count in per_origin.items():
-                self._left_to_ledger[origin] = self._left_to_ledger.get(origin, 0) + count
+                self._left_to_keeper[origin] = self._left_to_keeper.get(origin, 0) + count
         else:
             self.recorder.dropped_at_close(entries)
             self._dropped(
@@ -154,11 +153,11 @@ class WaitingAtClose:
             )
 
     def finish(self, handed_back: bool) -> None:
-        """The last step of the close (``spider_closed``): the ledger writes what is
+        """The last step of the close (``spider_closed``): the keeper writes what is
         pending, and only then are the requests left to it said to be kept, as many as
         its store now holds; the others are counted as dropped."""
-        left = sum(self._left_to_ledger.values())
-        in_store = self.ledger.close(handed_back and not left)
+        left = sum(self._left_to_keeper.values())
+        in_store = self.keeper.close(handed_back and not left)
         if not left:
             return
         kept = left if in_store is None else min(in_store, left)
@@ -172,13 +171,13 @@ class WaitingAtClose:
         if kept < left:
             # Not written (the store failed at close, see the WARNING above) or never
             # storable: gone with this process, so counted as dropped, not kept.
-            per_origin = self._left_to_ledger if not kept else {"": left - kept}
+            per_origin = self._left_to_keeper if not kept else {"": left - kept}
             self._dropped(
                 per_origin,
                 "they waited on robots.txt and the shared store did not take them (not "
                 "written at close, or not storable)",
             )
-        self._left_to_ledger = {}
+        self._left_to_keeper = {}
 
     def _dropped(self, per_origin: dict[str, int], why: str) -> None:
         count = sum(per_origin.values())
@@ -212,10 +211,10 @@ class WaitingAtClose:
                 setattr(rt, field, getattr(rt, field) + count)
 
 
-def fate_of(bridge: SchedulerBridge, ledger: HeldLedger) -> str:
+def fate_of(bridge: SchedulerBridge, keeper: DurableWaiting) -> str:
     """What becomes of waiting requests if the spider closes now."""
     if bridge.persists():
         return "handed back to the scheduler"
-    if is_durable(ledger):
+    if keeper.durable:
         return "kept in the shared store"
     return "dropped"

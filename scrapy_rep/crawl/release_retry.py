@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from scrapy import Request
 
-logger = logging.getLogger("scrapy_rep")
+logger = logging.getLogger(__name__)
 
 #: What the waiting room's periodic INFO line says about such a request.
 BACKEND_DOWN = "the scheduler's backend does not answer; released again when it does"

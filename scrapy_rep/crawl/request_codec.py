@@ -113,7 +113,7 @@ class RequestCodec:
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         # The request being held right now and, once serialised, its bytes: the waiting
-        # room and a ledger recording the same request in the same call share one
+        # room and durable waiting recording the same request in the same call share one
         # serialisation (``share``).
         self._shared: Request | None = None
         self._shared_blob: bytes | None = None

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
 
-logger = logging.getLogger("scrapy_rep")
+logger = logging.getLogger(__name__)
 
 # Set on a request when it passes the scheduling gate or is handed back to the
 # scheduler: such a request can be sent back through the scheduler (where it waits

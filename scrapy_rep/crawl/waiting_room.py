@@ -9,37 +9,50 @@ Two kinds of waiting:
 - *timed* (``hold_until``): until a given time, for a reason, e.g. a cluster-wide
   Crawl-delay turn; one reactor timer serves all of them (a heap of deadlines).
 
-Every request that enters is recorded in the ledger (``HeldLedger.record``) and every
-request that leaves, for whatever reason, is forgotten there (``forget``). Counts are
-kept as they change, so ``len(room)`` and the per-origin counts cost O(1).
+Every request that enters is recorded by durable waiting (``DurableWaiting.record``,
+crawl/durable_waiting.py) and every request that leaves, for whatever reason, is
+forgotten there (``forget``). Counts are kept as they change, so ``len(room)`` and the
+per-origin counts cost O(1).
 
 Held requests are kept as bytes (``RequestCodec``: Scrapy's own serialisation), which
 the cyclic garbage collector does not walk; a request that cannot be serialised stays
-an object. The ledger records a request before it is serialised, so whatever it keeps
-in the request (a durable ledger's key, in a private meta key) travels in the bytes,
-to disk too, and is found again in the request they restore.
+an object. A request is recorded before it is serialised, so whatever durable waiting
+keeps in it (its key in the store, in a private meta key) travels in the bytes, to
+disk too, and is found again in the request they restore.
+
+Beyond ``memory_bound`` held requests, new ones spill to disk (``Spill``). Their bytes
+are what Scrapy's ``request_from_dict`` restores (a pickled dict of the kind
+``Request.to_dict`` gives, as ``scrapy.squeues.PickleFifoDiskQueue`` writes under
+``JOBDIR``), so a spilled request comes back as the scheduler's own would, callbacks and
+all. They go as they are into ``queuelib``'s ``FifoDiskQueue`` (the queue that
+``PickleFifoDiskQueue`` wraps) after the time the request started waiting (8 bytes):
+serialising again would double the cost. One queue per origin that has spilled requests,
+under ``spill_root``. A request that cannot be serialised never gets there: the room
+keeps it in memory, as the scheduler does.
 """
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import itertools
 import logging
+import shutil
+import struct
+import tempfile
 from collections import deque
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from scrapy_rep.crawl.ledger import NullLedger
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     from scrapy import Request
 
-    from scrapy_rep.crawl.ledger import HeldLedger
+    from scrapy_rep.crawl.durable_waiting import DurableWaiting
     from scrapy_rep.crawl.request_codec import RequestCodec
-    from scrapy_rep.crawl.spill import Spill
 
-logger = logging.getLogger("scrapy_rep")
+logger = logging.getLogger(__name__)
 
 # (request, since): a tuple, not an object, to keep a held request's cost small.
 Held = tuple["Request", float]
@@ -50,7 +63,7 @@ _Stored = tuple["Request | bytes", float]
 class WaitingRoom:
     def __init__(
         self,
-        ledger: HeldLedger,
+        keeper: DurableWaiting,
         clock: Callable[[], float],
         call_later: Callable[..., Any],
         on_due: Callable[[str, Request, float], None],
@@ -59,8 +72,7 @@ class WaitingRoom:
         on_unserialisable: Callable[[Request], None] | None = None,
         codec: RequestCodec | None = None,
     ) -> None:
-        self.ledger = ledger
-        self._ledger_forgets = not isinstance(ledger, NullLedger)
+        self.keeper = keeper
         self.codec = codec
         self.clock = clock
         self._call_later = call_later
@@ -107,18 +119,18 @@ class WaitingRoom:
     def hold(self, origin: str, request: Request, since: float | None = None) -> None:
         when = self.clock() if since is None else since
         codec = self.codec
-        if not self._ledger_forgets:  # a NullLedger: nothing to record, nothing to share
+        if not self.keeper.records:  # nothing to record, nothing to share
             blob = self._encode(request)
         elif codec is None:
-            self.ledger.record(origin, (request,))
+            self.keeper.record(origin, (request,))
             blob = None
         else:
-            # Recorded first: the ledger may mark the request (its key, in meta), and the
-            # bytes must carry that. The room and a ledger that stores bytes share one
+            # Recorded first: the keeper may mark the request (its key, in meta), and the
+            # bytes must carry that. The room and a keeper that stores bytes share one
             # serialisation.
             codec.share(request)
             try:
-                self.ledger.record(origin, (request,))
+                self.keeper.record(origin, (request,))
                 blob = self._encode(request)
             finally:
                 codec.unshare()
@@ -179,7 +191,7 @@ class WaitingRoom:
             return []
         self._held_count -= len(queue or ())
         taken = self._restore([*(queue or ()), *spilled])
-        self.ledger.forget(origin, [request for request, _ in taken])
+        self.keeper.forget(origin, [request for request, _ in taken])
         return taken
 
     # -- held until a time -------------------------------------------------------------
@@ -188,7 +200,7 @@ class WaitingRoom:
         """Keep ``request`` until ``when`` (clock seconds), then hand it to ``on_due``."""
         heapq.heappush(self._timed, (when, next(self._seq), origin, request, self.clock(), reason))
         self._timed_per_origin[origin] = self._timed_per_origin.get(origin, 0) + 1
-        self.ledger.record(origin, (request,))
+        self.keeper.record(origin, (request,))
         self._arm(when)
 
     def _arm(self, when: float) -> None:
@@ -211,7 +223,7 @@ class WaitingRoom:
             self._untime(origin)
             due.append((origin, request, since))
         for origin, request, _ in due:
-            self.ledger.forget(origin, (request,))
+            self.keeper.forget(origin, (request,))
         for origin, request, since in due:
             self._on_due(origin, request, since)
         if self._timed:
@@ -236,8 +248,8 @@ class WaitingRoom:
     def take_everything(
         self, *, forget: bool = True, restore: bool = True
     ) -> list[tuple[str, Request | bytes, float]]:
-        """Empty the room (at close). ``forget=False`` leaves the ledger's records, for
-        a durable ledger that keeps them for another process. ``restore=False``: the
+        """Empty the room (at close). ``forget=False`` leaves the keeper's records, for
+        durable waiting that keeps them for another process. ``restore=False``: the
         caller only counts them, so requests kept as bytes stay bytes."""
         stored: list[tuple[str, Request | bytes, float]] = []
         for origin, queue in self._held.items():
@@ -248,7 +260,7 @@ class WaitingRoom:
             assert self.spill is not None
             stored.extend((origin, blob, since) for blob, since in self.spill.pop_all(origin))
         taken: list[tuple[str, Request | bytes, float]] = stored
-        if restore or (forget and self._ledger_forgets):
+        if restore or (forget and self.keeper.records):
             taken = []
             per_origin: dict[str, list[Request]] = {}
             for origin, item, since in stored:
@@ -258,12 +270,12 @@ class WaitingRoom:
                     per_origin.setdefault(origin, []).append(request)
             if forget:
                 for origin, requests in per_origin.items():
-                    self.ledger.forget(origin, requests)
+                    self.keeper.forget(origin, requests)
             if not restore:
                 taken = stored
         for _, _, origin, request, since, _ in sorted(self._timed):
             if forget:
-                self.ledger.forget(origin, (request,))
+                self.keeper.forget(origin, (request,))
             taken.append((origin, request, since))
         self._timed.clear()
         self._timed_per_origin.clear()
@@ -276,3 +288,81 @@ class WaitingRoom:
         if self._timer is not None and self._timer.active():
             self._timer.cancel()
         self._timer = None
+
+
+# The time a spilled request started waiting, before its bytes.
+_SINCE = struct.Struct("<d")
+
+
+def spill_root(settings: Any) -> Path:
+    """``JOBDIR/rep-held`` when JOBDIR is set, else a new temporary directory."""
+    from scrapy.utils.job import job_dir
+
+    jobdir = job_dir(settings)
+    if jobdir:
+        return Path(jobdir) / "rep-held"
+    return Path(tempfile.mkdtemp(prefix="scrapy-rep-held-"))
+
+
+class Spill:
+    """One disk queue per origin under ``root``, which ``close`` removes."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._queues: dict[str, Any] = {}
+        self._counts: dict[str, int] = {}
+        self.total = 0
+
+    def __len__(self) -> int:
+        return self.total
+
+    def count(self, origin: str) -> int:
+        return self._counts.get(origin, 0)
+
+    def _queue(self, origin: str) -> Any:
+        queue = self._queues.get(origin)
+        if queue is None:
+            from queuelib.queue import FifoDiskQueue
+
+            path = self._path(origin)
+            if path.exists():  # left over by a killed run: its contents were handed back
+                shutil.rmtree(path, ignore_errors=True)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            queue = self._queues[origin] = FifoDiskQueue(str(path))
+        return queue
+
+    def _path(self, origin: str) -> Path:
+        key = hashlib.sha1(origin.encode("utf-8"), usedforsecurity=False).hexdigest()[:20]
+        return self.root / key
+
+    def push(self, origin: str, blob: bytes, since: float) -> None:
+        self._queue(origin).push(_SINCE.pack(since) + blob)
+        self._counts[origin] = self._counts.get(origin, 0) + 1
+        self.total += 1
+
+    def pop_all(self, origin: str) -> list[tuple[bytes, float]]:
+        queue = self._queues.pop(origin, None)
+        count = self._counts.pop(origin, 0)
+        if queue is None:
+            return []
+        self.total -= count
+        taken: list[tuple[bytes, float]] = []
+        size = _SINCE.size
+        while (data := queue.pop()) is not None:
+            taken.append((data[size:], _SINCE.unpack_from(data)[0]))
+        queue.close()
+        shutil.rmtree(self._path(origin), ignore_errors=True)
+        return taken
+
+    def origins(self) -> list[str]:
+        return list(self._queues)
+
+    def close(self) -> None:
+        for queue in self._queues.values():
+            queue.close()
+        self._queues.clear()
+        self._counts.clear()
+        self.total = 0
+        # Everything spilled has left the room by now (released, handed back to the
+        # scheduler, or dropped), so nothing here is worth keeping, under JOBDIR too.
+        shutil.rmtree(self.root, ignore_errors=True)

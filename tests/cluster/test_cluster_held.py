@@ -13,10 +13,6 @@ import pytest
 from tests.cluster_helpers import Cluster, pages_received, parked_by_pid, wait_for
 from tests.mockserver_client import MockServer
 
-# The waiting room's ledger hook (crawl/ledger.py, branch `waiting`) records held
-# requests in the store; without it there is nothing durable to test.
-pytest.importorskip("scrapy_rep.crawl.ledger", reason="the waiting room's HeldLedger hook")
-
 UNAVAILABLE = {"status": 503}
 ROBOTS_OK = {"body": "User-agent: *\nAllow: /\n"}
 

@@ -9,8 +9,12 @@ import pytest
 import scrapy
 from scrapy.utils.test import get_crawler
 
-from scrapy_rep.crawl.ledger import is_durable, make_ledger, make_store_ledger, waiting_fate_line
-from scrapy_rep.crawl.store_ledger import StoreLedger
+from scrapy_rep.crawl.durable_waiting import (
+    StoreWaiting,
+    make_durable_waiting,
+    make_store_waiting,
+    waiting_fate_line,
+)
 from scrapy_rep.policy.config import Config, SettingError
 
 
@@ -38,15 +42,15 @@ def test_durable_waiting_default_and_validation() -> None:
 def test_which_stores_get_a_durable_ledger(tmp_path: Path) -> None:
     crawler = get_crawler(NamedSpider, {})
     sqlite = Config.from_settings({"REP_STORAGE": f"sqlite:{tmp_path / 's.db'}"})
-    ledger = make_store_ledger(crawler, sqlite)
-    assert isinstance(ledger, StoreLedger)
+    ledger = make_store_waiting(crawler, sqlite)
+    assert isinstance(ledger, StoreWaiting)
     ledger.close(handed_back=False)
     assert (tmp_path / "s.db.cluster").exists()  # beside the store, not inside it
-    assert make_store_ledger(crawler, Config.from_settings({"REP_STORAGE": "memory"})) is None
+    assert make_store_waiting(crawler, Config.from_settings({"REP_STORAGE": "memory"})) is None
     off = Config.from_settings(
         {"REP_STORAGE": f"sqlite:{tmp_path / 's.db'}", "REP_DURABLE_WAITING": False}
     )
-    assert make_store_ledger(crawler, off) is None
+    assert make_store_waiting(crawler, off) is None
 
 
 @pytest.mark.parametrize(
@@ -72,9 +76,9 @@ def test_waiting_requests_outlive_the_run_only_where_the_crawl_persists(
     store = {"REP_STORAGE": f"sqlite:{tmp_path / 's.db'}"}
     crawler = get_crawler(NamedSpider, {**store, **settings})
     config = Config.from_settings({**store, **settings})
-    ledger = make_ledger(crawler, config, None)
+    ledger = make_durable_waiting(crawler, config, None)
     try:
-        assert is_durable(ledger) is durable
+        assert ledger.durable is durable
         line = waiting_fate_line(config, crawler.settings, ledger)
         assert ("outlive this run" in line) is (durable or "JOBDIR" in settings)
     finally:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from scrapy_rep.crawl.store_ledger import open_cluster
+from scrapy_rep.crawl.durable_waiting import open_cluster
 from scrapy_rep.storage.cluster import ClusterError, ClusterStore, SpiderCluster
 from scrapy_rep.storage.redis_store import RedisStorage
 from scrapy_rep.storage.sqlite_store import SqliteStorage

@@ -1,4 +1,4 @@
-"""StoreLedger on real stores: held requests go to the store in batches with Scrapy's
+"""StoreWaiting on real stores: held requests go to the store in batches with Scrapy's
 own serialisation, leave it when they leave the room, and are adopted by another
 process's ledger when their owner stopped; an unserialisable request is logged and
 counted, never silently lost."""
@@ -19,7 +19,7 @@ import scrapy
 from scrapy.utils.test import get_crawler
 from twisted.internet import task
 
-from scrapy_rep.crawl.store_ledger import StoreLedger, open_cluster
+from scrapy_rep.crawl.durable_waiting import StoreWaiting, open_cluster
 from scrapy_rep.storage.cluster import ClusterStore
 from tests import redis_server as redis_helper
 from tests.redis_server import RedisServer
@@ -49,19 +49,19 @@ def spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def ledgers(spec: str) -> Iterator[list[StoreLedger]]:
-    made: list[StoreLedger] = []
+def ledgers(spec: str) -> Iterator[list[StoreWaiting]]:
+    made: list[StoreWaiting] = []
     yield made
     for ledger in made:
         ledger.close(handed_back=False)
 
 
-def new_ledger(spec: str, made: list[StoreLedger], heartbeat: float = 30.0) -> StoreLedger:
+def new_ledger(spec: str, made: list[StoreWaiting], heartbeat: float = 30.0) -> StoreWaiting:
     crawler = get_crawler(LedgerSpider, {})
     crawler.spider = LedgerSpider.from_crawler(crawler)
     cluster = open_cluster(spec, "ledger")
     assert cluster is not None
-    ledger = StoreLedger(crawler, cluster, heartbeat=heartbeat)
+    ledger = StoreWaiting(crawler, cluster, heartbeat=heartbeat)
     ledger._start()
     made.append(ledger)
     return ledger
@@ -83,7 +83,7 @@ async def until(predicate: Any, what: str, timeout: float = 10.0) -> None:
 
 
 @pytest_twisted.ensureDeferred
-async def test_held_requests_are_parked_and_removed(spec: str, ledgers: list[StoreLedger]) -> None:
+async def test_held_requests_are_parked_and_removed(spec: str, ledgers: list[StoreWaiting]) -> None:
     ledger = new_ledger(spec, ledgers)
     spider = ledger.crawler.spider
     requests = [
@@ -103,7 +103,7 @@ async def test_held_requests_are_parked_and_removed(spec: str, ledgers: list[Sto
 
 @pytest_twisted.ensureDeferred
 async def test_copies_of_one_request_share_one_entry_until_the_last_leaves(
-    spec: str, ledgers: list[StoreLedger]
+    spec: str, ledgers: list[StoreWaiting]
 ) -> None:
     """One parked copy per request: duplicates collapse (the fingerprint), and so do
     identical dont_filter requests (their own bytes), while a dont_filter request that
@@ -126,7 +126,7 @@ async def test_copies_of_one_request_share_one_entry_until_the_last_leaves(
 
 @pytest_twisted.ensureDeferred
 async def test_another_ledger_adopts_what_a_stopped_owner_kept(
-    spec: str, ledgers: list[StoreLedger]
+    spec: str, ledgers: list[StoreWaiting]
 ) -> None:
     first = new_ledger(spec, ledgers)
     spider = first.crawler.spider
@@ -159,7 +159,7 @@ async def test_another_ledger_adopts_what_a_stopped_owner_kept(
 
 
 @pytest_twisted.ensureDeferred
-async def test_handed_back_requests_leave_the_store(spec: str, ledgers: list[StoreLedger]) -> None:
+async def test_handed_back_requests_leave_the_store(spec: str, ledgers: list[StoreWaiting]) -> None:
     ledger = new_ledger(spec, ledgers)
     ledger.record("http://c.test", [scrapy.Request("http://c.test/x")])
     store = view(spec)
@@ -171,7 +171,7 @@ async def test_handed_back_requests_leave_the_store(spec: str, ledgers: list[Sto
 
 @pytest_twisted.ensureDeferred
 async def test_a_batch_taken_just_before_close_is_written_at_close(
-    spec: str, ledgers: list[StoreLedger]
+    spec: str, ledgers: list[StoreWaiting]
 ) -> None:
     """A flush takes its batch on the reactor thread and writes it from a worker thread.
     A close that comes in between used to drop that batch: forgotten requests stayed
@@ -201,7 +201,7 @@ def elsewhere(response: Any) -> None:
 
 @pytest_twisted.ensureDeferred
 async def test_an_unserialisable_request_is_logged_and_counted(
-    spec: str, ledgers: list[StoreLedger], caplog: pytest.LogCaptureFixture
+    spec: str, ledgers: list[StoreWaiting], caplog: pytest.LogCaptureFixture
 ) -> None:
     ledger = new_ledger(spec, ledgers)
     good = [scrapy.Request(f"http://d.test/{i}") for i in range(3)]
@@ -218,7 +218,7 @@ async def test_an_unserialisable_request_is_logged_and_counted(
 
 @pytest_twisted.ensureDeferred
 async def test_a_store_outage_keeps_the_batch_for_later(
-    ledgers: list[StoreLedger], caplog: pytest.LogCaptureFixture
+    ledgers: list[StoreWaiting], caplog: pytest.LogCaptureFixture
 ) -> None:
     server = RedisServer(redis_helper.require_redis_server())
     server.start()

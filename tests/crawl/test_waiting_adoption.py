@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import pytest_twisted
 
-from scrapy_rep.crawl.store_ledger import open_cluster
+from scrapy_rep.crawl.durable_waiting import open_cluster
 from tests.conftest import ListSpider
 from tests.crawl.test_crawl_storage_shared import start_process
 from tests.crawl_helpers import DISALLOW_PRIVATE, REP, pages_of

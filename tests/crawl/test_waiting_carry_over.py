@@ -26,7 +26,7 @@ import pytest_twisted
 import scrapy
 from twisted.internet import defer
 
-from scrapy_rep.crawl.store_ledger import open_cluster
+from scrapy_rep.crawl.durable_waiting import open_cluster
 from tests.conftest import RESOLVER_SETTING
 from tests.crawl.test_crawl_storage_shared import start_process
 from tests.crawl.test_waiting_adoption import NextRun, owners_alive

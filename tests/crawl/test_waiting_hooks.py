@@ -1,6 +1,6 @@
 """Real crawls for the hooks branch ``cluster`` builds on: ``hold_until`` (a request
-kept until a time, counted as waiting) and the ``HeldLedger`` (every request that
-enters the room is recorded, every one that leaves is forgotten; a durable ledger keeps
+kept until a time, counted as waiting) and ``DurableWaiting`` (every request that
+enters the room is recorded, every one that leaves is forgotten; a durable one keeps
 what is still waiting at close)."""
 
 from __future__ import annotations
@@ -14,15 +14,15 @@ import pytest_twisted
 from scrapy import Request
 
 import scrapy_rep.middleware
-from scrapy_rep.crawl.ledger import HeldLedger, NullLedger
+from scrapy_rep.crawl.durable_waiting import DurableWaiting
 from scrapy_rep.middleware import RobotsTxtMiddleware
 from tests.conftest import ListSpider
 from tests.crawl_helpers import DISALLOW_PRIVATE, REP, StopWhenSettledSpider, pages_of
 
 
-def test_null_ledger_is_a_held_ledger() -> None:
-    assert isinstance(NullLedger(), HeldLedger)
-    assert list(NullLedger().adopt()) == []
+def test_in_process_waiting_records_nothing_and_adopts_nothing() -> None:
+    keeper = DurableWaiting()
+    assert (keeper.durable, keeper.records, list(keeper.adopt())) == (False, False, [])
 
 
 class TimedSpider(ListSpider):
@@ -59,7 +59,9 @@ async def test_hold_until_keeps_the_spider_open_and_then_crawls(
     assert not crawler.stat("robotstxt/dropped_at_close")
 
 
-class RecordingLedger:
+class RecordingLedger(DurableWaiting):
+    records = True
+
     def __init__(self, durable: bool) -> None:
         self.durable = durable
         self.recorded: list[str] = []
@@ -87,7 +89,7 @@ async def test_the_ledger_sees_every_request_enter_and_leave(
     """A recovering origin's requests are recorded then forgotten; an origin still down
     at the stop: forgotten (dropped) with a plain ledger, kept with a durable one."""
     ledger = RecordingLedger(durable)
-    monkeypatch.setattr(scrapy_rep.middleware, "make_ledger", lambda *a: ledger)
+    monkeypatch.setattr(scrapy_rep.middleware, "make_durable_waiting", lambda *a: ledger)
     recovers, down = mockserver.unique_host("recovers"), mockserver.unique_host("down")
     mockserver.configure(recovers, {"robots": [{"status": 503}, {"body": DISALLOW_PRIVATE}]})
     mockserver.configure(down, {"robots": {"status": 503}})

@@ -27,7 +27,7 @@ class CallbackSpider(ListSpider):
 
 def assert_nothing_parked(store: str, spider_name: str) -> None:
     """No request of *spider_name* is left parked in the shared *store*."""
-    from scrapy_rep.crawl.store_ledger import open_cluster
+    from scrapy_rep.crawl.durable_waiting import open_cluster
 
     cluster = open_cluster(store, spider_name)
     assert cluster is not None
@@ -115,7 +115,7 @@ async def test_spilled_dont_filter_requests_are_each_crawled_once_and_not_again(
     each is crawled exactly once, the ledger keys leave with them (not in the
     responses' meta), nothing stays parked, and the next run of the spider on the same
     store finds nothing to adopt."""
-    from scrapy_rep.crawl.store_ledger import LEDGER_KEY_META
+    from scrapy_rep.crawl.durable_waiting import KEY_META
 
     mockserver.configure(host, {"robots": [{"status": 503}, {"body": DISALLOW_PRIVATE}]})
     store = f"sqlite:{tmp_path / 'store.db'}"
@@ -141,7 +141,7 @@ async def test_spilled_dont_filter_requests_are_each_crawled_once_and_not_again(
     assert sorted(pages_of(mockserver, host)) == sorted(paths)  # each once, none twice
     assert crawler.stat("robotstxt/spilled") == 27
     assert crawler.stat("robotstxt/released") == 30
-    assert not any(LEDGER_KEY_META in r.meta for r in crawler.spider.responses)
+    assert not any(KEY_META in r.meta for r in crawler.spider.responses)
     assert_nothing_parked(store, Start.name)
     again = await run_crawl([], settings=settings, spider_cls=CallbackSpider)
     assert sorted(pages_of(mockserver, host)) == sorted(paths)

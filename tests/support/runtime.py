@@ -14,7 +14,7 @@ from scrapy import Request
 from twisted.internet import task
 
 from scrapy_rep.crawl.coordinator import OriginCoordinator
-from scrapy_rep.crawl.ledger import NullLedger
+from scrapy_rep.crawl.durable_waiting import DurableWaiting
 from scrapy_rep.crawl.waiting_room import WaitingRoom
 from scrapy_rep.policy.config import Config
 from scrapy_rep.policy.robots_policy import RobotsPolicy
@@ -23,10 +23,10 @@ from tests.support.clock import new_clock
 from tests.support.fake_fetcher import FakeFetcher
 
 
-class RecordingLedger:
-    """A ledger that keeps what the room tells it: which requests wait, per origin."""
+class RecordingLedger(DurableWaiting):
+    """A keeper that keeps what the room tells it: which requests wait, per origin."""
 
-    durable = False
+    records = True
 
     def __init__(self) -> None:
         self.waiting: dict[str, list[Request]] = {}
@@ -112,7 +112,7 @@ def build_runtime(
         stats[key] += 1
 
     room = WaitingRoom(
-        NullLedger(),
+        DurableWaiting(),
         clock.seconds,
         clock.callLater,
         lambda origin, request, since: due.append((origin, request.url)),

@@ -12,8 +12,7 @@ from scrapy import Request
 from scrapy.utils.test import get_crawler
 
 from scrapy_rep.crawl.request_codec import RequestCodec
-from scrapy_rep.crawl.spill import Spill
-from scrapy_rep.crawl.waiting_room import WaitingRoom
+from scrapy_rep.crawl.waiting_room import Spill, WaitingRoom, spill_root
 from tests.support.clock import new_clock, pending_timers
 from tests.support.runtime import RecordingLedger
 
@@ -47,7 +46,7 @@ class Room:
             crawler = get_crawler(HeldSpider, {"JOBDIR": str(tmp_path)} if tmp_path else {})
             crawler.spider = self.spider = HeldSpider.from_crawler(crawler)
             codec = RequestCodec(crawler)
-            make_spill = lambda: Spill(crawler)  # noqa: E731
+            make_spill = lambda: Spill(spill_root(crawler.settings))  # noqa: E731
         self.room = WaitingRoom(
             self.ledger,
             self.clock.seconds,

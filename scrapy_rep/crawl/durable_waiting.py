@@ -1,0 +1,703 @@
+"""Durable waiting (``REP_DURABLE_WAITING``): held requests recorded outside this process.
+
+The waiting room tells a ``DurableWaiting`` of every change of what it holds. The base
+class is the in-process default: it records nothing, so held requests live in this
+process only (and are handed back to a persistent scheduler at a graceful stop).
+``StoreWaiting`` records them in the shared store (Redis, or SQLite for processes on one
+machine), so a ``kill -9`` loses none: another process, or the next run of the spider,
+adopts them (docs/cluster.md). ``make_durable_waiting`` is the one function that chooses.
+
+Waiting requests outlive the run only where the crawl itself does (docs/waiting.md):
+Scrapy keeps its own queue and its dupefilter past a run only under ``JOBDIR`` or with
+a scheduler that persists (scrapy-redis with ``SCHEDULER_PERSIST``). Keeping waiting
+requests of a crawl that starts afresh each run would have the next run crawl them on
+top of the same pages it finds again. So ``REP_DURABLE_WAITING`` unset means: durable
+exactly when the crawl persists; ``True`` or ``False`` is the user's explicit choice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import pickle
+import socket
+import threading
+import time
+import uuid
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from scrapy import Request, signals
+from twisted.internet import task, threads
+
+from scrapy_rep.crawl import compat
+from scrapy_rep.crawl.request_codec import RequestCodec
+from scrapy_rep.policy.config import Config, SettingError, storage_spec
+from scrapy_rep.storage.cluster import ClusterError, SpiderCluster
+from scrapy_rep.storage.factory import create_storage
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
+
+    from scrapy.crawler import Crawler
+
+    from scrapy_rep.storage.base import RobotsStorage
+    from scrapy_rep.storage.cluster import ClusterStore, Parked
+
+logger = logging.getLogger(__name__)
+
+STAT = "robotstxt/ledger/"
+#: Private meta key: the request's key in the store, from ``record`` to ``forget``.
+KEY_META = "_rep_ledger_key"
+#: Meta keys scrapy-rep sets on a request while it waits or when it is released or
+#: decided: not part of what the request is (see ``StoreWaiting._own_bytes_digest``).
+_WHILE_WAITING_META = frozenset(
+    {
+        KEY_META,
+        "rep_waited",  # crawl/origins.py WAITED_META_KEY
+        "rep_scheduled",  # crawl/scheduling.py SCHEDULED_META_KEY
+        "rep_turn",  # crawl/cluster_delay.py TURN_META_KEY
+        "rep_turn_wait",  # crawl/cluster_delay.py WAIT_META_KEY
+        "robotstxt_decision",  # crawl/decide.py DECISION_META_KEY
+        "rep_usage",  # crawl/usage.py META_KEY
+    }
+)
+#: Ceiling for one entry's bytes: far above a real request; a bigger one is not parked.
+MAX_BLOB = 4 * 1024 * 1024
+#: Requests written (or adopted) per store call; larger batches wait for the next call.
+BATCH = 1000
+#: Longest the close waits for a write already in flight (seconds).
+CLOSE_WAIT = 5.0
+#: How long a newly held request may wait before it is written to the store (seconds).
+#: Most holds of a crawl are first contacts whose robots.txt arrives within this: they
+#: are released and forgotten before the write, and cost the store nothing. A kill -9
+#: loses at most this much of the newest holds, about what Scrapy's stock middleware
+#: loses in flight (measured: recording every first-contact hold made a 2,000-origin
+#: crawl on SQLite slower than the stock middleware).
+PARK_GRACE = 1.0
+
+
+class DurableWaiting:
+    """The in-process default: records nothing; held requests live in this process only.
+
+    A subclass that records held requests sets ``records``; one whose records outlive
+    this process sets ``durable``: at close, the requests it still holds are then not
+    counted as dropped (another process, or the next run, adopts them) and are not
+    forgotten."""
+
+    durable = False
+    #: ``record`` and ``forget`` do something (the room skips them, and the shared
+    #: serialisation, when not).
+    records = False
+
+    def record(self, origin: str, requests: Sequence[Request]) -> None:
+        """``requests`` of ``origin`` start waiting in this process."""
+
+    def forget(self, origin: str, requests: Sequence[Request]) -> None:
+        """``requests`` left the room: released, dropped or handed back."""
+
+    def adopt(self) -> Iterable[tuple[str, Request]]:
+        """Requests orphaned by dead processes; polled periodically. Adopted requests
+        enter the room as held requests of this process."""
+        return ()
+
+    def passed(self, request: Request) -> None:
+        """A dont_filter request went on to the scheduler without waiting."""
+
+    def look_when_idle(self, admit: Callable[[], None]) -> bool:
+        """An idle spider asks for requests a dead process or an earlier run parked, at
+        once rather than at the next periodic adoption. True: keep the spider open;
+        ``admit`` is called when the look lands, to take what was adopted."""
+        return False
+
+    def close(self, handed_back: bool) -> int | None:
+        """The spider closes; ``handed_back``: the room's requests went back to a
+        persistent scheduler. Returns how many of the requests still held here are kept
+        outside this process (None: all of them)."""
+        return 0
+
+
+def crawl_persistence(settings: Any) -> str | None:
+    """Why this crawl outlives a run (its queue and dupefilter are kept), or None:
+    ``JOBDIR``, or a scheduler other than Scrapy's own with ``SCHEDULER_PERSIST``
+    (scrapy-redis reads that setting; Scrapy's own scheduler does not)."""
+    if settings.get("JOBDIR"):
+        return "JOBDIR is set"
+    scheduler = settings.get("SCHEDULER")
+    if not isinstance(scheduler, str):
+        scheduler = f"{getattr(scheduler, '__module__', '')}.{getattr(scheduler, '__name__', '')}"
+    persist = settings.get("SCHEDULER_PERSIST")
+    if isinstance(persist, str):
+        persist = persist.strip().lower() in ("1", "true", "yes", "on")
+    if persist and not scheduler.startswith("scrapy.core."):
+        return "the scheduler persists (SCHEDULER_PERSIST)"
+    return None
+
+
+def durability_choice(config: Config, settings: Any) -> tuple[bool, str]:
+    """Whether waiting requests are to be recorded in the shared store, and why."""
+    if config.durable_waiting is not None:
+        return config.durable_waiting, f"REP_DURABLE_WAITING = {config.durable_waiting}"
+    persists = crawl_persistence(settings)
+    if persists is not None:
+        return True, persists
+    return False, "the crawl does not persist: no JOBDIR, no persistent scheduler"
+
+
+def make_durable_waiting(
+    crawler: Crawler, config: Config, storage: Any, codec: RequestCodec | None = None
+) -> DurableWaiting:
+    """A ``StoreWaiting`` when waiting requests are to outlive the run
+    (``durability_choice``) and the store can hold them; else the in-process default.
+    ``codec``: the waiting room's, so a request is serialised once for both."""
+    wanted, _ = durability_choice(config, crawler.settings)
+    if not wanted:
+        return DurableWaiting()
+    return make_store_waiting(crawler, config, storage, codec) or DurableWaiting()
+
+
+def make_store_waiting(
+    crawler: Crawler,
+    config: Config,
+    storage: RobotsStorage | None = None,
+    codec: RequestCodec | None = None,
+) -> StoreWaiting | None:
+    """A StoreWaiting when ``REP_STORAGE`` is shared across processes (Redis, SQLite),
+    else None. A store that cannot be opened for it is logged, and requests then wait
+    in this process only. ``REP_DURABLE_WAITING = False`` asks for that too. (Whether
+    the crawl wants one at all is ``make_durable_waiting``'s choice.)"""
+    if config.durable_waiting is False:
+        return None
+    try:
+        # (a caller without the crawl's store gets a store of its own)
+        spider = crawler.spidercls.name
+        cluster = open_cluster(config, spider) if storage is None else storage.cluster(spider)
+    except ClusterError as exc:
+        logger.warning(
+            "scrapy-rep: waiting requests are kept in this process only: the shared store "
+            "cannot hold them (%s)",
+            exc,
+        )
+        return None
+    if cluster is None:
+        return None
+    # The robots.txt store (Redis) says when it is in an outage it already warned of.
+    return StoreWaiting(
+        crawler,
+        cluster,
+        heartbeat=config.cluster_heartbeat,
+        store_degraded=lambda: storage is not None and storage.degraded,
+        codec=codec,
+    )
+
+
+def open_cluster(storage: str | Config, spider: str) -> ClusterStore | None:
+    """``spider``'s cluster primitives on a store of its own, opened from a ``Config``
+    or a spelling of ``REP_STORAGE`` (for tools, tests and benchmarks: a crawl uses its
+    robots.txt store's, ``RobotsStorage.cluster``); closing it closes that store. None
+    when the store is not shared across processes (``memory``, a custom class). Raises
+    ClusterError when the store cannot be opened."""
+    try:
+        config = storage if isinstance(storage, Config) else Config(storage=storage_spec(storage))
+        store = create_storage(config)
+    except SettingError as exc:  # (its message never shows a Redis password)
+        raise ClusterError(str(exc)) from None
+    try:
+        cluster = store.cluster(spider)
+    except ClusterError:
+        store.close()
+        raise
+    if cluster is None:
+        store.close()
+        return None
+    return SpiderCluster(store, spider, owns_store=True)
+
+
+def waiting_fate_line(config: Config, settings: Any, keeper: DurableWaiting) -> str:
+    """The start-up INFO line: what becomes of requests waiting on robots.txt when the
+    crawl stops, and why (said once, so a user knows before the first stop)."""
+    wanted, why = durability_choice(config, settings)
+    persists = crawl_persistence(settings)
+    head = "scrapy-rep: requests waiting on robots.txt"
+    if keeper.durable:
+        if persists is not None:
+            return (
+                f"{head} outlive this run ({why}): a graceful stop hands them back to the "
+                "scheduler, and the shared store keeps them against a kill -9"
+            )
+        return (
+            f"{head} outlive this run ({why}): they are kept in the shared store, and "
+            "another process or the next run adopts them"
+        )
+    if wanted:
+        why += ", but REP_STORAGE is not a store shared across processes (or could not be opened)"
+    if persists is not None:
+        return (
+            f"{head} outlive this run ({persists}): a graceful stop hands them back to the "
+            f"scheduler; they are not recorded in the store ({why}), so a kill -9 loses them"
+        )
+    return (
+        f"{head} when the crawl stops are dropped, with one summary line and "
+        f"robotstxt/dropped_at_close ({why}); set JOBDIR, or REP_DURABLE_WAITING = True, "
+        "to keep them"
+    )
+
+
+def scrapy_redis_idle_expired(spider: Any) -> bool:
+    """Whether a scrapy-redis spider (``RedisMixin``) has been idle for its
+    ``MAX_IDLE_TIME_BEFORE_CLOSE`` and so wants to close: its own ``spider_idle``
+    receiver then stops raising ``DontCloseSpider`` (scrapy-redis 0.9 semantics: idle
+    time counts from the last time its start-URL key had data)."""
+    max_idle = getattr(spider, "max_idle_time", None)
+    since = getattr(spider, "spider_idle_start_time", None)
+    if not isinstance(max_idle, int) or max_idle <= 0 or not isinstance(since, int):
+        return False
+    return int(time.time()) - since >= max_idle
+
+
+class StoreWaiting(DurableWaiting):
+    """Held requests recorded in a shared store (docs/behaviour.md, "nothing lost").
+
+    * ``record``/``forget`` only touch in-process buffers; a background flush writes them
+      in batches (group commit: while one batch is being written the next one
+      accumulates), so a held request costs a small share of one round trip, and a
+      request released before its batch went out costs nothing in the store.
+    * Each request is an entry (key, origin, blob). The blob is Scrapy's own
+      serialisation (``RequestCodec``: a pickled dict of the kind ``Request.to_dict``
+      gives, as Scrapy's disk queues store requests), shared with the waiting room so a
+      request is serialised once for both. The key makes duplicates collapse: the
+      request fingerprint, or for a ``dont_filter`` request (which the dupefilter does
+      not see) the fingerprint and a digest of the request's own bytes, less the meta
+      keys scrapy-rep sets while a request waits. That identity is stable across runs
+      and processes: the start request a restarted spider yields again is the entry an
+      earlier run parked, not one more copy of it. A key is made once and kept in the
+      request's meta (``KEY_META``), so a request held again after an adoption keeps
+      its entry. A request that cannot be serialised (a callback that is not a spider
+      method) stays in the room, not in the store: logged once at WARNING and counted.
+    * Every flush also beats this process's heartbeat; a tick every third of
+      ``REP_CLUSTER_HEARTBEAT`` flushes and adopts the parked requests of dead owners,
+      which ``adopt()`` then hands to the room.
+
+    All store I/O runs in a thread (never on the reactor thread), one call at a time.
+    """
+
+    durable = True
+    records = True
+
+    def __init__(
+        self,
+        crawler: Crawler,
+        cluster: ClusterStore,
+        *,
+        heartbeat: float,
+        store_degraded: Callable[[], bool] = lambda: False,
+        codec: RequestCodec | None = None,
+    ) -> None:
+        self.crawler = crawler
+        self._store_degraded = store_degraded
+        self.cluster = cluster
+        # Host, pid and a random part: the pid lets tests and operators tell processes apart.
+        self.owner = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.heartbeat = heartbeat
+        self.codec = codec or RequestCodec(crawler)
+        assert crawler.stats is not None
+        self.stats = crawler.stats
+        # key -> (entry, when recorded): in recording order, so the ripe ones (older
+        # than PARK_GRACE) are at the front
+        self._pending_add: dict[str, tuple[Parked, float]] = {}
+        self._pending_remove: set[str] = set()
+        self._stored: set[str] = set()  # written (or being written) under our owner id
+        # key -> copies held in this process (recorded and not yet forgotten)
+        self._holds: dict[str, int] = {}
+        # Identities of the dont_filter requests this run has held or let through (the
+        # dupefilter does not see those): an adopted copy of one is not crawled again.
+        self._dont_filter_seen: set[str] = set()
+        # Adopted requests just handed out, until each is recorded again or gone.
+        self._adopted_keys: weakref.WeakKeyDictionary[Request, str] = weakref.WeakKeyDictionary()
+        self._warned_unserializable = False
+        # The batch a flush took and handed to the worker thread, until that thread's
+        # store call has run: a close() that gets the store first writes it instead.
+        self._in_flight: tuple[list[Parked], list[str]] | None = None
+        self._adopted: list[tuple[str, Request]] = []
+        self._io_lock = threading.Lock()  # one store call at a time, close() included
+        self._busy = False
+        self._flush_queued = False
+        self._failing = False
+        self._io_failed = False
+        self._closed = False
+        self._loop: task.LoopingCall | None = None
+        # A look for orphaned entries asked by an idle spider (look_when_idle):
+        # None, or the callback to call when it lands; _looked: one found nothing.
+        self._look: Callable[[], None] | None = None
+        self._look_running = False
+        self._looked = False
+        crawler.signals.connect(self._start, signal=signals.spider_opened)
+
+    # -- what the room tells it ----------------------------------------------------------
+
+    def record(self, origin: str, requests: Sequence[Request]) -> None:
+        now = time.monotonic()
+        for request in requests:
+            key = self.key(request)
+            blob = self.blob(request)
+            if blob is None:
+                continue
+            # Copies with one identity (a dont_filter request yielded again, or the same
+            # request re-parked after an adoption) share one entry, counted here so the
+            # entry goes only with the last copy.
+            self._holds[key] = self._holds.get(key, 0) + 1
+            if request.dont_filter:
+                self._dont_filter_seen.add(key)
+            self._pending_remove.discard(key)
+            if key not in self._stored and key not in self._pending_add:
+                self._pending_add[key] = ((key, origin, blob), now)
+        self._flush_soon()
+
+    def forget(self, origin: str, requests: Sequence[Request]) -> None:
+        for request in requests:
+            # Popped: the request leaves with its meta as the spider made it.
+            key = request.meta.pop(KEY_META, None)
+            if not isinstance(key, str):
+                continue  # never recorded here (or already forgotten)
+            left = self._holds.pop(key, 0) - 1
+            if left > 0:
+                self._holds[key] = left  # another copy still waits here: the entry stays
+                continue
+            if self._pending_add.pop(key, None) is not None and key not in self._stored:
+                continue  # never written: nothing to remove
+            if key in self._stored:
+                self._pending_remove.add(key)
+        self._flush_soon()
+
+    def adopt(self) -> Iterable[tuple[str, Request]]:
+        """The caller holds each adopted request again (``record`` keeps its entry) or
+        schedules it at once, in the same reactor turn: the entry of one not recorded
+        again is removed by the next flush, or the next run would crawl it again. An
+        adopted request this process already holds a copy of (the same identity, e.g.
+        a start request that this run yielded again) is not handed out: the entry stays,
+        as the one of the copy held here. Nor is a dont_filter request this run has
+        already crawled (``passed``, or held and let go): the dupefilter cannot tell."""
+        adopted, self._adopted = self._adopted, []
+        handed: list[tuple[str, Request]] = []
+        for origin, request in adopted:
+            key = request.meta.pop(KEY_META, None)
+            if isinstance(key, str) and (key in self._holds or key in self._dont_filter_seen):
+                if key not in self._holds:
+                    self._pending_remove.add(key)  # the copy held here is gone: so is this
+                self.stats.inc_value(f"{STAT}adopted_duplicate")
+                logger.debug("scrapy-rep: an adopted copy of a held request collapses: %s", request)
+                continue
+            if isinstance(key, str):
+                # Recorded again, it gets the same key.
+                self._adopted_keys[request] = key
+                self._pending_remove.add(key)
+            handed.append((origin, request))
+        self._flush_soon()
+        return handed
+
+    def passed(self, request: Request) -> None:
+        """An adopted copy of this dont_filter request (the same start request, parked by
+        an earlier run) is then not crawled a second time. The dupefilter does this for
+        the other requests."""
+        if request.dont_filter:
+            self._dont_filter_seen.add(self.identity(request))
+
+    def look_when_idle(self, admit: Callable[[], None]) -> bool:
+        """Looks now, not at the next tick; when the look lands, ``admit`` takes what was
+        adopted and the engine is woken to decide again (it would otherwise wait for its
+        next heartbeat). False once a look found nothing (one look per idle spell, so an
+        idle spider still closes)."""
+        if self._closed:
+            return False
+        if self._adopted or self._look is not None:
+            return True
+        if self._looked:
+            return False
+
+        def landed() -> None:
+            admit()
+            compat.wake_engine(self.crawler)
+
+        self._look = landed
+        self._flush()  # (when a write is in flight, the look follows it)
+        return True
+
+    def close(self, handed_back: bool) -> int:
+        """Write what is pending, then stop beating. Requests still parked stay for
+        adoption unless they were handed back to a persistent scheduler. Returns how
+        many of the requests still held here the store now keeps: those whose entry was
+        written, not those whose write failed (what the log calls kept is true)."""
+        if self._closed:
+            return 0
+        self._closed = True
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+        add, remove = self._take_batch(limit=None, ripe_only=False)
+        # The reactor waits for this: never longer than one store call's timeout (an
+        # in-flight flush first), and not at all when the store was failing anyway.
+        locked = self._io_lock.acquire(timeout=CLOSE_WAIT)
+        # A flush whose worker thread had not reached the store yet leaves its batch
+        # here (_io does not write after close): written first, in the order taken, or
+        # its removals would be lost and the next run would crawl those requests again.
+        # Without the lock, the worker is writing it now: whether it lands is not known
+        # here, so its requests are not said to be kept.
+        in_flight = None
+        writing = None if locked else self._in_flight
+        if locked:
+            in_flight, self._in_flight = self._in_flight, None
+        batches = ([in_flight] if in_flight is not None else []) + [(add, remove)]
+        if locked and (self._failing or self._io_failed):
+            self._io_lock.release()
+            locked = False
+        written = 0
+        try:
+            if not locked:
+                raise ClusterError("the shared store was not answering")
+            for batch_add, batch_remove in batches:
+                self.cluster.park(self.owner, self.heartbeat, batch_add, batch_remove)
+                written += 1
+            self.cluster.retire(self.owner, keep=not handed_back)
+        except ClusterError as exc:
+            self._log_store_trouble(
+                "scrapy-rep: could not update the parked requests in the shared store at "
+                "close (%s): %d change(s) not written; what is parked is adopted once the "
+                "heartbeat expires",
+                exc,
+                sum(len(a) + len(r) for a, r in batches[written:]),
+            )
+        finally:
+            if locked:
+                self._io_lock.release()
+            self.cluster.close()
+        if handed_back:
+            return 0
+        # In the store: every entry written before (_stored), less the adds that the
+        # close could not write (each park is one transaction: all of it or none).
+        unwritten = {key for batch_add, _ in batches[written:] for key, _, _ in batch_add}
+        unwritten.update(self._pending_add)  # (put back by a failed flush, never written)
+        if writing is not None:
+            unwritten.update(key for key, _, _ in writing[0])
+        return sum(
+            copies
+            for key, copies in self._holds.items()
+            if key in self._stored and key not in unwritten
+        )
+
+    # -- entries -------------------------------------------------------------------------
+
+    def key(self, request: Request) -> str:
+        """The request's key, made once and kept in its meta: a request re-recorded
+        (held again after an adoption) keeps its entry."""
+        meta = request.meta
+        key = meta.get(KEY_META)
+        if isinstance(key, str):
+            return key
+        key = self._adopted_keys.pop(request, None) or self.identity(request)
+        meta[KEY_META] = key
+        return key
+
+    def identity(self, request: Request) -> str:
+        """The key ``request`` would get, computed afresh (its meta is not touched)."""
+        fingerprinter: Any = self.crawler.request_fingerprinter
+        # (the dupefilter computed it a moment ago for this object: Scrapy caches it)
+        key: str = fingerprinter.fingerprint(request).hex()
+        if request.dont_filter:
+            key = f"{key}.{self._own_bytes_digest(request)}"
+        return key
+
+    def _own_bytes_digest(self, request: Request) -> str:
+        """A digest of what the request is (its fields, callbacks by name, its meta less
+        what scrapy-rep adds while it waits): two dont_filter requests with the same
+        digest are the same request, yielded twice (e.g. by two runs of the spider).
+        A request that cannot be serialised gets a digest of its fingerprint only; it
+        is never parked anyway."""
+        try:
+            data = dict(self.codec.to_dict(request))
+            meta = data.get("meta")
+            if meta:
+                data["meta"] = {k: v for k, v in meta.items() if k not in _WHILE_WAITING_META}
+            own = pickle.dumps(data, protocol=4)
+        except Exception:  # ValueError (callback), PicklingError, TypeError (meta)
+            own = b""
+        return hashlib.sha256(own).hexdigest()[:24]
+
+    def blob(self, request: Request) -> bytes | None:
+        """The request's bytes, or None (logged and counted) when it cannot be parked.
+        The callback is kept by name, so it must be a method of the spider; the codec
+        gives the waiting room's bytes when it has just serialised the request."""
+        try:
+            blob = self.codec.encode(request)
+        except Exception as exc:  # ValueError (callback), PicklingError, TypeError (meta)
+            self._unparkable(request, f"{type(exc).__name__}: {exc}")
+            return None
+        if len(blob) > MAX_BLOB:
+            self._unparkable(request, f"{len(blob)} bytes serialised")
+            return None
+        return blob
+
+    def _unparkable(self, request: Request, why: str) -> None:
+        self.stats.inc_value(f"{STAT}unserializable")
+        if not self._warned_unserializable:
+            self._warned_unserializable = True
+            logger.warning(
+                "scrapy-rep: %s cannot be kept in the shared store (%s): it waits in this "
+                "process only, and a kill -9 would lose it (stats: %sunserializable; "
+                "further ones at DEBUG)",
+                request,
+                why,
+                STAT,
+            )
+        else:
+            logger.debug("scrapy-rep: not parked in the shared store (%s): %s", why, request)
+
+    def _log_store_trouble(self, message: str, *args: Any) -> None:
+        """WARNING, unless the robots.txt store already warned of the same outage (one
+        outage, one WARNING); INFO then."""
+        level = logging.INFO if self._store_degraded() else logging.WARNING
+        logger.log(level, message, *args)
+
+    # -- background I/O ------------------------------------------------------------------
+
+    def _start(self, spider: Any = None) -> None:
+        if self._loop is None and not self._closed:
+            self._loop = task.LoopingCall(self._flush, adopt=True)
+            self._loop.start(max(self.heartbeat / 3.0, 0.05), now=True)
+
+    def _flush_soon(self) -> None:
+        if self._busy or self._flush_queued or self._closed:
+            return
+        if not self._pending_add and not self._pending_remove:
+            return
+        from twisted.internet import reactor
+
+        self._flush_queued = True
+        clock: Any = reactor
+        # Removals go at once; a hold once it is PARK_GRACE old (each hold's own age,
+        # so one released within the grace never reaches the store).
+        delay = 0.0
+        if not self._pending_remove:
+            oldest = next(iter(self._pending_add.values()))[1]
+            delay = max(oldest + PARK_GRACE - time.monotonic(), 0.0) + 0.01
+        clock.callLater(delay, self._flush)
+
+    def _take_batch(
+        self, limit: int | None, *, ripe_only: bool = True
+    ) -> tuple[list[Parked], list[str]]:
+        """The holds to write (at most ``limit``; with ``ripe_only``, those recorded at
+        least PARK_GRACE ago) and every pending removal."""
+        ripe_before = time.monotonic() - PARK_GRACE if ripe_only else float("inf")
+        keys: list[str] = []
+        for key, (_, recorded) in self._pending_add.items():
+            if (limit is not None and len(keys) >= limit) or recorded > ripe_before:
+                break
+            keys.append(key)
+        add = [self._pending_add.pop(key)[0] for key in keys]
+        remove = list(self._pending_remove)
+        self._pending_remove.clear()
+        self._stored.update(key for key, _, _ in add)
+        self._stored.difference_update(remove)
+        if add:
+            self.stats.inc_value(f"{STAT}parked", len(add))
+        return add, remove
+
+    def _flush(self, adopt: bool = False) -> None:
+        self._flush_queued = False
+        if self._busy or self._closed:
+            return
+        self._busy = True
+        looking = self._look_running = self._look is not None
+        add, remove = self._take_batch(BATCH)
+        if not add and not remove and not adopt and not looking:
+            self._busy = False  # nothing ripe yet: no store call
+            self._flush_soon()
+            return
+        self._in_flight = (add, remove)
+        deferred = threads.deferToThread(self._io, add, remove, adopt or looking)
+        deferred.addCallbacks(self._written, self._write_failed, errbackArgs=(add, remove))
+
+    def _io(self, add: list[Parked], remove: list[str], adopt: bool) -> list[Parked]:
+        with self._io_lock:
+            if self._closed:
+                return []  # close() wrote this batch (_in_flight)
+            try:
+                self.cluster.park(self.owner, self.heartbeat, add, remove)
+                adopted = self.cluster.adopt(self.owner, self.heartbeat, BATCH) if adopt else []
+            except ClusterError:
+                self._io_failed = True  # seen by close() before the reactor sees it
+                raise
+            finally:
+                # written, or put back by _write_failed: close() must not write it
+                self._in_flight = None
+            self._io_failed = False
+            return adopted
+
+    def _written(self, adopted: list[Parked]) -> None:
+        self._busy = False
+        if self._failing:
+            self._failing = False
+            logger.info("scrapy-rep: the shared store takes parked requests again")
+        for key, origin, blob in adopted:
+            self._take_over(key, origin, blob)
+        if adopted:
+            logger.info(
+                "scrapy-rep: adopted %d waiting request(s) that a stopped or dead process "
+                "had parked in the shared store",
+                len(adopted),
+            )
+        self._look_landed(found=bool(adopted))
+        self._flush_soon()
+
+    def _look_landed(self, found: bool) -> None:
+        landed = self._look
+        if landed is None:
+            return
+        if not self._look_running:
+            self._flush()  # asked while another write was in flight: look now
+            return
+        self._look = None
+        self._look_running = False
+        self._looked = not found  # found some: the next idle spell looks again
+        landed()
+
+    def _write_failed(self, failure: Any, add: list[Parked], remove: list[str]) -> None:
+        self._busy = False
+        self.stats.inc_value(f"{STAT}store_errors")
+        # Put the batch back under anything newer: a later forget wins over this add.
+        ripe = time.monotonic() - PARK_GRACE
+        for entry in add:
+            if entry[0] not in self._pending_remove:
+                self._pending_add.setdefault(entry[0], (entry, ripe))
+        self._pending_remove.update(k for k in remove if k not in self._pending_add)
+        if not self._failing:
+            self._failing = True
+            self._log_store_trouble(
+                "scrapy-rep: cannot write parked requests to the shared store (%s); "
+                "retrying every %.1f s (the requests still wait in this process)",
+                failure.getErrorMessage(),
+                self.heartbeat / 3.0,
+            )
+        self._look_landed(found=False)  # a store that fails keeps no idle spider open
+
+    def _take_over(self, key: str, origin: str, blob: bytes) -> None:
+        try:
+            # our own entries, read as Scrapy's disk queues read theirs
+            request = self.codec.decode(blob)
+        except Exception as exc:
+            # Not ours to guess at (another spider version, a damaged entry): drop it
+            # from the store with a reason rather than adopt it again forever.
+            self.stats.inc_value(f"{STAT}undecodable")
+            logger.warning(
+                "scrapy-rep: dropped a parked request of %s from the shared store: it "
+                "does not decode (%s: %s)",
+                origin,
+                type(exc).__name__,
+                exc,
+            )
+            self._stored.add(key)
+            self._pending_remove.add(key)
+            return
+        request.meta[KEY_META] = key  # (entries parked before the key was in meta)
+        self._stored.add(key)
+        self.stats.inc_value(f"{STAT}adopted")
+        self._adopted.append((origin, request))
