@@ -18,8 +18,7 @@ from typing import TypeVar
 
 from scrapy_rep.policy.config import SettingError, StorePlace
 from scrapy_rep.policy.records import OriginRecord
-from scrapy_rep.storage.base import holder_is_dead, lease_is_absurd
-from scrapy_rep.storage.codec import MAX_DECODED, unpack_record
+from scrapy_rep.storage.base import MAX_DECODED, holder_is_dead, lease_is_absurd, unpack_record
 
 try:  # POSIX only: serialises open/recovery between processes (see open_lock)
     import fcntl

@@ -44,9 +44,17 @@ from typing import Any, TypeVar
 from scrapy_rep.policy.config import SettingError
 from scrapy_rep.policy.records import OriginRecord
 from scrapy_rep.storage import sqlite_file
-from scrapy_rep.storage.base import MemoryStorage, RobotsStorage, WouldBlock, fetched_later
+from scrapy_rep.storage.base import (
+    MAX_DECODED,
+    MemoryStorage,
+    RobotsStorage,
+    WouldBlock,
+    fetched_later,
+    pack_record,
+    unpack_record,
+    warn_unreadable,
+)
 from scrapy_rep.storage.cluster import ClusterError, Parked, SpiderCluster
-from scrapy_rep.storage.codec import MAX_DECODED, pack_record, unpack_record, warn_unreadable
 from scrapy_rep.storage.sqlite_file import (
     CLEAN_LEASES,
     DB_SCHEMA_VERSION,
