@@ -394,27 +394,27 @@ class RobotsCommand(ScrapyCommand):
         return Report(token, "fetch", list(reports.values()), results, now=now)
 
     def _fetch_all(self, origins: list[str]) -> dict[str, FetchOutcome] | None:
-        assert self.crawler_process is not None
         outcomes: dict[str, FetchOutcome] = {}
-        self.crawler_process.crawl(_RobotsFetchSpider, origins=origins, outcomes=outcomes)
+        started = self._one_shot("robots.txt fetch", _RobotsFetchSpider, origins, outcomes)
+        return outcomes if started else None
+
+    def _one_shot(self, what: str, spider: type[OneShotSpider], *args: Any) -> bool:
+        """Run one internal crawl; False (exit status 2) when it did not start."""
+        assert self.crawler_process is not None
+        self.crawler_process.crawl(spider, *args)
         self.crawler_process.start()
         if self.crawler_process.bootstrap_failed:
-            print("error: the robots.txt fetch crawl did not start (see the log)", file=sys.stderr)
+            print(f"error: the {what} crawl did not start (see the log)", file=sys.stderr)
             self.exitcode = EXIT_USAGE
-            return None
-        return outcomes
+            return False
+        return True
 
     # -- --page ----------------------------------------------------------------------
 
     def _check_pages(self, urls: list[str], token: str, *, as_json: bool) -> None:
-        assert self.crawler_process is not None
         self._origins(urls)  # a URL that is not one: a usage error, before any download
         answers: dict[str, Any] = {}
-        self.crawler_process.crawl(PageFetchSpider, urls=urls, responses=answers)
-        self.crawler_process.start()
-        if self.crawler_process.bootstrap_failed:
-            print("error: the page download crawl did not start (see the log)", file=sys.stderr)
-            self.exitcode = EXIT_USAGE
+        if not self._one_shot("page download", PageFetchSpider, urls, answers):
             return
         results = [page_result(url, answers.get(url), token) for url in urls]
         print(render_page_json(token, results) if as_json else render_page_text(token, results))

@@ -80,8 +80,3 @@ def origin_of(url: str) -> str | None:
 
 def robots_url(origin: str) -> str:
     return f"{origin}/robots.txt"
-
-
-def hostname_of(origin: str) -> str:
-    """The host part of an origin, as Scrapy keys its download slots."""
-    return urlsplit(origin).hostname or ""

@@ -2,32 +2,12 @@
 
 One ``RedisStorage`` holds a crawl's records, fetch leases and cluster primitives
 (docs/cluster.md), all on one redis-py client (its connection pool is thread-safe).
-
-Keys are namespaced and versioned (``scrapy-rep:v1:origin:<origin>``,
-``scrapy-rep:v1:lease:<origin>``, ``scrapy-rep:v1:cluster:<spider>:...``). A record
-carries a Redis TTL a little longer than ``REP_STALE_MAX_AGE + REP_UNREACHABLE_WAIT``,
-the longest any record can still matter, so origins nobody crawls any more disappear by
-themselves. Leases are taken, renewed, taken over and released by Lua scripts, so each
-step is atomic; a lease key that is not a string (another program's key, a damaged data
-set) is deleted before use, and one without a TTL or with more TTL than any renewal
-gives is broken and taken over. ``PTTL`` and the Crawl-delay turns are read on the
-server's clock, so the machines' clocks need not agree.
-
-Outages: every call has a short socket timeout and no client-side retries, so a
-stalled or blackholed Redis costs a caller about a second, then the records and leases
-switch to an in-process ``MemoryStorage`` (leases then only single-flight this process),
-log ONE warning, and probe Redis again at most every ``reconnect_interval`` seconds.
-What is learned meanwhile is written back once Redis answers again (unless Redis holds
-a newer record by then). Nothing raises out of the ``RobotsStorage`` interface; a
-cluster primitive that fails raises ``ClusterError``, so its callers decide once what an
-outage means.
-
-No log line or ``describe()`` shows a password (``mask_url``). Everything between ``://``
-and the *last* ``@`` of a URL is credentials, whatever characters it holds (an unencoded
-``#``, ``/`` or ``?`` in a password makes ``urllib`` read part of it as the port, path
-or fragment, and print it in its errors). redis-py's own parser is then asked what it
-would connect with; when that is not exactly what the credentials say, ``check_url``
-refuses the URL with a masked message rather than connect with a piece of the password.
+Keys are namespaced and versioned (``scrapy-rep:v1:...``); a record's TTL outlives
+``REP_STALE_MAX_AGE + REP_UNREACHABLE_WAIT``, so forgotten origins go by themselves.
+Leases and cluster steps are Lua scripts (atomic), timed on the server's clock. Outages,
+write-back and secrets: docs/storage.md, "Redis". No log line or ``describe()`` shows a
+password: everything between ``://`` and the *last* ``@`` is credentials whatever it
+holds, and ``check_url`` refuses a URL redis-py would read other credentials from.
 """
 
 from __future__ import annotations

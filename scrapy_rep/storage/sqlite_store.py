@@ -1,32 +1,15 @@
 """SQLite store: the embedded default, shared by every Scrapy process on one machine.
 
-``REP_STORAGE = "sqlite"`` puts the file ``scrapy_rep.sqlite3`` in Scrapy's project data
-directory: ``<project>/.scrapy/`` inside a Scrapy project (a ``scrapy.cfg`` above the
-current directory or ``SCRAPY_SETTINGS_MODULE`` set), otherwise ``.scrapy/`` under the
-current directory. ``sqlite:PATH`` (or ``sqlite:///abs/path``) names the file.
-
-Why it is safe for several processes, and for several threads of one:
-
-* WAL journal: readers never block the writer, and a process killed mid-write leaves
-  the last committed state readable (an uncommitted WAL tail is ignored on open).
-* ``synchronous=NORMAL``: in WAL mode a power cut may lose the last commits but never
-  corrupts the file; losing a cached robots.txt only costs a refetch.
-* A lease is a row (origin, holder, wall-clock expiry) written inside ``BEGIN
-  IMMEDIATE``, which takes the database write lock before the row is read, so two
-  processes cannot both see the lease as free. Wall clock, not monotonic: the expiry
-  is compared across processes; an expiry no renewal could have set (a clock jump) is
-  broken, and so is an unreadable row.
-* One connection per instance behind a lock: any thread may call any method.
-* The crawl's reactor thread first asks for an answer that needs no waiting
-  (``without_waiting``); anything else goes to the store's worker thread.
-
-Nothing here raises out of the ``RobotsStorage`` interface. A damaged file (found at
-open, or later by a query) is moved aside once (``<name>.corrupt-<timestamp>``) with one
-WARNING and a fresh store takes its place, so the next run is healthy too. A file that
-is not a store and that scrapy-rep never used (``sqlite_file.known_as_ours``) is not
-touched: that is a configuration mistake, and ``SettingError`` says so. Other runtime
-errors (disk full, permissions) are logged once per kind and answered from a small
-in-process fallback, so they degrade to per-process caching instead of a crash.
+Where the file goes, damage and repair, locked spells and trust: docs/storage.md. Why
+several processes and threads are safe: WAL (readers never block the writer; a killed
+writer leaves the last commit readable), ``synchronous=NORMAL`` (a power cut may lose
+the last commits, never the file: a lost copy costs a refetch), a lease row taken inside
+``BEGIN IMMEDIATE`` (the write lock is held before the row is read, so two processes
+cannot both see it free; wall clock, as expiries are compared across processes), and
+one connection per instance behind a lock. The reactor thread first asks for an answer
+that needs no waiting (``without_waiting``); anything else goes to the worker thread.
+Nothing raises out of the ``RobotsStorage`` interface: errors degrade to a small
+in-process fallback, logged once per kind.
 """
 
 from __future__ import annotations
