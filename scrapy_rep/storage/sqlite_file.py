@@ -33,14 +33,6 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 OUR_TABLES = {"meta", "origins", "leases"}
 
 
-def path_from_spec(spec: str, *, create: bool = True) -> Path | None:
-    """The store file a ``sqlite`` spelling of ``REP_STORAGE`` names (see ``path_of``)."""
-    place = StorePlace.parse(spec)
-    if place.kind != "sqlite":
-        raise SettingError(f"REP_STORAGE: not a sqlite spec: {spec!r}")
-    return path_of(place, create=create)
-
-
 def path_of(place: StorePlace, *, create: bool = True) -> Path | None:
     """The store file ``place`` names. ``create=False`` creates no directory (for
     read-only callers) and answers None when no project data dir can be found."""

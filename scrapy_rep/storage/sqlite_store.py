@@ -20,9 +20,9 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from scrapy_rep.policy.config import SettingError
 from scrapy_rep.policy.records import OriginRecord
@@ -150,21 +150,6 @@ class SqliteStorage(RobotsStorage):
 
     # -- construction -------------------------------------------------------------
 
-    @classmethod
-    def from_spec(
-        cls,
-        spec: str,
-        settings: Mapping[str, Any] | None = None,
-        *,
-        fallback_max_origins: int = 10_000,
-        record_limit: int = MAX_DECODED,
-    ) -> SqliteStorage:
-        """``sqlite`` (project data dir), ``sqlite:PATH`` or ``sqlite:///abs/path``."""
-        path = cls.path_from_spec(spec)
-        assert path is not None  # create=True always finds a place
-        return cls(path, fallback_max_origins=fallback_max_origins, record_limit=record_limit)
-
-    path_from_spec = staticmethod(sqlite_file.path_from_spec)
     path_of = staticmethod(sqlite_file.path_of)
 
     def _open(self) -> sqlite3.Connection | None:
