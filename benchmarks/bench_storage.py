@@ -178,7 +178,7 @@ def zip_bomb_read_cost(expanded: int = 64 * 1024 * 1024) -> tuple[float, float]:
     codec's streaming limit, and decompressing up to the old fixed 64 MiB limit."""
     import zlib
 
-    from scrapy_rep.storage.codec import unpack_record
+    from scrapy_rep.storage.base import unpack_record
 
     bomb = zlib.compress(b"{" + b" " * expanded, 9)
     started = time.perf_counter()

@@ -11,7 +11,7 @@ from scrapy_rep.crawl.compat import STOCK_PATH, is_stock_middleware
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
-logger = logging.getLogger("scrapy_rep")
+logger = logging.getLogger(__name__)
 
 # Where Scrapy's own RobotsTxtMiddleware sits in DOWNLOADER_MIDDLEWARES_BASE.
 STOCK_PRIORITY = 100

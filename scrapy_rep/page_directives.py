@@ -60,7 +60,7 @@ if TYPE_CHECKING:
 
 __all__ = ["META_KEY", "ActingPageDirectivesMiddleware", "PageDirectivesMiddleware"]
 
-logger = logging.getLogger("scrapy_rep")
+logger = logging.getLogger(__name__)
 
 META_KEY = "rep_page"
 # Directives counted by name in the stats; any other name counts as "other", so that a

@@ -1,4 +1,5 @@
-"""What a crawl would do with each URL now, from a fetch outcome and the stored record.
+"""What a crawl would do with each URL now (from a fetch outcome and the stored record),
+and the page-level directives of a downloaded page (``--page``, docs/page.md).
 
 The verdict ``scrapy robots`` prints is the crawl's, not the fresh copy's: a crawl whose
 store holds a copy that is still fresh (or an unreachable spell whose next try is not
@@ -12,6 +13,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from scrapy.http import HtmlResponse, Response
+from scrapy.utils.response import get_base_url
+
 from scrapy_rep.commands.output import (
     ALLOWED,
     COPY_FALLBACK,
@@ -21,6 +25,7 @@ from scrapy_rep.commands.output import (
     HOLD,
     WAIT,
     OriginReport,
+    PageResult,
     UrlResult,
     Verdict,
     record_issues,
@@ -35,6 +40,7 @@ from scrapy_rep.crawl.decide import (
 from scrapy_rep.policy.origin import origin_of, robots_url
 from scrapy_rep.policy.records import ALLOW_ALL, RULES, UNREACHABLE
 from scrapy_rep.policy.robots_policy import DISALLOW_ALL, FALLBACK, FRESH, STALE
+from scrapy_rep.robotstxt._page import NofollowLinks, page_directives
 from scrapy_rep.robotstxt._robotstxt import RobotsTxt
 
 if TYPE_CHECKING:
@@ -268,11 +274,35 @@ def fresh_verdict(
     return verdict(url, token, kind, robots, source)
 
 
+def page_result(url: str, answer: Any, token: str) -> PageResult:
+    """The directives of *answer* (a Response, a Failure or None) for *token*."""
+    if not isinstance(answer, Response):
+        error = "not downloaded" if answer is None else answer.getErrorMessage()
+        return PageResult(url, error=error)
+    html = answer if isinstance(answer, HtmlResponse) else None
+    found = page_directives(
+        answer.headers.getlist(b"X-Robots-Tag"), None if html is None else html.body, token
+    )
+    result = PageResult(
+        url,
+        final_url=answer.url,
+        status=answer.status,
+        content_type=(answer.headers.get(b"Content-Type") or b"").decode("latin-1"),
+        directives=found,
+    )
+    if html is not None:
+        links = NofollowLinks(html.body, get_base_url(html)).scan()
+        result.rel_counts = dict(links.rel_counts)
+        result.nofollow_only = sorted(u for u in links.nofollow if links.nofollow_only(u))
+    return result
+
+
 __all__ = [
     "crawl_uses_stored",
     "evaluate_origin",
     "evaluation_of",
     "fresh_verdict",
+    "page_result",
     "parse_copy",
     "url_problem",
     "url_result",

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import datetime
 import html
 import json
 import sys
@@ -16,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from scrapy_rep.commands.output import EXIT_USAGE, when
 from scrapy_rep.crawl.record import (
     ALLOWED,
     DROPPED_AT_CLOSE,
@@ -32,7 +32,7 @@ from scrapy_rep.policy.origin import origin_of
 from scrapy_rep.robotstxt._robotstxt import RobotsTxt
 
 RECORD_TOOLS = ("verify", "report")
-EXIT_OK, EXIT_MISMATCH, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_MISMATCH = 0, 1
 _CHUNK = 1 << 16
 MAX_LISTED = 2000  # forbidden URLs listed in the report (the rest are counted)
 
@@ -379,12 +379,6 @@ class _Origin:
     counts: Counter[str] = field(default_factory=Counter)
 
 
-def _when(epoch: float) -> str:
-    return datetime.datetime.fromtimestamp(epoch, tz=datetime.timezone.utc).strftime(
-        "%Y-%m-%d %H:%M:%S UTC"
-    )
-
-
 def render_report(records: Records, sources: list[str]) -> str:
     origins: dict[str, _Origin] = {}
     totals: Counter[str] = Counter()
@@ -413,7 +407,7 @@ def render_report(records: Records, sources: list[str]) -> str:
     ]
     if records.headers:
         runs = ", ".join(
-            f"{e(str(h.get('spider')))} (pid {h.get('pid')}, {_when(float(h['start']))}, "
+            f"{e(str(h.get('spider')))} (pid {h.get('pid')}, {when(float(h['start']))}, "
             f"scrapy-rep {e(str(h.get('rep')))}"
             f"{'' if h.get('enforce', True) else ', audit mode'})"
             for h in records.headers
@@ -422,10 +416,8 @@ def render_report(records: Records, sources: list[str]) -> str:
     for problem in records.problems:
         parts.append(f"<p class='problem'>{e(str(problem))}</p>")
     parts.append("<h2>Totals</h2><div class='totals'>")
-    for verdict, label in _COLUMNS:
-        parts.append(
-            f"<div class='total {_CLASS[verdict]}'><b>{totals[verdict]}</b>{e(label)}</div>"
-        )
+    for verdict, (label, css, _) in _COLUMNS.items():
+        parts.append(f"<div class='total {css}'><b>{totals[verdict]}</b>{e(label)}</div>")
     parts.append(
         f"<div class='total'><b>{len(origins)}</b>origins</div>"
         f"<div class='total'><b>{len({c['sha256'] for c in records.copies})}</b>"
@@ -434,14 +426,14 @@ def render_report(records: Records, sources: list[str]) -> str:
     parts.append("<h2>Decisions over time</h2>")
     parts.append(_timeline(records.decisions))
     parts.append("<h2>Origins</h2><table><thead><tr><th>origin</th><th>state</th><th>copies</th>")
-    parts.extend(f"<th>{e(label)}</th>" for _, label in _COLUMNS)
+    parts.extend(f"<th>{e(label)}</th>" for label, _, _ in _COLUMNS.values())
     parts.append("</tr></thead><tbody>")
     for name, entry in sorted(origins.items(), key=lambda item: -sum(item[1].counts.values())):
         states = ", ".join(f"{e(s)}" for s, _ in entry.states.most_common()) or "-"
         parts.append(
             f"<tr><td>{e(name)}</td><td>{states}</td><td class='n'>{len(entry.copies)}</td>"
         )
-        parts.extend(f"<td class='n'>{entry.counts[verdict]}</td>" for verdict, _ in _COLUMNS)
+        parts.extend(f"<td class='n'>{entry.counts[verdict]}</td>" for verdict in _COLUMNS)
         parts.append("</tr>")
     parts.append("</tbody></table>")
     parts.append(f"<h2>Forbidden URLs ({len(forbidden)})</h2>")
@@ -459,7 +451,7 @@ def render_report(records: Records, sources: list[str]) -> str:
                 else e(str(context.get("why", "")))
             )
             parts.append(
-                f"<tr><td>{_when(decision.time)}</td><td class='url'>{e(decision.url)}</td>"
+                f"<tr><td>{when(decision.time)}</td><td class='url'>{e(decision.url)}</td>"
                 f"<td>{e(str(context.get('k', '')))}</td><td>{rule}</td>"
                 f"<td>{e(', '.join(context.get('g') or []))}</td></tr>"
             )
@@ -475,29 +467,14 @@ def render_report(records: Records, sources: list[str]) -> str:
     return "".join(parts)
 
 
-_COLUMNS = (
-    (ALLOWED, "allowed"),
-    (FORBIDDEN, "forbidden"),
-    (RELEASED, "waited"),
-    (DROPPED_AT_CLOSE, "dropped at close"),
-    (USAGE_REFUSED, "usage refused"),
-    (PAGE, "page directives"),
-)
-_CLASS = {
-    ALLOWED: "allowed",
-    FORBIDDEN: "forbidden",
-    RELEASED: "waited",
-    DROPPED_AT_CLOSE: "dropped",
-    USAGE_REFUSED: "usage",
-    PAGE: "page",
-}
-_COLOURS = {
-    ALLOWED: "#2e7d32",
-    FORBIDDEN: "#c62828",
-    RELEASED: "#f9a825",
-    DROPPED_AT_CLOSE: "#6d4c41",
-    USAGE_REFUSED: "#6a1b9a",
-    PAGE: "#1565c0",
+# verdict -> (label, CSS class, colour), in the order of the report's columns
+_COLUMNS = {
+    ALLOWED: ("allowed", "allowed", "#2e7d32"),
+    FORBIDDEN: ("forbidden", "forbidden", "#c62828"),
+    RELEASED: ("waited", "waited", "#f9a825"),
+    DROPPED_AT_CLOSE: ("dropped at close", "dropped", "#6d4c41"),
+    USAGE_REFUSED: ("usage refused", "usage", "#6a1b9a"),
+    PAGE: ("page directives", "page", "#1565c0"),
 }
 _CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:2em auto;max-width:72em;color:#222;padding:0 1em}
@@ -540,12 +517,12 @@ def _timeline(decisions: list[Decision]) -> str:
         "stroke='#888'/>",
         f"<text x='{left - 6}' y='14' text-anchor='end'>{peak}</text>",
         f"<text x='{left - 6}' y='{height - bottom}' text-anchor='end'>0</text>",
-        f"<text x='{left}' y='{height - 8}'>{html.escape(_when(first))}</text>",
+        f"<text x='{left}' y='{height - 8}'>{html.escape(when(first))}</text>",
         f"<text x='{width - 10}' y='{height - 8}' text-anchor='end'>+{span:.1f} s</text>",
     ]
     for index, count in enumerate(counts):
         y = float(height - bottom)
-        for verdict, _ in _COLUMNS:
+        for verdict, (label, _, colour) in _COLUMNS.items():
             n = count[verdict]
             if not n:
                 continue
@@ -553,13 +530,12 @@ def _timeline(decisions: list[Decision]) -> str:
             y -= h
             out.append(
                 f"<rect x='{left + index * bar:.1f}' y='{y:.1f}' width='{max(bar - 1, 1):.1f}' "
-                f"height='{h:.1f}' fill='{_COLOURS[verdict]}'><title>{n} "
-                f"{html.escape(dict(_COLUMNS)[verdict])}</title></rect>"
+                f"height='{h:.1f}' fill='{colour}'><title>{n} {html.escape(label)}</title></rect>"
             )
     out.append("</svg><p class='legend'>")
     out.extend(
-        f"<span><i style='background:{_COLOURS[verdict]}'></i>{html.escape(label)}</span>"
-        for verdict, label in _COLUMNS
+        f"<span><i style='background:{colour}'></i>{html.escape(label)}</span>"
+        for label, _, colour in _COLUMNS.values()
     )
     out.append("</p>")
     return "".join(out)

@@ -6,19 +6,25 @@ download handlers and settings (``-s DOWNLOAD_TIMEOUT=...``) apply, and the same
 status, redirect and size rules give the same outcome a crawl would get. The verdict is
 then what a crawl with the configured store would do now (commands/evaluate.py): the
 stored copy while it is fresh, else the fetched one put through ``RobotsPolicy``. The
-fetched copy's verdict stands beside it when it differs. ``--refresh`` stores the
-fetched copy; ``--forget`` clears origins from the store. Nothing else writes.
+fetched copy's verdict stands beside it when it differs.
+
+The store is read without writing: an SQLite file is opened read-only and one that does
+not exist is not created; other stores are only asked ``get``. ``--refresh`` stores the
+fetched copy and ``--forget`` clears origins; nothing else writes. ``--page`` downloads
+pages instead (docs/page.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from scrapy import Request, Spider
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
@@ -28,6 +34,7 @@ from scrapy_rep.commands.evaluate import (
     evaluate_origin,
     evaluation_of,
     fresh_verdict,
+    page_result,
     parse_copy,
     url_problem,
     url_result,
@@ -42,16 +49,13 @@ from scrapy_rep.commands.output import (
     Report,
     StoredState,
     UrlResult,
+    page_exit_status,
     render_json,
+    render_page_json,
+    render_page_text,
+    render_text,
 )
-from scrapy_rep.commands.page import OneShotSpider, PageFetchSpider
-from scrapy_rep.commands.page import exit_status as page_exit_status
-from scrapy_rep.commands.page import render_json as page_json
-from scrapy_rep.commands.page import render_text as page_text
-from scrapy_rep.commands.page import result_of as page_result
 from scrapy_rep.commands.record_tools import RECORD_TOOLS, run_record_tool
-from scrapy_rep.commands.store_view import forget, open_for_writing, read_store
-from scrapy_rep.commands.text import render_text
 from scrapy_rep.crawl.compat import CommandHelpFormatter
 from scrapy_rep.policy.config import Config, SettingError
 from scrapy_rep.policy.origin import origin_of
@@ -61,6 +65,10 @@ from scrapy_rep.robotstxt import product_token
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
+
+    from scrapy.http import Response
+    from scrapy.settings import BaseSettings
+    from twisted.python.failure import Failure
 
     from scrapy_rep.policy.records import OriginRecord
     from scrapy_rep.robotstxt._robotstxt import RobotsTxt
@@ -94,6 +102,57 @@ Compliance records (REP_RECORD, see docs/record.md)
   scrapy robots report FILE... -o report.html
       write one self-contained HTML report
 """
+
+
+# Above every named Scrapy priority ("cmdline" is 40): the internal crawl must not run
+# a robots.txt middleware whatever the project or -s says, or it would fetch robots.txt
+# itself and could hold the command's own requests.
+_FORCED_PRIORITY = 100
+_ERROR_STATUSES = list(range(400, 600))
+
+
+class OneShotSpider(Spider):
+    """The internal spider of a ``scrapy robots`` check: never obeys a robots.txt
+    middleware itself (whatever the project or -s says) and opens no ports."""
+
+    @classmethod
+    def update_settings(cls, settings: BaseSettings) -> None:
+        super().update_settings(settings)
+        settings.set("ROBOTSTXT_OBEY", False, priority=_FORCED_PRIORITY)
+        # A one-shot check should not open ports; at spider priority, so -s still wins.
+        settings.set("TELNETCONSOLE_ENABLED", False, priority="spider")
+        settings.set("REMOTE_CONTROL_ENABLED", False, priority="spider")
+
+
+class PageFetchSpider(OneShotSpider):
+    """Downloads the given URLs once each; every answer (any status) is kept."""
+
+    name = "scrapy_rep_page"
+
+    def __init__(self, urls: list[str], responses: dict[str, Any], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.urls = urls
+        self.answers = responses
+
+    async def start(self) -> AsyncIterator[Any]:
+        for url in self.urls:
+            yield Request(
+                url,
+                callback=self.keep,
+                errback=self.failed,
+                dont_filter=True,
+                # error pages too (a 404 may carry a header), while redirects are
+                # still followed (handle_httpstatus_all would stop them)
+                meta={"handle_httpstatus_list": _ERROR_STATUSES, "page_url": url},
+            )
+
+    def keep(self, response: Response) -> None:
+        self.answers[response.meta["page_url"]] = response
+
+    def failed(self, failure: Failure) -> None:
+        request = getattr(failure, "request", None)
+        if request is not None:
+            self.answers[request.meta["page_url"]] = failure
 
 
 class _RobotsFetchSpider(OneShotSpider):
@@ -335,30 +394,30 @@ class RobotsCommand(ScrapyCommand):
         return Report(token, "fetch", list(reports.values()), results, now=now)
 
     def _fetch_all(self, origins: list[str]) -> dict[str, FetchOutcome] | None:
-        assert self.crawler_process is not None
         outcomes: dict[str, FetchOutcome] = {}
-        self.crawler_process.crawl(_RobotsFetchSpider, origins=origins, outcomes=outcomes)
+        started = self._one_shot("robots.txt fetch", _RobotsFetchSpider, origins, outcomes)
+        return outcomes if started else None
+
+    def _one_shot(self, what: str, spider: type[OneShotSpider], *args: Any) -> bool:
+        """Run one internal crawl; False (exit status 2) when it did not start."""
+        assert self.crawler_process is not None
+        self.crawler_process.crawl(spider, *args)
         self.crawler_process.start()
         if self.crawler_process.bootstrap_failed:
-            print("error: the robots.txt fetch crawl did not start (see the log)", file=sys.stderr)
+            print(f"error: the {what} crawl did not start (see the log)", file=sys.stderr)
             self.exitcode = EXIT_USAGE
-            return None
-        return outcomes
+            return False
+        return True
 
     # -- --page ----------------------------------------------------------------------
 
     def _check_pages(self, urls: list[str], token: str, *, as_json: bool) -> None:
-        assert self.crawler_process is not None
         self._origins(urls)  # a URL that is not one: a usage error, before any download
         answers: dict[str, Any] = {}
-        self.crawler_process.crawl(PageFetchSpider, urls=urls, responses=answers)
-        self.crawler_process.start()
-        if self.crawler_process.bootstrap_failed:
-            print("error: the page download crawl did not start (see the log)", file=sys.stderr)
-            self.exitcode = EXIT_USAGE
+        if not self._one_shot("page download", PageFetchSpider, urls, answers):
             return
         results = [page_result(url, answers.get(url), token) for url in urls]
-        print(page_json(token, results) if as_json else page_text(token, results))
+        print(render_page_json(token, results) if as_json else render_page_text(token, results))
         self.exitcode = page_exit_status(results)
 
     # -- --forget --------------------------------------------------------------------
@@ -391,6 +450,120 @@ class RobotsCommand(ScrapyCommand):
             had = StoredState(description, held).state(now)
             what = "nothing stored" if had == "none" else f"removed its {had} state"
             print(f"{origin}: {what} ({description})")
+
+
+# -- the configured store, as the command sees it ------------------------------------------
+
+
+def store_configured(settings: BaseSettings) -> bool:
+    """REP_STORAGE is set (project settings or -s), or we are inside a project, where
+    crawls use the default SQLite store."""
+    from scrapy.utils.project import inside_project
+
+    return settings.getpriority("REP_STORAGE") is not None or inside_project()
+
+
+def read_store(
+    settings: BaseSettings, config: Config, origins: list[str]
+) -> dict[str, StoredState] | None:
+    """What the configured store holds per origin; None when no store is configured."""
+    if not store_configured(settings):
+        return None
+    kind = config.store_place.kind
+    if kind == "memory":
+        state = StoredState("memory", note="a memory store keeps nothing between runs")
+        return dict.fromkeys(origins, state)
+    if kind == "sqlite":
+        return _read_sqlite(config, origins)
+    return _read_other(settings, config, origins)
+
+
+def _read_sqlite(config: Config, origins: list[str]) -> dict[str, StoredState]:
+    from scrapy_rep.storage.base import record_limit
+    from scrapy_rep.storage.factory import check_sqlite_place
+    from scrapy_rep.storage.sqlite_store import SqliteStorage, read_records_read_only
+
+    spec, place = config.storage, config.store_place
+    path = SqliteStorage.path_of(place, create=False)
+    if path is None:
+        state = StoredState("sqlite", note="no project data directory")
+        return dict.fromkeys(origins, state)
+    if place.location or path.parent.exists():
+        # As the crawl would refuse it; only the default's data dir is made by Scrapy.
+        check_sqlite_place(path, spec)
+    description = f"sqlite {path}"
+    if not path.exists():
+        # Opening it with SqliteStorage would create it: the command must not.
+        state = StoredState(description, note=f"{path} does not exist")
+        return dict.fromkeys(origins, state)
+    try:
+        records = read_records_read_only(path, origins, record_limit(config.max_size))
+    except (sqlite3.Error, ValueError, OverflowError) as exc:
+        state = StoredState(description, note=f"cannot read the store: {exc}")
+        return dict.fromkeys(origins, state)
+    result: dict[str, StoredState] = {}
+    for origin in origins:
+        if origin not in records:
+            result[origin] = StoredState(description)
+        else:
+            record = records[origin]
+            result[origin] = StoredState(description, record, "" if record else "unreadable entry")
+    return result
+
+
+def _read_other(
+    settings: BaseSettings, config: Config, origins: list[str]
+) -> dict[str, StoredState]:
+    """Redis or a custom class: through the store interface, calling only ``get``."""
+    from scrapy_rep.storage.factory import create_storage
+
+    try:
+        store = create_storage(config, settings)
+    except Exception as exc:  # a broken store must not hide the robots.txt verdicts
+        # Never the raw setting: a redis URL holds a password (masked whatever it holds).
+        from scrapy_rep.storage.redis_store import mask_url, scrub, secrets_of
+
+        secret_free = scrub(str(exc), secrets_of(config.storage))
+        spec = config.storage
+        shown = mask_url(spec) if config.store_place.kind == "redis" else spec
+        state = StoredState(shown, note=f"cannot open the store: {secret_free}")
+        return dict.fromkeys(origins, state)
+    try:
+        found = {origin: store.get(origin) for origin in origins}
+        description = store.describe()
+        if store.degraded:
+            # Redis answers from an empty process-local fallback during an outage: say
+            # so, rather than report that the store holds nothing.
+            state = StoredState(description, note="the store is unreachable")
+            return dict.fromkeys(origins, state)
+        return {origin: StoredState(description, found[origin]) for origin in origins}
+    finally:
+        store.close()
+
+
+def open_for_writing(settings: BaseSettings, config: Config, option: str) -> RobotsStorage:
+    """The store a crawl would use, opened as the crawl opens it (--refresh, --forget)."""
+    from scrapy_rep.storage.factory import create_storage
+
+    if not store_configured(settings):
+        raise SettingError(
+            f"{option} needs a store: set REP_STORAGE (-s REP_STORAGE=...) or run it "
+            "inside the Scrapy project whose store it is"
+        )
+    if config.store_place.kind == "memory":
+        raise SettingError(f"{option}: a memory store keeps nothing between runs")
+    return create_storage(config, settings)
+
+
+def forget(store: RobotsStorage, origin: str) -> OriginRecord | None:
+    """Remove what ``store`` holds for ``origin``; returns what it held.
+
+    ``RobotsStorage.forget``: by default an empty record, which a crawl reads as unknown
+    (it fetches robots.txt first); a store may delete the entry for real.
+    """
+    held = store.get(origin)
+    store.forget(origin)
+    return held
 
 
 __all__ = ["RobotsCommand"]

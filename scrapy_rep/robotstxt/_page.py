@@ -68,9 +68,6 @@ MAX_ITEMS = 100
 VALUED = frozenset({"unavailable_after", "max-snippet", "max-image-preview", "max-video-preview"})
 NOINDEX, NOFOLLOW, NONE = "noindex", "nofollow", "none"
 UNAVAILABLE_AFTER = "unavailable_after"
-# What the crawl acts on; everything else is recorded only (docs/page.md).
-ACTED_ON = (NOINDEX, NOFOLLOW)
-
 _NAME = re.compile(r"[a-z0-9_-]+")
 _WEEKDAY = re.compile(r"[A-Za-z]+")
 _META_OR_SKIP = re.compile(rb"<!--|<script\b|<style\b|<meta[\s/>]")

@@ -1,28 +1,14 @@
 """Cluster coordination on the shared stores: parked requests, heartbeats, Crawl-delay turns.
 
-Several crawler processes that share a store (Redis across machines, one SQLite file on
-one machine) coordinate three things here, all keyed by the spider's name so that two
-spiders sharing a store never touch each other's entries:
-
-* **Parked requests.** A process records each request it holds back (an opaque blob
-  made by the caller, keyed so duplicates collapse) under its own owner id, and removes
-  it when the request leaves the waiting room.
-* **Heartbeats.** Each owner refreshes a heartbeat that expires ``ttl`` seconds after
-  its last beat. An owner whose heartbeat has expired is dead: another process (or the
-  next run of the spider) adopts its parked requests, in one atomic step, so two
-  adopters never both get the same request.
-* **Crawl-delay turns.** A per-origin "next allowed time", reserved atomically, so that
-  the processes together keep an origin's Crawl-delay (docs/cluster.md, "crawl-delay in a
-  cluster"). Redis computes turns on its own clock (``TIME`` inside the script), so the
-  processes' clocks need not agree.
-
-The primitives are methods of the store itself (``RedisStorage``, ``SqliteStorage``: the
-store's own connection), taking the spider's name; ``RobotsStorage.cluster(spider)``
-gives the ``SpiderCluster`` that binds it, which is what the durable waiting room and
-the cluster-wide Crawl-delay use. A store that is not shared has none (``None``). Every
-method is blocking: callers run them off the reactor thread. A failing backend raises
-``ClusterError`` (never a driver exception), so callers decide once what an outage
-means.
+Processes sharing a store (Redis across machines, one SQLite file on one machine) keep,
+keyed by the spider's name: the requests each holds back (parked under its owner id,
+keyed so duplicates collapse), a heartbeat per owner (an owner whose heartbeat expired
+is dead, and another process adopts its parked requests in one atomic step), and a
+per-origin Crawl-delay turn reserved atomically (docs/cluster.md). The primitives are
+methods of the store, on its own connection; ``RobotsStorage.cluster(spider)`` binds
+them to a spider (``SpiderCluster``), or is None for a store that is not shared. Every
+method blocks (callers run them off the reactor thread) and raises ``ClusterError``,
+never a driver exception, so callers decide once what an outage means.
 """
 
 from __future__ import annotations
@@ -40,45 +26,8 @@ class ClusterError(Exception):
     """The shared store could not do a cluster operation (outage, damaged entry)."""
 
 
-class ClusterStore(Protocol):
-    def park(self, owner: str, ttl: float, add: Sequence[Parked], remove: Sequence[str]) -> None:
-        """Beat ``owner``'s heartbeat, then add and remove its parked requests. Parking
-        is idempotent per key across owners: an entry of the same key under another
-        owner is taken over (one parked copy per request)."""
-        ...
-
-    def adopt(self, owner: str, ttl: float, limit: int) -> list[Parked]:
-        """Beat ``owner``'s heartbeat (the adopted requests are then safe with it), move
-        at most ``limit`` parked requests of dead owners to ``owner`` and return them
-        (keys ``owner`` already has are dropped from the dead owner, not returned)."""
-        ...
-
-    def retire(self, owner: str, *, keep: bool) -> None:
-        """``owner`` stops: its heartbeat goes at once; its parked requests stay for
-        adoption when ``keep``, else they are removed."""
-        ...
-
-    def parked(self, owner: str | None = None) -> list[Parked]:
-        """What is parked (for one owner, or all): for tests and ``scrapy robots``."""
-        ...
-
-    def reserve_turn(
-        self, origin: str, spacing: float, horizon: float, not_before: float = 0.0
-    ) -> tuple[bool, float]:
-        """Reserve the origin's next turn. Returns (reserved, seconds until the turn).
-
-        The turn is the later of now (or ``not_before`` seconds from now, when the
-        caller cannot go sooner) and the origin's next allowed time; the next
-        allowed time then moves ``spacing`` past it. A turn more than ``horizon`` seconds
-        away is not reserved (so a process that dies wastes at most ``horizon`` seconds
-        of the origin's turns); the answer then says how long until one may be."""
-        ...
-
-    def close(self) -> None: ...
-
-
 class ClusterBackend(Protocol):
-    """A store's cluster primitives, for every spider: ``ClusterStore``'s methods with
+    """A store's cluster primitives, for every spider: ``SpiderCluster``'s methods with
     the spider's name first (``RobotsStorage`` declares them)."""
 
     def park(
@@ -99,7 +48,8 @@ class ClusterBackend(Protocol):
 
 
 class SpiderCluster:
-    """One spider's cluster primitives on a shared store: its ``ClusterStore``.
+    """One spider's cluster primitives on a shared store (what callers type as
+    ``ClusterStore``).
 
     ``close`` closes the store only when this view owns it (``open_cluster`` of a tool
     or a test); in a crawl the store belongs to the middleware, which closes it last.
@@ -111,22 +61,42 @@ class SpiderCluster:
         self.owns_store = owns_store
 
     def park(self, owner: str, ttl: float, add: Sequence[Parked], remove: Sequence[str]) -> None:
+        """Beat ``owner``'s heartbeat, then add and remove its parked requests. Parking
+        is idempotent per key across owners: an entry of the same key under another
+        owner is taken over (one parked copy per request)."""
         self.store.park(self.spider, owner, ttl, add, remove)
 
     def adopt(self, owner: str, ttl: float, limit: int) -> list[Parked]:
+        """Beat ``owner``'s heartbeat (the adopted requests are then safe with it), move
+        at most ``limit`` parked requests of dead owners to ``owner`` and return them
+        (keys ``owner`` already has are dropped from the dead owner, not returned)."""
         return self.store.adopt(self.spider, owner, ttl, limit)
 
     def retire(self, owner: str, *, keep: bool) -> None:
+        """``owner`` stops: its heartbeat goes at once; its parked requests stay for
+        adoption when ``keep``, else they are removed."""
         self.store.retire(self.spider, owner, keep=keep)
 
     def parked(self, owner: str | None = None) -> list[Parked]:
+        """What is parked (for one owner, or all): for tests and ``scrapy robots``."""
         return self.store.parked(self.spider, owner)
 
     def reserve_turn(
         self, origin: str, spacing: float, horizon: float, not_before: float = 0.0
     ) -> tuple[bool, float]:
+        """Reserve the origin's next turn. Returns (reserved, seconds until the turn).
+
+        The turn is the later of now (or ``not_before`` seconds from now, when the
+        caller cannot go sooner) and the origin's next allowed time, which then moves
+        ``spacing`` past it. A turn more than ``horizon`` seconds away is not reserved
+        (a process that dies wastes at most ``horizon`` seconds of the origin's turns);
+        the answer then says how long until one may be."""
         return self.store.reserve_turn(self.spider, origin, spacing, horizon, not_before)
 
     def close(self) -> None:
         if self.owns_store:
             self.store.close()
+
+
+#: The type callers (the durable waiting room, cluster-wide Crawl-delay) hold.
+ClusterStore = SpiderCluster

@@ -16,8 +16,8 @@ from scrapy_rep.storage.base import (
     MemoryStorage,
     RobotsStorage,
     StorageProtocol,
+    record_limit,
 )
-from scrapy_rep.storage.codec import record_limit
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -86,7 +86,7 @@ def _custom_storage(path: str, config: Config, settings: Mapping[str, Any] | Non
 def wait_until_reachable(store: RedisStorage, spec: str, within: float) -> None:
     """Return once ``store`` answers; after ``within`` seconds of trying, close it and
     raise ``SettingError`` naming ``REP_STORAGE`` (its URL masked) and the last reason."""
-    from scrapy_rep.storage.redis_url import mask_url
+    from scrapy_rep.storage.redis_store import mask_url
 
     deadline = time.monotonic() + within
     while True:

@@ -18,8 +18,7 @@ from typing import TypeVar
 
 from scrapy_rep.policy.config import SettingError, StorePlace
 from scrapy_rep.policy.records import OriginRecord
-from scrapy_rep.storage.base import holder_is_dead, lease_is_absurd
-from scrapy_rep.storage.codec import MAX_DECODED, unpack_record
+from scrapy_rep.storage.base import MAX_DECODED, holder_is_dead, lease_is_absurd, unpack_record
 
 try:  # POSIX only: serialises open/recovery between processes (see open_lock)
     import fcntl
@@ -32,14 +31,6 @@ DB_SCHEMA_VERSION = 1
 SQLITE_MAGIC = b"SQLite format 3\x00"
 #: The tables a store of ours may hold (older builds had no ``meta``).
 OUR_TABLES = {"meta", "origins", "leases"}
-
-
-def path_from_spec(spec: str, *, create: bool = True) -> Path | None:
-    """The store file a ``sqlite`` spelling of ``REP_STORAGE`` names (see ``path_of``)."""
-    place = StorePlace.parse(spec)
-    if place.kind != "sqlite":
-        raise SettingError(f"REP_STORAGE: not a sqlite spec: {spec!r}")
-    return path_of(place, create=create)
 
 
 def path_of(place: StorePlace, *, create: bool = True) -> Path | None:

@@ -1,32 +1,15 @@
 """SQLite store: the embedded default, shared by every Scrapy process on one machine.
 
-``REP_STORAGE = "sqlite"`` puts the file ``scrapy_rep.sqlite3`` in Scrapy's project data
-directory: ``<project>/.scrapy/`` inside a Scrapy project (a ``scrapy.cfg`` above the
-current directory or ``SCRAPY_SETTINGS_MODULE`` set), otherwise ``.scrapy/`` under the
-current directory. ``sqlite:PATH`` (or ``sqlite:///abs/path``) names the file.
-
-Why it is safe for several processes, and for several threads of one:
-
-* WAL journal: readers never block the writer, and a process killed mid-write leaves
-  the last committed state readable (an uncommitted WAL tail is ignored on open).
-* ``synchronous=NORMAL``: in WAL mode a power cut may lose the last commits but never
-  corrupts the file; losing a cached robots.txt only costs a refetch.
-* A lease is a row (origin, holder, wall-clock expiry) written inside ``BEGIN
-  IMMEDIATE``, which takes the database write lock before the row is read, so two
-  processes cannot both see the lease as free. Wall clock, not monotonic: the expiry
-  is compared across processes; an expiry no renewal could have set (a clock jump) is
-  broken, and so is an unreadable row.
-* One connection per instance behind a lock: any thread may call any method.
-* The crawl's reactor thread first asks for an answer that needs no waiting
-  (``without_waiting``); anything else goes to the store's worker thread.
-
-Nothing here raises out of the ``RobotsStorage`` interface. A damaged file (found at
-open, or later by a query) is moved aside once (``<name>.corrupt-<timestamp>``) with one
-WARNING and a fresh store takes its place, so the next run is healthy too. A file that
-is not a store and that scrapy-rep never used (``sqlite_file.known_as_ours``) is not
-touched: that is a configuration mistake, and ``SettingError`` says so. Other runtime
-errors (disk full, permissions) are logged once per kind and answered from a small
-in-process fallback, so they degrade to per-process caching instead of a crash.
+Where the file goes, damage and repair, locked spells and trust: docs/storage.md. Why
+several processes and threads are safe: WAL (readers never block the writer; a killed
+writer leaves the last commit readable), ``synchronous=NORMAL`` (a power cut may lose
+the last commits, never the file: a lost copy costs a refetch), a lease row taken inside
+``BEGIN IMMEDIATE`` (the write lock is held before the row is read, so two processes
+cannot both see it free; wall clock, as expiries are compared across processes), and
+one connection per instance behind a lock. The reactor thread first asks for an answer
+that needs no waiting (``without_waiting``); anything else goes to the worker thread.
+Nothing raises out of the ``RobotsStorage`` interface: errors degrade to a small
+in-process fallback, logged once per kind.
 """
 
 from __future__ import annotations
@@ -37,16 +20,24 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from scrapy_rep.policy.config import SettingError
 from scrapy_rep.policy.records import OriginRecord
 from scrapy_rep.storage import sqlite_file
-from scrapy_rep.storage.base import MemoryStorage, RobotsStorage, WouldBlock, fetched_later
+from scrapy_rep.storage.base import (
+    MAX_DECODED,
+    MemoryStorage,
+    RobotsStorage,
+    WouldBlock,
+    fetched_later,
+    pack_record,
+    unpack_record,
+    warn_unreadable,
+)
 from scrapy_rep.storage.cluster import ClusterError, Parked, SpiderCluster
-from scrapy_rep.storage.codec import MAX_DECODED, pack_record, unpack_record, warn_unreadable
 from scrapy_rep.storage.sqlite_file import (
     CLEAN_LEASES,
     DB_SCHEMA_VERSION,
@@ -159,21 +150,6 @@ class SqliteStorage(RobotsStorage):
 
     # -- construction -------------------------------------------------------------
 
-    @classmethod
-    def from_spec(
-        cls,
-        spec: str,
-        settings: Mapping[str, Any] | None = None,
-        *,
-        fallback_max_origins: int = 10_000,
-        record_limit: int = MAX_DECODED,
-    ) -> SqliteStorage:
-        """``sqlite`` (project data dir), ``sqlite:PATH`` or ``sqlite:///abs/path``."""
-        path = cls.path_from_spec(spec)
-        assert path is not None  # create=True always finds a place
-        return cls(path, fallback_max_origins=fallback_max_origins, record_limit=record_limit)
-
-    path_from_spec = staticmethod(sqlite_file.path_from_spec)
     path_of = staticmethod(sqlite_file.path_of)
 
     def _open(self) -> sqlite3.Connection | None:

@@ -23,8 +23,7 @@ from hypothesis import strategies as st
 
 from scrapy_rep.policy.config import Config, SettingError, StorePlace
 from scrapy_rep.policy.records import ALLOW_ALL, RULES, OriginRecord, encode_record
-from scrapy_rep.storage.base import MemoryStorage, RobotsStorage
-from scrapy_rep.storage.codec import MAX_DECODED, pack_record
+from scrapy_rep.storage.base import MAX_DECODED, MemoryStorage, RobotsStorage, pack_record
 from scrapy_rep.storage.factory import create_storage
 from scrapy_rep.storage.redis_store import RedisStorage
 from scrapy_rep.storage.sqlite_store import SqliteStorage
@@ -196,7 +195,7 @@ def test_corrupt_entry_is_a_miss(store: RobotsStorage, raw: bytes) -> None:
 def test_unreadable_entries_are_logged_once_per_store(
     store: RobotsStorage, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from scrapy_rep.storage import codec as _storage_codec
+    from scrapy_rep.storage import base as _storage_codec
 
     _storage_codec._warned_unreadable.clear()
     write_raw(store, "https://a.test", b"junk")

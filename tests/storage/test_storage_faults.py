@@ -22,7 +22,7 @@ from collections.abc import Iterator
 import pytest
 
 from scrapy_rep.policy.config import Config
-from scrapy_rep.storage import codec
+from scrapy_rep.storage import base as codec
 from scrapy_rep.storage.base import MemoryStorage, RobotsStorage, new_holder
 from scrapy_rep.storage.redis_store import RedisStorage
 from scrapy_rep.storage.sqlite_store import SqliteStorage

@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from scrapy_rep.policy.config import Config, SettingError
-from scrapy_rep.storage.codec import pack_record, unpack_record
+from scrapy_rep.storage.base import pack_record, unpack_record
 from scrapy_rep.storage.factory import create_storage
 from scrapy_rep.storage.redis_store import RedisStorage, mask_url
 from tests import redis_server as redis_helper

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from scrapy_rep.policy.config import SettingError
+from scrapy_rep.policy.config import SettingError, StorePlace
 from scrapy_rep.storage.sqlite_store import DEFAULT_FILENAME, SqliteStorage
 from tests.storage.test_storage import RECORD, ours
 
@@ -28,26 +28,30 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 # ---------------------------------------------------------------------------
 
 
+def path_from_spec(spec: str) -> Path | None:
+    return SqliteStorage.path_of(StorePlace.parse(spec))
+
+
 def test_sqlite_spec_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SCRAPY_SETTINGS_MODULE", raising=False)
     outside = tmp_path / "outside"
     outside.mkdir()
     monkeypatch.chdir(outside)
-    assert SqliteStorage.path_from_spec("sqlite") == outside / ".scrapy" / DEFAULT_FILENAME
+    assert path_from_spec("sqlite") == outside / ".scrapy" / DEFAULT_FILENAME
     assert (outside / ".scrapy").is_dir()
-    assert SqliteStorage.path_from_spec("sqlite:///abs/x.db") == Path("/abs/x.db")
-    assert SqliteStorage.path_from_spec("sqlite:rel/x.db") == outside / "rel" / "x.db"
-    assert SqliteStorage.path_from_spec("SQLITE:/abs/y.db") == Path("/abs/y.db")
+    assert path_from_spec("sqlite:///abs/x.db") == Path("/abs/x.db")
+    assert path_from_spec("sqlite:rel/x.db") == outside / "rel" / "x.db"
+    assert path_from_spec("SQLITE:/abs/y.db") == Path("/abs/y.db")
     with pytest.raises(SettingError):
-        SqliteStorage.path_from_spec("sqlite://")
+        path_from_spec("sqlite://")
 
     project = tmp_path / "project"
     (project / "myproject" / "spiders").mkdir(parents=True)
     (project / "scrapy.cfg").write_text("[settings]\ndefault = myproject.settings\n")
     monkeypatch.chdir(project / "myproject" / "spiders")
     expected = project.resolve() / ".scrapy" / DEFAULT_FILENAME
-    assert SqliteStorage.path_from_spec("sqlite") == expected
-    store = SqliteStorage.from_spec("sqlite")
+    assert path_from_spec("sqlite") == expected
+    store = SqliteStorage(expected)
     store.put("https://a.test", RECORD)
     store.close()
     assert expected.is_file()
