@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import RESOLVER_SETTING, MockServer
-from tests.scrapy_compat import RESOLVER_SETTING_NAME
+from tests.support.mockserver import MockServer
+from tests.support.resolver import RESOLVER_SETTING
+from tests.support.scrapy_compat import RESOLVER_SETTING_NAME
 from tests.test_docs import README, section
 
 PROJECT = "newbot"

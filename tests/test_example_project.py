@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.crawl_helpers import assert_spaced
+from tests.support.crawl import assert_spaced
 
 # Three whole `scrapy crawl` runs of the demo, once per pytest-xdist worker that runs a test here.
 pytestmark = pytest.mark.slow

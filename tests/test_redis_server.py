@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import redis
 
-from tests.redis_server import PORT_RANGE, RedisServer, require_redis_server
+from tests.support.redis_server import PORT_RANGE, RedisServer, require_redis_server
 
 
 def pid_on(server: RedisServer) -> int:

@@ -14,8 +14,8 @@ import pytest_twisted
 
 from scrapy_rep.policy.origin import origin_of
 from scrapy_rep.storage.sqlite_store import SqliteStorage
-from tests.crawl_helpers import DISALLOW_PRIVATE, pages_of
-from tests.crawl_storage_helpers import REP
+from tests.support.crawl import DISALLOW_PRIVATE, pages_of
+from tests.support.crawl_storage import REP
 
 #: Another machine's crawler, alive as far as this machine can tell.
 REMOTE_HOLDER = "crawler-b+0000:4242:77:feedbeef"

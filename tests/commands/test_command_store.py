@@ -14,8 +14,8 @@ from pathlib import Path
 
 from scrapy_rep.policy.records import RULES, OriginRecord
 from scrapy_rep.storage.sqlite_store import SqliteStorage
-from tests.command_helpers import as_json, robots, workdir
-from tests.conftest import MockServer
+from tests.support.commands import as_json, robots, workdir
+from tests.support.mockserver import MockServer
 
 __all__ = ["workdir"]  # a fixture used below
 

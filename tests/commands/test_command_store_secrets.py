@@ -11,10 +11,10 @@ from urllib.parse import quote
 
 import pytest
 
-from tests import redis_server as redis_helper
-from tests.command_helpers import robots, workdir
-from tests.conftest import MockServer
-from tests.redis_server import RedisServer
+from tests.support import redis_server as redis_helper
+from tests.support.commands import robots, workdir
+from tests.support.mockserver import MockServer
+from tests.support.redis_server import RedisServer
 
 __all__ = ["workdir"]  # a fixture used below
 

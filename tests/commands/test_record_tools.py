@@ -21,8 +21,8 @@ import pytest
 import pytest_twisted
 
 from scrapy_rep.commands.record_tools import read_records
-from tests.command_helpers import robots
-from tests.crawl_helpers import REP
+from tests.support.commands import robots
+from tests.support.crawl import REP
 
 ROBOTS = "User-agent: *\nDisallow: /private\nContent-Usage: /nouse train-ai=n\n"
 

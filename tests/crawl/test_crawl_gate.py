@@ -15,7 +15,7 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Request
 from twisted.internet import task
 
-from tests.crawl_helpers import (
+from tests.support.crawl import (
     DISALLOW_PRIVATE,
     REP,
     StopWhenSettledSpider,
@@ -23,7 +23,7 @@ from tests.crawl_helpers import (
     pages_of,
     times_of,
 )
-from tests.scrapy_compat import NO_DELAY_JITTER
+from tests.support.scrapy_compat import NO_DELAY_JITTER
 
 
 def page_times(mockserver: Any, host: str) -> list[float]:

@@ -19,15 +19,15 @@ import scrapy
 from scrapy.settings import Settings
 
 from scrapy_rep.policy.config import SETTING_NAMES, Config, unknown_settings
-from tests.conftest import RESOLVER_SETTING
 from tests.crawl.test_waiting_carry_over import (
     ALLOW_ALL,
     make_project,
     scrapy_crawl,
     two_origin_site,
 )
-from tests.crawl_helpers import REP, pages_of
-from tests.scrapy_compat import RESOLVER_SETTING_NAME
+from tests.support.crawl import REP, pages_of
+from tests.support.resolver import RESOLVER_SETTING
+from tests.support.scrapy_compat import RESOLVER_SETTING_NAME
 
 # -- typos in setting names ------------------------------------------------------------
 

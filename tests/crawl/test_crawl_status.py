@@ -15,8 +15,8 @@ import pytest
 import pytest_twisted
 from scrapy.exceptions import IgnoreRequest
 
-from tests.crawl_helpers import DISALLOW_PRIVATE, REP, pages_of, times_of
-from tests.scrapy_compat import DNS_FAILURE
+from tests.support.crawl import DISALLOW_PRIVATE, REP, pages_of, times_of
+from tests.support.scrapy_compat import DNS_FAILURE
 
 # Long enough that faults can cut it in the middle of the body.
 PADDED_RULES = DISALLOW_PRIVATE + "# " + "x" * 3000 + "\n"

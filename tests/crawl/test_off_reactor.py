@@ -28,7 +28,7 @@ from twisted.internet.task import LoopingCall
 from scrapy_rep.crawl import decide
 from scrapy_rep.policy.config import Config
 from scrapy_rep.robotstxt._robotstxt import RobotsTxt
-from tests.conftest import ListSpider
+from tests.support.crawl import ListSpider
 
 REP: dict[str, Any] = {
     "ADDONS": {"scrapy_rep.Addon": 0},

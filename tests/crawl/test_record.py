@@ -34,12 +34,13 @@ from scrapy import Request
 from scrapy_rep.commands.record_tools import read_records, render_report, run_verify
 from scrapy_rep.crawl.record import ALLOWED, FORBIDDEN, PAGE, RELEASED, recorder_for
 from scrapy_rep.policy.config import Config, SettingError
-from tests.conftest import RESOLVER_SETTING, ListSpider
 from tests.crawl import test_page_directives as page_site
 from tests.crawl.test_crawl_storage import ShiftedClock
-from tests.crawl.test_crawl_storage_shared import start_process, wait_for_files
-from tests.crawl_helpers import REP, pages_of
-from tests.scrapy_compat import RESOLVER_SETTING_NAME
+from tests.crawl.test_crawl_storage_shared import start_process
+from tests.support.crawl import REP, ListSpider, pages_of
+from tests.support.resolver import RESOLVER_SETTING
+from tests.support.scrapy_compat import RESOLVER_SETTING_NAME
+from tests.support.waits import wait_for_files
 
 V1 = "User-agent: *\nDisallow: /b\n"
 V2 = "User-agent: *\nDisallow: /c\n"

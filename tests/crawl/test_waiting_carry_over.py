@@ -27,12 +27,12 @@ import scrapy
 from twisted.internet import defer
 
 from scrapy_rep.crawl.store_ledger import open_cluster
-from tests.conftest import RESOLVER_SETTING
 from tests.crawl.test_crawl_storage_shared import start_process
 from tests.crawl.test_waiting_adoption import NextRun, owners_alive
-from tests.crawl_helpers import REP, pages_of
-from tests.crawl_storage_helpers import wait_until
-from tests.scrapy_compat import RESOLVER_SETTING_NAME
+from tests.support.crawl import REP, pages_of
+from tests.support.resolver import RESOLVER_SETTING
+from tests.support.scrapy_compat import RESOLVER_SETTING_NAME
+from tests.support.waits import wait_until
 
 ALLOW_ALL = "User-agent: *\nAllow: /\n"
 

@@ -10,8 +10,7 @@ import pytest_twisted
 from twisted.internet.task import LoopingCall
 
 from scrapy_rep.crawl.fetcher import FETCH_META_KEY
-from tests.conftest import ListSpider
-from tests.crawl_helpers import DISALLOW_PRIVATE, REP, pages_of
+from tests.support.crawl import DISALLOW_PRIVATE, REP, ListSpider, pages_of
 
 
 class SamplingSpider(ListSpider):

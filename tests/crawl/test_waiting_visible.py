@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest_twisted
 
-from tests.conftest import RESOLVER_SETTING
-from tests.crawl_helpers import DISALLOW_PRIVATE, REP, pages_of
-from tests.scrapy_compat import RESOLVER_SETTING_NAME
+from tests.support.crawl import DISALLOW_PRIVATE, REP, pages_of
+from tests.support.resolver import RESOLVER_SETTING
+from tests.support.scrapy_compat import RESOLVER_SETTING_NAME
 
 
 @pytest_twisted.ensureDeferred

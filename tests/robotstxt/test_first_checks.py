@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from scrapy_rep import RobotsTxt
 from scrapy_rep.robotstxt._matcher import Group
-from tests.engine_helpers import compiled_robots
+from tests.support.engine import compiled_robots
 
 # Pieces that make rules different for the matcher: wildcards, end anchors (and a
 # "$" that is not at the end), escapes that normalise (%61 is "a"), escapes that do

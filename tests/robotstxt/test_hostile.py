@@ -16,7 +16,7 @@ from scrapy_rep.robotstxt._matcher import (
     present_probes,
     probe_index,
 )
-from tests.engine_helpers import compiled_robots
+from tests.support.engine import compiled_robots
 
 _TEXT = st.text(alphabet="abX/", min_size=0, max_size=40)
 

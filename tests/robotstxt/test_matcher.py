@@ -23,7 +23,7 @@ from scrapy_rep.robotstxt._normalise import (
     plain_path,
     url_path,
 )
-from tests.engine_helpers import compiled_robots
+from tests.support.engine import compiled_robots
 
 
 def matches(pattern: bytes, path: bytes) -> bool:

@@ -28,8 +28,8 @@ from scrapy_rep.storage.codec import MAX_DECODED, pack_record
 from scrapy_rep.storage.factory import create_storage
 from scrapy_rep.storage.redis_store import RedisStorage
 from scrapy_rep.storage.sqlite_store import SqliteStorage
-from tests import redis_server as redis_helper
-from tests.redis_server import RedisServer
+from tests.support import redis_server as redis_helper
+from tests.support.redis_server import RedisServer
 
 # The fixtures live in the helper module (tests/conftest.py belongs to the harness).
 redis_server = redis_helper.redis_server
