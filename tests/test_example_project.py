@@ -170,7 +170,7 @@ def test_crawl_delay_and_slow_robots_txt(demo: DemoRun) -> None:
         e["waited"] for e in slow
     )
     # "at" is when each response reached the crawler: transit stretches it under load,
-    # so the spacing is checked as the server-side tests do (crawl_helpers.assert_spaced).
+    # so the spacing is checked as the server-side tests do (tests.support.crawl.assert_spaced).
     assert_spaced(times, 1.0)
 
 

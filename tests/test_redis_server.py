@@ -1,4 +1,4 @@
-"""The throw-away redis-servers of ``tests/redis_server.py`` stay apart under pytest-xdist:
+"""The throw-away redis-servers of ``tests/support/redis_server.py`` stay apart under pytest-xdist:
 a port another worker's server holds is never mistaken for this one's."""
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from tests.crawl.test_crawl_storage_shared import start_process
 from tests.support.crawl import DISALLOW_PRIVATE, REP, ListSpider, pages_of
 from tests.support.waits import wait_until
 
-#: The spider of tests/spiders_for_subprocess.py: the store keys parked requests by it.
+#: The spider of tests/support/subprocess_spider.py: the store keys parked requests by it.
 SUBPROCESS_SPIDER = "shared_store"
 
 

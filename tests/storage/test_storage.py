@@ -3,7 +3,7 @@
 SQLite and Redis specifics are in test_storage_sqlite.py and test_storage_redis.py.
 
 The contract (round trips, misses, leases, corrupt entries) runs against memory,
-SQLite (in ``tmp_path``) and a real ``redis-server`` (see ``tests/redis_server.py``).
+SQLite (in ``tmp_path``) and a real ``redis-server`` (see ``tests/support/redis_server.py``).
 No assertion depends on how long something took.
 """
 
