@@ -110,6 +110,7 @@ def test_readme_enable_it_says_to_use_the_templates_addons_dict() -> None:
     assert REP_MIDDLEWARE in first_lines
 
 
+@pytest.mark.slow
 def test_readme_instruction_enables_scrapy_rep_in_a_new_project(
     project: Path, mockserver: MockServer, host: str, subprocess_env: dict[str, str]
 ) -> None:
@@ -132,6 +133,7 @@ def test_readme_instruction_enables_scrapy_rep_in_a_new_project(
     assert mockserver.paths(host) == ["/robots.txt", "/page"]
 
 
+@pytest.mark.slow
 def test_pasting_the_entry_above_the_templates_addons_does_nothing(
     project: Path, mockserver: MockServer, host: str, subprocess_env: dict[str, str]
 ) -> None:

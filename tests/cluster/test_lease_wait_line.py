@@ -10,6 +10,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_twisted
 
 from scrapy_rep.policy.origin import origin_of
@@ -21,6 +22,7 @@ from tests.support.crawl_storage import REP
 REMOTE_HOLDER = "crawler-b+0000:4242:77:feedbeef"
 
 
+@pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_the_lease_wait_line_quotes_the_fetch_bound(
     mockserver: Any, run_crawl: Any, host: str, tmp_path: Path

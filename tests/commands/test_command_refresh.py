@@ -39,6 +39,7 @@ def _stored(db: Path, origin: str) -> OriginRecord | None:
         store.close()
 
 
+@pytest.mark.slow
 def test_refresh_then_forget(
     mockserver: MockServer, host: str, subprocess_env: dict[str, str], workdir: Path, tmp_path: Path
 ) -> None:

@@ -27,7 +27,14 @@ def guarded_redis() -> object:
     yield from redis_helper.run_redis_server(password="the-right-one")
 
 
-@pytest.mark.parametrize("form", ["encoded-wrong", "raw", "query"])
+@pytest.mark.parametrize(
+    "form",
+    [
+        "encoded-wrong",
+        pytest.param("raw", marks=pytest.mark.slow),
+        pytest.param("query", marks=pytest.mark.slow),
+    ],
+)
 def test_robots_output_never_shows_the_password(
     mockserver: MockServer,
     host: str,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.support.commands import as_json, robots, workdir
 from tests.support.mockserver import MockServer
 
@@ -18,6 +20,7 @@ USAGE_ROBOTS = (
 )
 
 
+@pytest.mark.slow
 def test_preferences_per_url_text_and_json(
     mockserver: MockServer, host: str, subprocess_env: dict[str, str], workdir: Path
 ) -> None:

@@ -110,6 +110,7 @@ async def test_verify_names_the_line_of_a_hand_edited_record(
     assert "re-decided allowed by line 2: Allow: /private" in done.stdout
 
 
+@pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_damaged_and_cut_files_are_reported_with_their_line(
     mockserver: Any, run_crawl: Any, tmp_path: Path, subprocess_env: dict[str, str]
@@ -175,6 +176,7 @@ async def test_the_report_is_one_self_contained_page(
         assert banned not in page, banned
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(_chromium() is None, reason="headless Chromium is not installed")
 @pytest_twisted.ensureDeferred
 async def test_the_report_renders_in_headless_chromium(

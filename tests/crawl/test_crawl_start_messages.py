@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_twisted
 import scrapy
 from scrapy.settings import Settings
@@ -43,6 +44,7 @@ def test_unknown_rep_names_come_with_the_closest_known_name() -> None:
     assert unknown_settings(Settings(dict.fromkeys(SETTING_NAMES))) == []
 
 
+@pytest.mark.slow
 def test_a_typo_in_a_setting_name_is_one_warning_at_start(
     mockserver: Any, tmp_path: Path, subprocess_env: dict[str, str]
 ) -> None:
@@ -87,6 +89,7 @@ async def test_the_addon_with_robotstxt_obey_false_says_it_is_off(
 # -- a store that cannot be reached at start -------------------------------------------
 
 
+@pytest.mark.slow
 def test_an_unreachable_redis_at_start_stops_the_crawl(
     mockserver: Any, tmp_path: Path, subprocess_env: dict[str, str], refused_port: int
 ) -> None:
@@ -126,6 +129,7 @@ def test_an_unreachable_redis_at_start_stops_the_crawl(
 # -- the waiting origin, named on every run ---------------------------------------------
 
 
+@pytest.mark.slow
 def test_every_run_names_the_origin_that_keeps_it_waiting(
     mockserver: Any, tmp_path: Path, subprocess_env: dict[str, str]
 ) -> None:

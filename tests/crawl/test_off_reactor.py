@@ -149,6 +149,7 @@ class Steps:
         monkeypatch.setattr(decide, "_prepared", recorded)
 
 
+@pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_hostile_file_is_parsed_and_compiled_in_steps_on_the_reactor(
     mockserver: Any, run_crawl: Any, monkeypatch: pytest.MonkeyPatch

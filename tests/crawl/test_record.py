@@ -235,6 +235,7 @@ class FullDiskSpider(scrapy.Spider):
 """
 
 
+@pytest.mark.slow
 def test_a_disk_that_fills_is_one_warning_and_a_stat(
     mockserver: Any, tmp_path: Path, subprocess_env: dict[str, str]
 ) -> None:
@@ -288,6 +289,7 @@ def _slow_site(mockserver: Any, host: str, pages: int) -> list[str]:
     return [mockserver.url(host, f"/p{n}") for n in range(pages)]
 
 
+@pytest.mark.slow
 def test_kill_9_leaves_a_file_verify_accepts(
     mockserver: Any, tmp_path: Path, subprocess_env: dict[str, str]
 ) -> None:
@@ -320,6 +322,7 @@ def test_kill_9_leaves_a_file_verify_accepts(
     assert "0 mismatched" in out and "note:" in out
 
 
+@pytest.mark.slow
 def test_two_processes_sharing_a_store_verify_together(
     mockserver: Any, tmp_path: Path, subprocess_env: dict[str, str]
 ) -> None:

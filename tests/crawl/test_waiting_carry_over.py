@@ -272,6 +272,7 @@ def test_a_graceful_stop_with_fetches_in_flight_drops_and_counts_what_nothing_ke
     assert "kept in the shared store" not in text
 
 
+@pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_a_graceful_stop_with_fetches_in_flight_keeps_what_it_says_it_keeps(
     mockserver: Any, run_crawl: Any, tmp_path: Path, subprocess_env: dict[str, str]
@@ -402,6 +403,7 @@ def parked_rows(cluster_file: Path) -> int:
         return 0
 
 
+@pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_what_is_called_kept_is_what_the_store_holds_when_writes_fail(
     mockserver: Any, run_crawl: Any, host: str, tmp_path: Path

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
 import pytest_twisted
 from twisted.internet.task import LoopingCall
 
@@ -41,6 +42,7 @@ class SamplingSpider(ListSpider):
             self._loop.stop()
 
 
+@pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_robots_fetches_in_flight_never_exceed_concurrent_requests(
     mockserver: Any, run_crawl: Any
