@@ -1,6 +1,6 @@
 """A small keep-alive HTTP/1.1 server for the crawl benchmarks (standard library only).
 
-The test suite's mock server (``tests/mockserver.py``) is built for fidelity: a thread
+The test suite's mock server (``tests/support/mockserver.py``) is built for fidelity: a thread
 and a new connection per request, every misbehaviour scriptable.  That makes it the
 bottleneck of a throughput benchmark (~450 pages/s here), so a middleware's cost would
 drown in the server's.  This one answers from one asyncio loop on persistent

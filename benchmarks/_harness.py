@@ -2,7 +2,7 @@
 
 The benchmarks serve from ``_fast_server.py`` (keep-alive, one asyncio loop: fast
 enough that the crawler, not the server, sets the pace) or, with ``mock``, the test
-suite's scriptable mock server (``tests/mockserver.py``, a thread and a connection per
+suite's scriptable mock server (``tests/support/mockserver.py``, a thread and a connection per
 request).  Both take the same ``/__mock/config`` calls, and the test suite's resolver
 (``*.test`` names → 127.0.0.1, nothing else resolves) keeps every run off the network.
 """
@@ -67,7 +67,7 @@ NULL = {
 
 SERVERS = {
     "fast": Path(__file__).resolve().parent / "_fast_server.py",
-    "mock": REPO_ROOT / "tests" / "mockserver.py",
+    "mock": REPO_ROOT / "tests" / "support" / "mockserver.py",
 }
 
 
@@ -117,7 +117,7 @@ def install_reactor() -> Any:
     install("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
     from twisted.internet import reactor
 
-    from tests.resolver import LocalResolver
+    from tests.support.resolver import LocalResolver
 
     reactor.installNameResolver(LocalResolver(reactor))
     return reactor

@@ -299,7 +299,7 @@ def main() -> None:
     load_before = os.getloadavg()
     redis = None
     if "rep-redis" in (args.a, args.b) and shutil.which("redis-server"):
-        from tests.redis_server import RedisServer
+        from tests.support.redis_server import RedisServer
 
         redis = RedisServer(shutil.which("redis-server") or "redis-server")
         redis.start()

@@ -152,7 +152,7 @@ def redis_url(given: str | None) -> Iterator[str | None]:
     if shutil.which("redis-server") is None:
         yield None
         return
-    from tests.redis_server import RedisServer
+    from tests.support.redis_server import RedisServer
 
     server = RedisServer(shutil.which("redis-server") or "redis-server")
     server.start()

@@ -117,7 +117,7 @@ async def overhead_shape(
     try:
         modes.append(("scrapy-rep/sqlite", {**REP, "REP_STORAGE": "sqlite:PATH"}))
         if shutil.which("redis-server"):
-            from tests.redis_server import RedisServer
+            from tests.support.redis_server import RedisServer
 
             redis = RedisServer(shutil.which("redis-server") or "redis-server")
             redis.start()

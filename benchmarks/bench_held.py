@@ -221,7 +221,7 @@ def _round_urls(server: ServerAt, held: int, run: int) -> tuple[list[str], list[
     """(the healthy pages, the pages with the waiting requests interleaved) of a round:
     its own host names, so no crawl finds another's robots.txt in a store."""
     healthy = [f"ok{i}.r{run}.{HEALTHY_DOMAIN}" for i in range(800)]
-    # "nxdomain" names fail to resolve (tests/resolver.py): robots.txt unreachable
+    # "nxdomain" names fail to resolve (tests/support/resolver.py): robots.txt unreachable
     down = [f"nxdomain{i}.r{run}.{DOWN_DOMAIN}" for i in range(200)]
     pages = [server.url(h, f"/p{j}") for j in range(5) for h in healthy]
     waiting = [server.url(down[i % 200], f"/w{i}") for i in range(held)]

@@ -14,7 +14,7 @@ Measures:
     the ~2 KB body, after a checkpoint (the WAL folded into the main file).
 (c) get / put / lease throughput in operations per second for every backend. Redis
     uses ``--redis-url``, or else a throw-away ``redis-server`` on a free port when one
-    is installed (tests/redis_server.py); otherwise it is skipped.
+    is installed (tests/support/redis_server.py); otherwise it is skipped.
 
 ``store_overhead_per_request()`` is the reusable piece for the crawl benchmark: the
 store work the middleware does per request, amortised, for a given backend.
@@ -228,7 +228,7 @@ def redis_store(url: str | None) -> Iterator[RobotsStorage | None]:
         if shutil.which("redis-server") is None:
             yield None
             return
-        from tests.redis_server import RedisServer
+        from tests.support.redis_server import RedisServer
 
         server = RedisServer(shutil.which("redis-server") or "redis-server")
         server.start()

@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import RESOLVER_SETTING, MockServer
-from tests.scrapy_compat import RESOLVER_SETTING_NAME
+from tests.support.mockserver import MockServer
+from tests.support.resolver import RESOLVER_SETTING
+from tests.support.scrapy_compat import RESOLVER_SETTING_NAME
 from tests.test_docs import README, section
 
 PROJECT = "newbot"
@@ -109,6 +110,7 @@ def test_readme_enable_it_says_to_use_the_templates_addons_dict() -> None:
     assert REP_MIDDLEWARE in first_lines
 
 
+@pytest.mark.slow
 def test_readme_instruction_enables_scrapy_rep_in_a_new_project(
     project: Path, mockserver: MockServer, host: str, subprocess_env: dict[str, str]
 ) -> None:
@@ -131,6 +133,7 @@ def test_readme_instruction_enables_scrapy_rep_in_a_new_project(
     assert mockserver.paths(host) == ["/robots.txt", "/page"]
 
 
+@pytest.mark.slow
 def test_pasting_the_entry_above_the_templates_addons_does_nothing(
     project: Path, mockserver: MockServer, host: str, subprocess_env: dict[str, str]
 ) -> None:

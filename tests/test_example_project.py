@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.crawl_helpers import assert_spaced
+from tests.support.crawl import assert_spaced
 
 # Three whole `scrapy crawl` runs of the demo, once per pytest-xdist worker that runs a test here.
 pytestmark = pytest.mark.slow
@@ -170,7 +170,7 @@ def test_crawl_delay_and_slow_robots_txt(demo: DemoRun) -> None:
         e["waited"] for e in slow
     )
     # "at" is when each response reached the crawler: transit stretches it under load,
-    # so the spacing is checked as the server-side tests do (crawl_helpers.assert_spaced).
+    # so the spacing is checked as the server-side tests do (tests.support.crawl.assert_spaced).
     assert_spaced(times, 1.0)
 
 

@@ -27,9 +27,8 @@ from twisted.internet import defer
 from twisted.internet.error import DNSLookupError
 from twisted.web.http import _DataLoss
 
-from tests.conftest import RESOLVER_SETTING
-from tests.resolver import LocalResolver, resolve_name
-from tests.scrapy_compat import (
+from tests.support.resolver import RESOLVER_SETTING, LocalResolver, resolve_name
+from tests.support.scrapy_compat import (
     DATA_LOSS_FAILURE,
     DNS_FAILURE,
     HAS_DOWNLOAD_EXCEPTIONS,

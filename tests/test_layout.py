@@ -156,3 +156,15 @@ def test_the_internals_pattern_finds_each_in_the_door() -> None:
     door = DOOR.read_text()
     missing = [name for name, pattern in SCRAPY_INTERNALS.items() if not re.search(pattern, door)]
     assert not missing, f"not found in scrapy_rep/crawl/compat.py: {missing}"
+
+
+def test_test_helpers_live_in_tests_support() -> None:
+    # One home per helper (tests/support/): the tests' root holds only the suite's
+    # fixtures and its own test modules.
+    root = Path(__file__).resolve().parent
+    loose = sorted(
+        path.name
+        for path in root.glob("*.py")
+        if path.name not in {"__init__.py", "conftest.py"} and not path.name.startswith("test_")
+    )
+    assert not loose, f"helper modules outside tests/support/: {loose}"

@@ -1,11 +1,11 @@
-"""The throw-away redis-servers of ``tests/redis_server.py`` stay apart under pytest-xdist:
+"""The throw-away redis-servers of ``tests/support/redis_server.py`` stay apart under pytest-xdist:
 a port another worker's server holds is never mistaken for this one's."""
 
 from __future__ import annotations
 
 import redis
 
-from tests.redis_server import PORT_RANGE, RedisServer, require_redis_server
+from tests.support.redis_server import PORT_RANGE, RedisServer, require_redis_server
 
 
 def pid_on(server: RedisServer) -> int:

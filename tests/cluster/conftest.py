@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster_helpers import Cluster
-from tests.redis_server import RedisServer, run_redis_server
+from tests.support.cluster import Cluster
+from tests.support.redis_server import RedisServer, run_redis_server
 
 CLUSTER_DIR = Path(__file__).resolve().parent
 

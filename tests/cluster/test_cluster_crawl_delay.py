@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from scrapy_rep.crawl.cluster_delay import STAT
-from tests.cluster_helpers import Cluster, pages_received, receive_times, wait_for
-from tests.crawl_helpers import assert_spaced
-from tests.mockserver_client import MockServer
+from tests.support.cluster import Cluster
+from tests.support.crawl import assert_spaced, pages_of, receive_times
+from tests.support.mockserver import MockServer
+from tests.support.waits import wait_for
 
 #: The server stamps arrivals with time.monotonic() as it reads the request head; on a
 #: loaded machine one request can arrive well after its worker sent it and the next
@@ -38,13 +39,13 @@ def test_three_workers_together_keep_a_crawl_delay(
         }
         # no scrapy-redis idle close: a worker waiting for its turns is not done
         cluster.start(tag, urls, {"MAX_IDLE_TIME_BEFORE_CLOSE": 0, **queue})
-    wait_for(lambda: len(pages_received(mockserver, host)) == 15, "15 pages", timeout=120)
+    wait_for(lambda: len(pages_of(mockserver, host)) == 15, "15 pages", timeout=120)
     for tag in tags:
         cluster.terminate(tag)
     codes = cluster.wait_all(timeout=60)
     assert codes == dict.fromkeys(tags, 0), cluster.workers["w1"].log()[-3000:]
 
-    received = pages_received(mockserver, host)
+    received = pages_of(mockserver, host)
     assert sorted(received) == sorted(f"/p{i}?w={tag}" for tag in tags for i in range(5))
     # the workers' requests interleave: the spacing was kept across processes
     assert len({path.rsplit("=", 1)[1] for path in received[:6]}) >= 2, received

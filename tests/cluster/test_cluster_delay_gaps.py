@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
-from tests.cluster_helpers import Cluster, pages_received, receive_times, wait_for
-from tests.mockserver_client import MockServer
+from tests.support.cluster import Cluster
+from tests.support.crawl import pages_of, receive_times
+from tests.support.mockserver import MockServer
+from tests.support.waits import wait_for
 
 DELAY = 1.0
 EPSILON = 1e-6
@@ -41,13 +43,13 @@ def test_four_workers_never_send_two_requests_closer_than_the_crawl_delay(
         }
         cluster.start(tag, urls, {**shared, **queue})
     total = len(TAGS) * PAGES
-    wait_for(lambda: len(pages_received(mockserver, host)) == total, "all pages", timeout=180)
+    wait_for(lambda: len(pages_of(mockserver, host)) == total, "all pages", timeout=180)
     for tag in TAGS:
         cluster.terminate(tag)
     codes = cluster.wait_all(timeout=60)
     assert codes == dict.fromkeys(TAGS, 0), cluster.workers["w1"].log()[-3000:]
 
-    received = pages_received(mockserver, host)
+    received = pages_of(mockserver, host)
     assert sorted(received) == sorted(f"/p{i}?w={t}" for t in TAGS for i in range(PAGES))
     times = receive_times(mockserver, host)
     gaps = [later - earlier for earlier, later in itertools.pairwise(times)]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest_twisted
 
-from tests.crawl_helpers import REP, pages_of
+from tests.support.crawl import REP, pages_of
 
 PAGES = [f"/p{n}" for n in range(4)]
 

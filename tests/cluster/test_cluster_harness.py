@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 
-from tests.cluster_helpers import Cluster, pages_received, wait_for
-from tests.mockserver_client import MockServer
+from tests.support.cluster import Cluster
+from tests.support.crawl import pages_of
+from tests.support.mockserver import MockServer
+from tests.support.waits import wait_for
 
 
 @pytest.mark.slow
@@ -23,7 +25,7 @@ def test_three_workers_crawl_each_page_once(mockserver: MockServer, cluster: Clu
         cluster.start(tag, urls, {"MAX_IDLE_TIME_BEFORE_CLOSE": 3})
     codes = cluster.wait_all()
     assert codes == {"w1": 0, "w2": 0, "w3": 0}, cluster.workers["w1"].log()[-3000:]
-    assert sorted(pages_received(mockserver, host)) == sorted(pages)
+    assert sorted(pages_of(mockserver, host)) == sorted(pages)
     results: list[Any] = [w.result() for w in cluster.workers.values()]
     assert all(r is not None and r["reason"] == "finished" for r in results)
     crawled = sum(r["stats"].get("response_received_count", 0) for r in results)
@@ -38,7 +40,7 @@ def test_kill_and_terminate_reach_the_worker(mockserver: MockServer, cluster: Cl
     slow = [mockserver.url(host, "/slow")]
     cluster.start("doomed", slow, {"MAX_IDLE_TIME_BEFORE_CLOSE": 60})
     cluster.start("stopped", [mockserver.url(host, "/slow2")], {"MAX_IDLE_TIME_BEFORE_CLOSE": 60})
-    wait_for(lambda: len(pages_received(mockserver, host)) == 2, "both slow pages requested")
+    wait_for(lambda: len(pages_of(mockserver, host)) == 2, "both slow pages requested")
     cluster.kill("doomed")
     assert cluster.workers["doomed"].proc.returncode == -signal.SIGKILL
     assert cluster.workers["doomed"].result() is None  # no cleanup ran

@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 
-from tests.cluster_helpers import Cluster, pages_received, parked_by_pid, wait_for
-from tests.mockserver_client import MockServer
+from tests.support.cluster import Cluster, parked_by_pid
+from tests.support.crawl import pages_of
+from tests.support.mockserver import MockServer
+from tests.support.waits import wait_for
 
 UNAVAILABLE = {"status": 503}
 ROBOTS_OK = {"body": "User-agent: *\nAllow: /\n"}
@@ -27,7 +29,7 @@ WORKER: dict[str, Any] = {
 
 
 def crawled_once(mockserver: MockServer, host: str, paths: list[str]) -> bool:
-    received = Counter(pages_received(mockserver, host))
+    received = Counter(pages_of(mockserver, host))
     return all(received[p] >= 1 for p in paths)
 
 
@@ -61,7 +63,7 @@ def test_sigterm_then_kill_9_of_the_holder_loses_no_held_request(
     holder = cluster.by_pid(max(holders, key=lambda pid: holders[pid]))
     survivor = next(w for w in (w2, w3) if w is not holder)
     cluster.kill(holder.tag)
-    assert pages_received(mockserver, host) == []
+    assert pages_of(mockserver, host) == []
 
     # The origin recovers: the survivor adopts the dead holder's requests (its heartbeat
     # expired) and crawls all 25, each exactly once.
@@ -69,7 +71,7 @@ def test_sigterm_then_kill_9_of_the_holder_loses_no_held_request(
     wait_for(lambda: crawled_once(mockserver, host, paths), "all 25 crawled", timeout=90)
     cluster.terminate(survivor.tag)
     assert cluster.wait(survivor.tag, 60) == 0, survivor.log()[-3000:]
-    assert sorted(pages_received(mockserver, host)) == sorted(paths)  # each exactly once
+    assert sorted(pages_of(mockserver, host)) == sorted(paths)  # each exactly once
     stats = survivor.result()["stats"]  # type: ignore[index]
     assert stats.get("robotstxt/ledger/adopted") == holders[holder.pid]
     assert "robotstxt/dropped_at_close" not in stats
@@ -96,7 +98,7 @@ def test_a_request_scrapy_redis_cannot_enqueue_does_not_lose_the_others(
     wait_for(lambda: crawled_once(mockserver, host, paths), "the 8 crawled", timeout=60)
     cluster.terminate("w1")
     assert cluster.wait("w1", 60) == 0, worker.log()[-3000:]
-    assert sorted(pages_received(mockserver, host)) == sorted(paths)
+    assert sorted(pages_of(mockserver, host)) == sorted(paths)
     stats = worker.result()["stats"]  # type: ignore[index]
     assert stats.get("robotstxt/ledger/unserializable") == 1
     assert stats.get("robotstxt/release_failed") == 1
@@ -127,4 +129,4 @@ def test_scrapy_redis_idle_close_is_honoured_and_the_requests_kept(
     wait_for(lambda: crawled_once(mockserver, host, paths), "the 5 crawled", timeout=60)
     cluster.terminate("second")
     assert cluster.wait("second", 60) == 0, second.log()[-3000:]
-    assert sorted(pages_received(mockserver, host)) == sorted(paths)
+    assert sorted(pages_of(mockserver, host)) == sorted(paths)

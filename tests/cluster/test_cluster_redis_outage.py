@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
-from tests.cluster_helpers import Cluster, pages_received, parked_by_pid, wait_for
-from tests.mockserver_client import MockServer
+from tests.support.cluster import Cluster, parked_by_pid
+from tests.support.crawl import pages_of
+from tests.support.mockserver import MockServer
+from tests.support.waits import wait_for
 
 UNAVAILABLE = {"status": 503}
 ROBOTS_OK = {"body": "User-agent: *\nAllow: /\n"}
@@ -69,11 +71,11 @@ def test_requests_released_while_redis_is_down_are_crawled_once_it_is_back(
         "every worker says that it still waits for the backend",
         timeout=90,
     )
-    assert all(pages_received(mockserver, host) == [] for host in hosts)
+    assert all(pages_of(mockserver, host) == [] for host in hosts)
 
     cluster.redis.start()
     wait_for(
-        lambda: all(set(pages_received(mockserver, h)) >= set(wanted[h]) for h in hosts),
+        lambda: all(set(pages_of(mockserver, h)) >= set(wanted[h]) for h in hosts),
         "every URL crawled after Redis is back",
         timeout=120,
     )
@@ -83,7 +85,7 @@ def test_requests_released_while_redis_is_down_are_crawled_once_it_is_back(
     assert codes == dict.fromkeys(tags, 0), [w.log()[-3000:] for w in workers]
 
     for host in hosts:
-        received = Counter(pages_received(mockserver, host))
+        received = Counter(pages_of(mockserver, host))
         assert received == Counter(wanted[host]), host  # every URL exactly once
     for worker in workers:
         log = worker.log()

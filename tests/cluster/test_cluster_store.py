@@ -17,8 +17,8 @@ from scrapy_rep.crawl.durable_waiting import open_cluster
 from scrapy_rep.storage.cluster import ClusterError, ClusterStore, SpiderCluster
 from scrapy_rep.storage.redis_store import RedisStorage
 from scrapy_rep.storage.sqlite_store import SqliteStorage
-from tests import redis_server as redis_helper
-from tests.redis_server import RedisServer
+from tests.support import redis_server as redis_helper
+from tests.support.redis_server import RedisServer
 
 redis_server = redis_helper.redis_server
 

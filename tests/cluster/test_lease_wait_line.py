@@ -10,17 +10,19 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_twisted
 
 from scrapy_rep.policy.origin import origin_of
 from scrapy_rep.storage.sqlite_store import SqliteStorage
-from tests.crawl_helpers import DISALLOW_PRIVATE, pages_of
-from tests.crawl_storage_helpers import REP
+from tests.support.crawl import DISALLOW_PRIVATE, pages_of
+from tests.support.crawl_storage import REP
 
 #: Another machine's crawler, alive as far as this machine can tell.
 REMOTE_HOLDER = "crawler-b+0000:4242:77:feedbeef"
 
 
+@pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_the_lease_wait_line_quotes_the_fetch_bound(
     mockserver: Any, run_crawl: Any, host: str, tmp_path: Path

@@ -16,7 +16,7 @@ from scrapy.core.scheduler import Scheduler
 
 from scrapy_rep.crawl.origins import WAITED_META_KEY
 from scrapy_rep.crawl.release_retry import refused_for_itself
-from tests.crawl_helpers import DISALLOW_PRIVATE, REP, pages_of
+from tests.support.crawl import DISALLOW_PRIVATE, REP, pages_of
 
 
 class BackendDownScheduler(Scheduler):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import logging
 import pickle
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,12 +16,12 @@ import pytest
 import pytest_twisted
 import scrapy
 from scrapy.utils.test import get_crawler
-from twisted.internet import task
 
 from scrapy_rep.crawl.durable_waiting import StoreWaiting, open_cluster
 from scrapy_rep.storage.cluster import ClusterStore
-from tests import redis_server as redis_helper
-from tests.redis_server import RedisServer
+from tests.support import redis_server as redis_helper
+from tests.support.redis_server import RedisServer
+from tests.support.waits import wait_until as until
 
 redis_server = redis_helper.redis_server
 
@@ -71,15 +70,6 @@ def view(spec: str) -> ClusterStore:
     cluster = open_cluster(spec, "ledger")
     assert cluster is not None
     return cluster
-
-
-async def until(predicate: Any, what: str, timeout: float = 10.0) -> None:
-    from twisted.internet import reactor
-
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await task.deferLater(reactor, 0.02, lambda: None)
 
 
 @pytest_twisted.ensureDeferred

@@ -2,7 +2,7 @@
 
 Each case runs the command the way a user does (``python -m scrapy robots ...``) in a
 temporary directory outside any project; ``*.test`` names reach the mock server through
-``tests.resolver.LocalResolver``. Subprocesses cost about a second each, so several
+``tests.support.resolver.LocalResolver``. Subprocesses cost about a second each, so several
 checks share one run. How the command shows and leaves the persistent store:
 test_command_store.py.
 """
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.command_helpers import ROBOTS, as_json, robots, workdir
-from tests.conftest import MockServer
+from tests.support.commands import ROBOTS, as_json, robots, workdir
+from tests.support.mockserver import MockServer
 
 __all__ = ["workdir"]  # a fixture used below
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.command_helpers import as_json, robots, workdir
+from tests.support.commands import as_json, robots, workdir
 
 __all__ = ["workdir"]  # a fixture used below
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.command_helpers import as_json, robots, workdir
-from tests.conftest import MockServer
+from tests.support.commands import as_json, robots, workdir
+from tests.support.mockserver import MockServer
 
 __all__ = ["workdir"]  # a fixture used below
 

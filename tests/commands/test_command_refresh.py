@@ -16,10 +16,10 @@ import pytest_twisted
 
 from scrapy_rep.policy.records import RULES, OriginRecord
 from scrapy_rep.storage.sqlite_store import SqliteStorage
-from tests import redis_server as redis_helper
-from tests.command_helpers import as_json, robots, workdir
-from tests.conftest import MockServer
-from tests.redis_server import RedisServer
+from tests.support import redis_server as redis_helper
+from tests.support.commands import as_json, robots, workdir
+from tests.support.mockserver import MockServer
+from tests.support.redis_server import RedisServer
 
 redis_server = redis_helper.redis_server
 __all__ = ["redis_server", "workdir"]  # fixtures used below
@@ -39,6 +39,7 @@ def _stored(db: Path, origin: str) -> OriginRecord | None:
         store.close()
 
 
+@pytest.mark.slow
 def test_refresh_then_forget(
     mockserver: MockServer, host: str, subprocess_env: dict[str, str], workdir: Path, tmp_path: Path
 ) -> None:

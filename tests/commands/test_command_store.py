@@ -12,10 +12,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from scrapy_rep.policy.records import RULES, OriginRecord
 from scrapy_rep.storage.sqlite_store import SqliteStorage
-from tests.command_helpers import as_json, robots, workdir
-from tests.conftest import MockServer
+from tests.support.commands import as_json, robots, workdir
+from tests.support.mockserver import MockServer
 
 __all__ = ["workdir"]  # a fixture used below
 
@@ -188,6 +190,7 @@ def test_absent_store_is_not_created(
     assert not missing.parent.exists()
 
 
+@pytest.mark.slow
 def test_listed_in_help_and_project_default_store(
     mockserver: MockServer, host: str, subprocess_env: dict[str, str], tmp_path: Path
 ) -> None:

@@ -11,10 +11,10 @@ from urllib.parse import quote
 
 import pytest
 
-from tests import redis_server as redis_helper
-from tests.command_helpers import robots, workdir
-from tests.conftest import MockServer
-from tests.redis_server import RedisServer
+from tests.support import redis_server as redis_helper
+from tests.support.commands import robots, workdir
+from tests.support.mockserver import MockServer
+from tests.support.redis_server import RedisServer
 
 __all__ = ["workdir"]  # a fixture used below
 
@@ -27,7 +27,14 @@ def guarded_redis() -> object:
     yield from redis_helper.run_redis_server(password="the-right-one")
 
 
-@pytest.mark.parametrize("form", ["encoded-wrong", "raw", "query"])
+@pytest.mark.parametrize(
+    "form",
+    [
+        "encoded-wrong",
+        pytest.param("raw", marks=pytest.mark.slow),
+        pytest.param("query", marks=pytest.mark.slow),
+    ],
+)
 def test_robots_output_never_shows_the_password(
     mockserver: MockServer,
     host: str,

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.command_helpers import as_json, robots, workdir
-from tests.conftest import MockServer
+import pytest
+
+from tests.support.commands import as_json, robots, workdir
+from tests.support.mockserver import MockServer
 
 __all__ = ["workdir"]  # a fixture used below
 
@@ -18,6 +20,7 @@ USAGE_ROBOTS = (
 )
 
 
+@pytest.mark.slow
 def test_preferences_per_url_text_and_json(
     mockserver: MockServer, host: str, subprocess_env: dict[str, str], workdir: Path
 ) -> None:

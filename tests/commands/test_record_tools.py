@@ -21,8 +21,8 @@ import pytest
 import pytest_twisted
 
 from scrapy_rep.commands.record_tools import read_records
-from tests.command_helpers import robots
-from tests.crawl_helpers import REP
+from tests.support.commands import robots
+from tests.support.crawl import REP
 
 ROBOTS = "User-agent: *\nDisallow: /private\nContent-Usage: /nouse train-ai=n\n"
 
@@ -110,6 +110,7 @@ async def test_verify_names_the_line_of_a_hand_edited_record(
     assert "re-decided allowed by line 2: Allow: /private" in done.stdout
 
 
+@pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_damaged_and_cut_files_are_reported_with_their_line(
     mockserver: Any, run_crawl: Any, tmp_path: Path, subprocess_env: dict[str, str]
@@ -175,6 +176,7 @@ async def test_the_report_is_one_self_contained_page(
         assert banned not in page, banned
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(_chromium() is None, reason="headless Chromium is not installed")
 @pytest_twisted.ensureDeferred
 async def test_the_report_renders_in_headless_chromium(

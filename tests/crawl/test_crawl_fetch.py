@@ -18,9 +18,8 @@ import pytest
 import pytest_twisted
 from scrapy.http import Request
 
-from tests.conftest import ListSpider
 from tests.crawl.test_crawl_storage import ShiftedClock
-from tests.crawl_helpers import DISALLOW_PRIVATE, REP, pages_of, times_of
+from tests.support.crawl import DISALLOW_PRIVATE, REP, ListSpider, pages_of, times_of
 
 
 def b64(data: bytes) -> str:

@@ -17,8 +17,8 @@ import pytest
 import pytest_twisted
 
 from scrapy_rep.crawl.robots_body import DECODERS, accept_encoding
-from tests.crawl_helpers import DISALLOW_PRIVATE, REP, pages_of
-from tests.mockserver import filler
+from tests.support.crawl import DISALLOW_PRIVATE, REP, pages_of
+from tests.support.mockserver import filler
 
 HEAD = "User-agent: *\nDisallow: /private/\n"
 # 64 x the default REP_MAX_SIZE is where Scrapy's size limit for the robots.txt request

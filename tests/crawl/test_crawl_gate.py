@@ -15,7 +15,7 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Request
 from twisted.internet import task
 
-from tests.crawl_helpers import (
+from tests.support.crawl import (
     DISALLOW_PRIVATE,
     REP,
     StopWhenSettledSpider,
@@ -23,7 +23,7 @@ from tests.crawl_helpers import (
     pages_of,
     times_of,
 )
-from tests.scrapy_compat import NO_DELAY_JITTER
+from tests.support.scrapy_compat import NO_DELAY_JITTER
 
 
 def page_times(mockserver: Any, host: str) -> list[float]:
@@ -116,7 +116,7 @@ async def test_crawl_delay_spaces_requests(mockserver: Any, run_crawl: Any, host
     times = page_times(mockserver, host)
     assert len(times) == 4
     assert crawler.stat(f"robotstxt/crawl_delay/{host}") == 1.0
-    # At the server, with transit slack (crawl_helpers.assert_spaced): unspaced, the
+    # At the server, with transit slack (tests.support.crawl.assert_spaced): unspaced, the
     # four pages would arrive within milliseconds of each other.
     assert_spaced(times, 0.95)
 
@@ -217,7 +217,7 @@ async def test_crawl_delay_survives_a_new_download_slot(
     # Scrapy's own 60 s idle collection); the new slot must space the rest.
     gaps = [b - a for a, b in itertools.pairwise(sent[1:])]
     assert min(gaps) >= shortest, gaps
-    # The server saw them spaced too, up to transit (crawl_helpers.assert_spaced).
+    # The server saw them spaced too, up to transit (tests.support.crawl.assert_spaced).
     assert_spaced(page_times(mockserver, host)[1:], shortest)
 
 

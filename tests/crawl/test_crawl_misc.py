@@ -11,7 +11,7 @@ import pytest
 import pytest_twisted
 
 from scrapy_rep.policy.config import SettingError
-from tests.crawl_helpers import DISALLOW_PRIVATE, pages_of
+from tests.support.crawl import DISALLOW_PRIVATE, pages_of
 
 REP: dict[str, Any] = {
     "ADDONS": {"scrapy_rep.Addon": 0},

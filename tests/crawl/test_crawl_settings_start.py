@@ -31,6 +31,7 @@ class OneSpider(scrapy.Spider):
 """
 
 
+@pytest.mark.slow
 def test_bad_setting_logs_one_error_line_before_the_traceback(
     subprocess_env: dict[str, str], tmp_path: Path
 ) -> None:

@@ -14,20 +14,21 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_twisted
 import scrapy
 from scrapy.settings import Settings
 
 from scrapy_rep.policy.config import SETTING_NAMES, Config, unknown_settings
-from tests.conftest import RESOLVER_SETTING
 from tests.crawl.test_waiting_carry_over import (
     ALLOW_ALL,
     make_project,
     scrapy_crawl,
     two_origin_site,
 )
-from tests.crawl_helpers import REP, pages_of
-from tests.scrapy_compat import RESOLVER_SETTING_NAME
+from tests.support.crawl import REP, pages_of
+from tests.support.resolver import RESOLVER_SETTING
+from tests.support.scrapy_compat import RESOLVER_SETTING_NAME
 
 # -- typos in setting names ------------------------------------------------------------
 
@@ -43,6 +44,7 @@ def test_unknown_rep_names_come_with_the_closest_known_name() -> None:
     assert unknown_settings(Settings(dict.fromkeys(SETTING_NAMES))) == []
 
 
+@pytest.mark.slow
 def test_a_typo_in_a_setting_name_is_one_warning_at_start(
     mockserver: Any, tmp_path: Path, subprocess_env: dict[str, str]
 ) -> None:
@@ -87,6 +89,7 @@ async def test_the_addon_with_robotstxt_obey_false_says_it_is_off(
 # -- a store that cannot be reached at start -------------------------------------------
 
 
+@pytest.mark.slow
 def test_an_unreachable_redis_at_start_stops_the_crawl(
     mockserver: Any, tmp_path: Path, subprocess_env: dict[str, str], refused_port: int
 ) -> None:
@@ -128,6 +131,7 @@ def test_an_unreachable_redis_at_start_stops_the_crawl(
 # -- the waiting origin, named on every run ---------------------------------------------
 
 
+@pytest.mark.slow
 def test_every_run_names_the_origin_that_keeps_it_waiting(
     mockserver: Any, tmp_path: Path, subprocess_env: dict[str, str]
 ) -> None:

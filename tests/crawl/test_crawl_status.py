@@ -15,8 +15,8 @@ import pytest
 import pytest_twisted
 from scrapy.exceptions import IgnoreRequest
 
-from tests.crawl_helpers import DISALLOW_PRIVATE, REP, pages_of, times_of
-from tests.scrapy_compat import DNS_FAILURE
+from tests.support.crawl import DISALLOW_PRIVATE, REP, pages_of, times_of
+from tests.support.scrapy_compat import DNS_FAILURE
 
 # Long enough that faults can cut it in the middle of the body.
 PADDED_RULES = DISALLOW_PRIVATE + "# " + "x" * 3000 + "\n"
@@ -281,7 +281,7 @@ async def test_unreachable_host_waits_then_fallback_allow(
     robots.txt is retried, then (no good copy) the default fallback allows them.
 
     A refused fetch takes about 0.3 s to fail (0.5 s before Scrapy 2.19, see
-    tests/scrapy_compat.py); with backoffs of 0.2 s and 0.4 s the third try starts 0.9 s
+    tests/support/scrapy_compat.py); with backoffs of 0.2 s and 0.4 s the third try starts 0.9 s
     (1.1 s) after the first failure, so a 1.5 s wait leaves room for it on a quiet
     machine. The claim is that robots.txt is retried meanwhile, so one retry is enough
     to show it: on a loaded machine (CI with -n 4) the third try may not fit."""

@@ -20,9 +20,10 @@ import pytest_twisted
 from scrapy.utils.defer import deferred_from_coro
 from twisted.internet import defer
 
-from tests import redis_server as redis_helper
-from tests.crawl_helpers import DISALLOW_PRIVATE, pages_of
-from tests.crawl_storage_helpers import REP, GatedSpider, store, wait_until, warnings_of
+from tests.support import redis_server as redis_helper
+from tests.support.crawl import DISALLOW_PRIVATE, pages_of
+from tests.support.crawl_storage import REP, GatedSpider, store, warnings_of
+from tests.support.waits import wait_until
 
 redis_server = redis_helper.redis_server  # the `store` fixture's redis-server
 

@@ -14,15 +14,16 @@ from urllib.parse import quote
 
 import pytest
 import pytest_twisted
-from twisted.internet import defer, task
+from twisted.internet import defer
 
 from scrapy_rep.policy.config import SettingError
 from scrapy_rep.policy.origin import origin_of
 from scrapy_rep.storage.redis_store import RedisStorage
-from tests import redis_server as redis_helper
-from tests.crawl_helpers import DISALLOW_PRIVATE, pages_of
-from tests.crawl_storage_helpers import REP, GatedSpider, installed_reactor, wait_until, warnings_of
-from tests.redis_server import RedisServer
+from tests.support import redis_server as redis_helper
+from tests.support.crawl import DISALLOW_PRIVATE, pages_of
+from tests.support.crawl_storage import REP, GatedSpider, warnings_of
+from tests.support.redis_server import RedisServer
+from tests.support.waits import sleep, wait_until
 
 redis_server = redis_helper.redis_server
 private_redis_server = redis_helper.private_redis_server
@@ -219,7 +220,7 @@ async def test_redis_outage_mid_crawl_loses_nothing(
     await wait_until(lambda: spider.stat("robotstxt/response_count") == 4, "A-D's robots.txt")
     await wait_until(lambda: len(spider.responses) == 4, "A-D's pages")
     private_redis_server.start()  # empty: no persistence
-    await task.deferLater(installed_reactor(), 0.3, lambda: None)  # a probe is due again
+    await sleep(0.3)  # a probe is due again
     gates[2].callback(None)
     crawler = await crawl
 

@@ -20,25 +20,21 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-from twisted.internet import task
 
 from scrapy_rep.policy.origin import origin_of
 from scrapy_rep.storage.sqlite_store import SqliteStorage
-from tests import redis_server as redis_helper
 from tests.crawl.test_crawl_storage_shared import start_process, stored_lease_expiry
-from tests.crawl_helpers import DISALLOW_PRIVATE, pages_of
-from tests.crawl_storage_helpers import REP, installed_reactor, store, wait_until
 from tests.storage.test_storage import ours
+from tests.support import redis_server as redis_helper
+from tests.support.crawl import DISALLOW_PRIVATE, pages_of
+from tests.support.crawl_storage import REP, store
+from tests.support.waits import sleep, wait_until
 
 redis_server = redis_helper.redis_server  # the `store` fixture's redis-server
 
 __all__ = ["store"]  # a fixture used below
 
 SHORT_LEASES = ("-s", "REP_LEASE_TTL=2", "-s", "REP_LEASE_RENEW_INTERVAL=0.5")
-
-
-async def sleep(seconds: float) -> None:
-    await task.deferLater(installed_reactor(), seconds, lambda: None)
 
 
 @pytest.mark.slow

@@ -18,16 +18,17 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-from twisted.internet import defer, task
+from twisted.internet import defer
 
 from scrapy_rep.policy.config import Config, SettingError
 from scrapy_rep.policy.origin import origin_of
 from scrapy_rep.storage.base import RobotsStorage, describe_holder
 from scrapy_rep.storage.redis_store import RedisStorage
 from scrapy_rep.storage.sqlite_store import SqliteStorage
-from tests import redis_server as redis_helper
-from tests.crawl_helpers import DISALLOW_PRIVATE, pages_of
-from tests.crawl_storage_helpers import REP, installed_reactor, store, wait_until, warnings_of
+from tests.support import redis_server as redis_helper
+from tests.support.crawl import DISALLOW_PRIVATE, pages_of
+from tests.support.crawl_storage import REP, store, warnings_of
+from tests.support.waits import sleep, wait_until
 
 redis_server = redis_helper.redis_server  # the `store` fixture's redis-server
 
@@ -42,10 +43,6 @@ def open_store(spec: str) -> RobotsStorage:
     if spec.startswith("sqlite:"):
         return SqliteStorage(spec.removeprefix("sqlite:"))
     return RedisStorage.from_url(spec, Config())
-
-
-async def sleep(seconds: float) -> None:
-    await task.deferLater(installed_reactor(), seconds, lambda: None)
 
 
 @pytest_twisted.ensureDeferred

@@ -13,8 +13,8 @@ import pytest_twisted
 from scrapy import signals
 
 from scrapy_rep.storage.sqlite_store import SqliteStorage
-from tests.crawl_helpers import DISALLOW_PRIVATE, REP, pages_of
 from tests.storage.test_storage_sqlite_locked import ExclusiveHolder
+from tests.support.crawl import DISALLOW_PRIVATE, REP, pages_of
 
 ORIGINS = 40
 

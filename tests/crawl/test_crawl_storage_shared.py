@@ -18,17 +18,17 @@ import pytest_twisted
 
 from scrapy_rep.policy.origin import origin_of
 from scrapy_rep.storage.redis_store import RedisStorage
-from tests import redis_server as redis_helper
-from tests.conftest import RESOLVER_SETTING, TESTS_DIR
-from tests.crawl_helpers import DISALLOW_PRIVATE
-from tests.crawl_storage_helpers import REP, store, wait_until
-from tests.scrapy_compat import RESOLVER_SETTING_NAME
+from tests.support import redis_server as redis_helper
+from tests.support.crawl import DISALLOW_PRIVATE
+from tests.support.crawl_storage import REP, store
+from tests.support.resolver import RESOLVER_SETTING
+from tests.support.scrapy_compat import RESOLVER_SETTING_NAME
+from tests.support.subprocess_spider import SPIDER_FILE
+from tests.support.waits import wait_for_files, wait_until
 
 redis_server = redis_helper.redis_server  # the `store` fixture's redis-server
 
 __all__ = ["store"]  # a fixture used below
-
-SPIDER_FILE = TESTS_DIR / "spiders_for_subprocess.py"
 
 
 def start_process(
@@ -57,16 +57,6 @@ def start_process(
             stderr=log_file,
         )
     return proc, result, log
-
-
-def wait_for_files(paths: list[Path], procs: list[subprocess.Popen[bytes]]) -> None:
-    deadline = time.monotonic() + 60
-    while not all(p.exists() for p in paths):
-        if any(proc.poll() is not None for proc in procs):
-            raise AssertionError("a crawler process exited before it was ready")
-        if time.monotonic() > deadline:
-            raise AssertionError("crawler processes did not start")
-        time.sleep(0.02)
 
 
 @pytest.mark.slow

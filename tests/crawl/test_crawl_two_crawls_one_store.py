@@ -31,11 +31,11 @@ from typing import Any
 
 import pytest
 
-from tests.cluster_helpers import wait_for
-from tests.conftest import RESOLVER_SETTING, TESTS_DIR
-from tests.scrapy_compat import RESOLVER_SETTING_NAME
+from tests.support.resolver import RESOLVER_SETTING
+from tests.support.scrapy_compat import RESOLVER_SETTING_NAME
+from tests.support.subprocess_spider import SPIDER_FILE
+from tests.support.waits import wait_for
 
-SPIDER_FILE = TESTS_DIR / "spiders_for_subprocess.py"
 FAST = 1000
 SLOW = 8  # = CONCURRENT_REQUESTS: every fetch slot of A
 ALLOW_ALL = "User-agent: *\nDisallow: /private\n"

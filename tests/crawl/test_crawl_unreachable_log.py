@@ -14,7 +14,7 @@ from typing import Any
 import pytest_twisted
 
 from scrapy_rep.crawl.coordinator import FIRST_WARNINGS, UnreachableWarnings
-from tests.crawl_helpers import REP
+from tests.support.crawl import REP
 
 DEAD_ORIGINS = 12
 SUMMARY = re.compile(r"scrapy-rep: (\d+) more origin\(s\) unreachable: (.*?)(?: and (\d+) more)?;")

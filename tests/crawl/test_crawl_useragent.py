@@ -10,7 +10,7 @@ import pytest
 import pytest_twisted
 from scrapy.http import Request
 
-from tests.conftest import ListSpider
+from tests.support.crawl import ListSpider
 
 REP: dict[str, Any] = {
     "ADDONS": {"scrapy_rep.Addon": 0},

@@ -14,7 +14,7 @@ from scrapy.settings import Settings
 
 from scrapy_rep.addon import Addon
 from scrapy_rep.middleware import RobotsTxtMiddleware
-from tests.crawl_helpers import DISALLOW_PRIVATE, REP, pages_of
+from tests.support.crawl import DISALLOW_PRIVATE, REP, pages_of
 
 STOCK = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
 OURS = "scrapy_rep.middleware.RobotsTxtMiddleware"

@@ -19,8 +19,7 @@ import pytest_twisted
 from scrapy import Request, signals
 from scrapy.crawler import Crawler
 
-from tests.conftest import ListSpider
-from tests.crawl_helpers import DISALLOW_PRIVATE, REP, pages_of
+from tests.support.crawl import DISALLOW_PRIVATE, REP, ListSpider, pages_of
 
 HAS_ROBOTS_PARSED = hasattr(signals, "robots_parsed")
 STOCK: dict[str, Any] = {"RETRY_ENABLED": False}

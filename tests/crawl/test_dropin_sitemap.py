@@ -12,7 +12,7 @@ import pytest_twisted
 from scrapy.http import Response
 from scrapy.spiders import SitemapSpider
 
-from tests.crawl_helpers import REP, pages_of
+from tests.support.crawl import REP, pages_of
 
 
 class MapSpider(SitemapSpider):

@@ -18,8 +18,7 @@ import pytest_twisted
 from scrapy import Request
 from scrapy.exceptions import IgnoreRequest
 
-from tests.conftest import ListSpider
-from tests.crawl_helpers import DISALLOW_PRIVATE, REP, pages_of
+from tests.support.crawl import DISALLOW_PRIVATE, REP, ListSpider, pages_of
 
 STOCK_KEYS = (
     "robotstxt/request_count",

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import pytest_twisted
 from scrapy.statscollectors import MemoryStatsCollector
 
-from tests.crawl_helpers import DISALLOW_PRIVATE, REP
+from tests.support.crawl import DISALLOW_PRIVATE, REP
 
 
 class ForwardingStats(MemoryStatsCollector):

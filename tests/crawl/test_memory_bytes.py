@@ -20,8 +20,7 @@ from scrapy_rep.middleware import RobotsTxtMiddleware
 from scrapy_rep.policy.config import Config, SettingError
 from scrapy_rep.policy.records import RULES, OriginRecord
 from scrapy_rep.robotstxt._robotstxt import RobotsTxt
-from tests.conftest import ListSpider
-from tests.crawl_helpers import REP, pages_of
+from tests.support.crawl import REP, ListSpider, pages_of
 
 ORIGINS = 30
 # About 2 KB of rules each, so a few copies fill the budget below.

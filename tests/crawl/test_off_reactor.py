@@ -29,7 +29,7 @@ from scrapy_rep.crawl import decide
 from scrapy_rep.crawl.origins import Origins, parsed_bytes
 from scrapy_rep.policy.config import Config
 from scrapy_rep.robotstxt._robotstxt import RobotsTxt
-from tests.conftest import ListSpider
+from tests.support.crawl import ListSpider
 
 REP: dict[str, Any] = {
     "ADDONS": {"scrapy_rep.Addon": 0},
@@ -150,6 +150,7 @@ class Steps:
         monkeypatch.setattr(decide, "_prepared", recorded)
 
 
+@pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_hostile_file_is_parsed_and_compiled_in_steps_on_the_reactor(
     mockserver: Any, run_crawl: Any, monkeypatch: pytest.MonkeyPatch

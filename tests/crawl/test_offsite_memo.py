@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scrapy import Request, Spider
@@ -42,6 +43,7 @@ _urls = st.builds(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(
     urls=st.lists(_urls, min_size=1, max_size=12),

@@ -21,7 +21,7 @@ from scrapy.linkextractors import LinkExtractor
 from scrapy.spiders import CrawlSpider, Rule
 
 from scrapy_rep.policy.config import Config, SettingError
-from tests.conftest import ListSpider
+from tests.support.crawl import ListSpider
 
 TOKEN = "PageBot"
 REP: dict[str, Any] = {

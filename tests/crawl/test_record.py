@@ -34,12 +34,13 @@ from scrapy import Request
 from scrapy_rep.commands.record_tools import read_records, render_report, run_verify
 from scrapy_rep.crawl.record import ALLOWED, FORBIDDEN, PAGE, RELEASED, recorder_for
 from scrapy_rep.policy.config import Config, SettingError
-from tests.conftest import RESOLVER_SETTING, ListSpider
 from tests.crawl import test_page_directives as page_site
 from tests.crawl.test_crawl_storage import ShiftedClock
-from tests.crawl.test_crawl_storage_shared import start_process, wait_for_files
-from tests.crawl_helpers import REP, pages_of
-from tests.scrapy_compat import RESOLVER_SETTING_NAME
+from tests.crawl.test_crawl_storage_shared import start_process
+from tests.support.crawl import REP, ListSpider, pages_of
+from tests.support.resolver import RESOLVER_SETTING
+from tests.support.scrapy_compat import RESOLVER_SETTING_NAME
+from tests.support.waits import wait_for_files
 
 V1 = "User-agent: *\nDisallow: /b\n"
 V2 = "User-agent: *\nDisallow: /c\n"
@@ -236,6 +237,7 @@ class FullDiskSpider(scrapy.Spider):
 """
 
 
+@pytest.mark.slow
 def test_a_disk_that_fills_is_one_warning_and_a_stat(
     mockserver: Any, tmp_path: Path, subprocess_env: dict[str, str]
 ) -> None:
@@ -289,6 +291,7 @@ def _slow_site(mockserver: Any, host: str, pages: int) -> list[str]:
     return [mockserver.url(host, f"/p{n}") for n in range(pages)]
 
 
+@pytest.mark.slow
 def test_kill_9_leaves_a_file_verify_accepts(
     mockserver: Any, tmp_path: Path, subprocess_env: dict[str, str]
 ) -> None:
@@ -321,6 +324,7 @@ def test_kill_9_leaves_a_file_verify_accepts(
     assert "0 mismatched" in out and "note:" in out
 
 
+@pytest.mark.slow
 def test_two_processes_sharing_a_store_verify_together(
     mockserver: Any, tmp_path: Path, subprocess_env: dict[str, str]
 ) -> None:

@@ -195,6 +195,7 @@ def any_request(draw: st.DrawFn, spider: CodecSpider) -> Request:
     return kind(url, **kwargs)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_any_request_comes_back_as_scrapy_restores_it(data: st.DataObject) -> None:

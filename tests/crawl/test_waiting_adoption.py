@@ -16,12 +16,11 @@ import pytest
 import pytest_twisted
 
 from scrapy_rep.crawl.durable_waiting import open_cluster
-from tests.conftest import ListSpider
 from tests.crawl.test_crawl_storage_shared import start_process
-from tests.crawl_helpers import DISALLOW_PRIVATE, REP, pages_of
-from tests.crawl_storage_helpers import wait_until
+from tests.support.crawl import DISALLOW_PRIVATE, REP, ListSpider, pages_of
+from tests.support.waits import wait_until
 
-#: The spider of tests/spiders_for_subprocess.py: the store keys parked requests by it.
+#: The spider of tests/support/subprocess_spider.py: the store keys parked requests by it.
 SUBPROCESS_SPIDER = "shared_store"
 
 

@@ -27,12 +27,12 @@ import scrapy
 from twisted.internet import defer
 
 from scrapy_rep.crawl.durable_waiting import open_cluster
-from tests.conftest import RESOLVER_SETTING
 from tests.crawl.test_crawl_storage_shared import start_process
 from tests.crawl.test_waiting_adoption import NextRun, owners_alive
-from tests.crawl_helpers import REP, pages_of
-from tests.crawl_storage_helpers import wait_until
-from tests.scrapy_compat import RESOLVER_SETTING_NAME
+from tests.support.crawl import REP, pages_of
+from tests.support.resolver import RESOLVER_SETTING
+from tests.support.scrapy_compat import RESOLVER_SETTING_NAME
+from tests.support.waits import wait_until
 
 ALLOW_ALL = "User-agent: *\nAllow: /\n"
 
@@ -272,6 +272,7 @@ def test_a_graceful_stop_with_fetches_in_flight_drops_and_counts_what_nothing_ke
     assert "kept in the shared store" not in text
 
 
+@pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_a_graceful_stop_with_fetches_in_flight_keeps_what_it_says_it_keeps(
     mockserver: Any, run_crawl: Any, tmp_path: Path, subprocess_env: dict[str, str]
@@ -402,6 +403,7 @@ def parked_rows(cluster_file: Path) -> int:
         return 0
 
 
+@pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_what_is_called_kept_is_what_the_store_holds_when_writes_fail(
     mockserver: Any, run_crawl: Any, host: str, tmp_path: Path

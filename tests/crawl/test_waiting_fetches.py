@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
 import pytest_twisted
 from twisted.internet.task import LoopingCall
 
 from scrapy_rep.crawl.fetcher import FETCH_META_KEY
-from tests.conftest import ListSpider
-from tests.crawl_helpers import DISALLOW_PRIVATE, REP, pages_of
+from tests.support.crawl import DISALLOW_PRIVATE, REP, ListSpider, pages_of
 
 
 class SamplingSpider(ListSpider):
@@ -42,6 +42,7 @@ class SamplingSpider(ListSpider):
             self._loop.stop()
 
 
+@pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_robots_fetches_in_flight_never_exceed_concurrent_requests(
     mockserver: Any, run_crawl: Any

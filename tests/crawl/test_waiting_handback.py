@@ -12,7 +12,7 @@ import pytest
 import pytest_twisted
 from scrapy.core.scheduler import Scheduler
 
-from tests.crawl_helpers import DISALLOW_PRIVATE, REP, pages_of
+from tests.support.crawl import DISALLOW_PRIVATE, REP, pages_of
 
 
 class PersistingScheduler(Scheduler):

@@ -16,8 +16,7 @@ from scrapy import Request
 import scrapy_rep.middleware
 from scrapy_rep.crawl.durable_waiting import DurableWaiting
 from scrapy_rep.middleware import RobotsTxtMiddleware
-from tests.conftest import ListSpider
-from tests.crawl_helpers import DISALLOW_PRIVATE, REP, StopWhenSettledSpider, pages_of
+from tests.support.crawl import DISALLOW_PRIVATE, REP, ListSpider, StopWhenSettledSpider, pages_of
 
 
 def test_in_process_waiting_records_nothing_and_adopts_nothing() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest_twisted
 from scrapy.core.scheduler import Scheduler
 
-from tests.crawl_helpers import DISALLOW_PRIVATE, REP, pages_of
+from tests.support.crawl import DISALLOW_PRIVATE, REP, pages_of
 
 
 class PoisonScheduler(Scheduler):

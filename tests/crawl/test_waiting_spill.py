@@ -11,8 +11,7 @@ import pytest
 import pytest_twisted
 from scrapy import Request
 
-from tests.conftest import ListSpider
-from tests.crawl_helpers import DISALLOW_PRIVATE, REP, pages_of
+from tests.support.crawl import DISALLOW_PRIVATE, REP, ListSpider, pages_of
 
 
 class CallbackSpider(ListSpider):

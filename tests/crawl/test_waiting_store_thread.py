@@ -14,8 +14,8 @@ from scrapy import signals
 
 from scrapy_rep.policy.records import OriginRecord
 from scrapy_rep.storage.base import MemoryStorage
-from tests.crawl_helpers import DISALLOW_PRIVATE, REP, pages_of
 from tests.storage.test_storage_sqlite_nowait import WriteLockHolder
+from tests.support.crawl import DISALLOW_PRIVATE, REP, pages_of
 
 
 class SlowThreadRecordingStore:

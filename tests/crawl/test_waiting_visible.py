@@ -10,11 +10,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_twisted
 
-from tests.conftest import RESOLVER_SETTING
-from tests.crawl_helpers import DISALLOW_PRIVATE, REP, pages_of
-from tests.scrapy_compat import RESOLVER_SETTING_NAME
+from tests.support.crawl import DISALLOW_PRIVATE, REP, pages_of
+from tests.support.resolver import RESOLVER_SETTING
+from tests.support.scrapy_compat import RESOLVER_SETTING_NAME
 
 
 @pytest_twisted.ensureDeferred
@@ -64,6 +65,7 @@ async def test_waiting_is_visible_and_bounded_by_idle_wait(
     assert crawler.stats.get_value("finish_reason") == "finished"
 
 
+@pytest.mark.slow
 def test_scrapy_fetch_gives_up_on_an_unreachable_robots_txt(
     mockserver: Any, host: str, subprocess_env: dict[str, str], tmp_path: Path
 ) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from scrapy_rep import RobotsTxt
-from tests.engine_helpers import compiled_robots
+from tests.support.engine import compiled_robots
 
 CASES: list[dict[str, Any]] = json.loads(
     (Path(__file__).resolve().parents[1] / "data" / "rfc_cases.json").read_text(encoding="utf-8")

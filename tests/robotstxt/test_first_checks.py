@@ -6,12 +6,13 @@ from __future__ import annotations
 import sys
 import threading
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scrapy_rep import RobotsTxt
 from scrapy_rep.robotstxt._matcher import Group
-from tests.engine_helpers import compiled_robots
+from tests.support.engine import compiled_robots
 
 # Pieces that make rules different for the matcher: wildcards, end anchors (and a
 # "$" that is not at the end), escapes that normalise (%61 is "a"), escapes that do
@@ -60,6 +61,7 @@ def test_a_first_explain_names_the_rule_as_written() -> None:
     assert RobotsTxt.parse(body).explain("/xab", "bot").rule == "Disallow: /x%61"
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(_AGENTS, _RULES), min_size=1, max_size=4), _PATHS)
 def test_remembered_explain_gives_what_a_first_explain_gives(

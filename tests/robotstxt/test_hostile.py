@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from unittest.mock import patch
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,7 +17,7 @@ from scrapy_rep.robotstxt._matcher import (
     present_probes,
     probe_index,
 )
-from tests.engine_helpers import compiled_robots
+from tests.support.engine import compiled_robots
 
 _TEXT = st.text(alphabet="abX/", min_size=0, max_size=40)
 
@@ -44,6 +45,7 @@ _PATTERN = st.builds(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(st.tuples(st.booleans(), _PATTERN), min_size=MANY_WILDCARDS, max_size=120),
@@ -100,6 +102,7 @@ def test_repeated_escape_heavy_rules_normalise() -> None:
     assert robots.allowed("/x" + "%24" * 4999 + "y", "bot")
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(

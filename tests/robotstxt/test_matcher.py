@@ -23,7 +23,7 @@ from scrapy_rep.robotstxt._normalise import (
     plain_path,
     url_path,
 )
-from tests.engine_helpers import compiled_robots
+from tests.support.engine import compiled_robots
 
 
 def matches(pattern: bytes, path: bytes) -> bool:
@@ -114,6 +114,7 @@ _RAW_PIECES = st.sampled_from(
 )  # fmt: skip
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(
     st.lists(st.lists(_RAW_PIECES, max_size=6).map(b"".join), min_size=1, max_size=12),
@@ -213,6 +214,7 @@ def _full_match(pattern: str, path: str) -> bool:
     return re.fullmatch(regex + ("" if anchored else ".*"), path, re.S) is not None
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(
     st.lists(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from scrapy_rep import RobotsTxt, product_token
-from tests.engine_helpers import compiled_robots
+from tests.support.engine import compiled_robots
 
 # -- product tokens ------------------------------------------------------------
 

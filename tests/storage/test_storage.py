@@ -3,7 +3,7 @@
 SQLite and Redis specifics are in test_storage_sqlite.py and test_storage_redis.py.
 
 The contract (round trips, misses, leases, corrupt entries) runs against memory,
-SQLite (in ``tmp_path``) and a real ``redis-server`` (see ``tests/redis_server.py``).
+SQLite (in ``tmp_path``) and a real ``redis-server`` (see ``tests/support/redis_server.py``).
 No assertion depends on how long something took.
 """
 
@@ -27,8 +27,8 @@ from scrapy_rep.storage.base import MAX_DECODED, MemoryStorage, RobotsStorage, p
 from scrapy_rep.storage.factory import create_storage
 from scrapy_rep.storage.redis_store import RedisStorage
 from scrapy_rep.storage.sqlite_store import SqliteStorage
-from tests import redis_server as redis_helper
-from tests.redis_server import RedisServer
+from tests.support import redis_server as redis_helper
+from tests.support.redis_server import RedisServer
 
 # The fixtures live in the helper module (tests/conftest.py belongs to the harness).
 redis_server = redis_helper.redis_server

@@ -15,8 +15,8 @@ from scrapy_rep.policy.config import Config
 from scrapy_rep.policy.records import OriginRecord
 from scrapy_rep.storage.base import MemoryStorage, RobotsStorage
 from scrapy_rep.storage.redis_store import RedisStorage
-from tests.redis_server import RedisServer
 from tests.storage.test_storage import RECORD, private_redis_server, redis_server, store
+from tests.support.redis_server import RedisServer
 
 __all__ = ["private_redis_server", "redis_server", "store"]  # fixtures used below
 

@@ -26,7 +26,6 @@ from scrapy_rep.storage import base as codec
 from scrapy_rep.storage.base import MemoryStorage, RobotsStorage, new_holder
 from scrapy_rep.storage.redis_store import RedisStorage
 from scrapy_rep.storage.sqlite_store import SqliteStorage
-from tests.redis_server import RedisServer
 from tests.storage.test_storage import (
     RECORD,
     ours,
@@ -35,6 +34,7 @@ from tests.storage.test_storage import (
     store,
     write_raw,
 )
+from tests.support.redis_server import RedisServer
 
 __all__ = ["private_redis_server", "redis_server", "store"]  # fixtures used below
 

@@ -17,9 +17,9 @@ from scrapy_rep.policy.config import Config, SettingError
 from scrapy_rep.storage.base import pack_record, unpack_record
 from scrapy_rep.storage.factory import create_storage
 from scrapy_rep.storage.redis_store import RedisStorage, mask_url
-from tests import redis_server as redis_helper
-from tests.redis_server import RedisServer
 from tests.storage.test_storage import RECORD, ours
+from tests.support import redis_server as redis_helper
+from tests.support.redis_server import RedisServer
 
 # The fixtures live in the helper module (tests/conftest.py belongs to the harness).
 redis_server = redis_helper.redis_server

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 from twisted.internet import task
+
+from tests.support.waits import installed_reactor
 
 #: A wall time of November 2023: records written at 0.0 would look like "never".
 T0 = 1_700_000_000.0
@@ -30,12 +31,6 @@ def pending_timers(clock: task.Clock) -> list[float]:
     return sorted(call.getTime() - now for call in clock.getDelayedCalls() if call.active())
 
 
-def real_reactor() -> Any:
-    from twisted.internet import reactor
-
-    return reactor
-
-
 async def reactor_turns(predicate: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
     """Let the real reactor run until ``predicate()`` holds. A guard against a hang,
     not a timing check: ``timeout`` is generous for a loaded machine. Only the real
@@ -50,10 +45,10 @@ async def reactor_turns(predicate: Callable[[], bool], what: str, timeout: float
         # pause per turn, so that a wait on another thread does not spin a core.
         delay = 0.0 if turns < 20 else 0.01
         turns += 1
-        await task.deferLater(real_reactor(), delay, lambda: None)
+        await task.deferLater(installed_reactor(), delay, lambda: None)
 
 
 async def settle_reactor(turns: int = 5) -> None:
     """A few turns of the real reactor, to show that nothing more happens."""
     for _ in range(turns):
-        await task.deferLater(real_reactor(), 0, lambda: None)
+        await task.deferLater(installed_reactor(), 0, lambda: None)

@@ -9,9 +9,9 @@
 
 Use it directly (``reactor.installNameResolver(LocalResolver(reactor))``; the test
 conftest does this once per session) or as a Scrapy setting for ``scrapy crawl``
-subprocesses: ``TWISTED_DNS_RESOLVER = "tests.resolver.LocalResolver"`` (with the
-repository root on ``PYTHONPATH``; the setting is ``DNS_RESOLVER`` before Scrapy 2.19,
-see ``tests.scrapy_compat.RESOLVER_SETTING_NAME``).
+subprocesses: ``TWISTED_DNS_RESOLVER = RESOLVER_SETTING`` (with the repository root on
+``PYTHONPATH``; the setting is ``DNS_RESOLVER`` before Scrapy 2.19, see
+``tests.support.scrapy_compat.RESOLVER_SETTING_NAME``).
 """
 
 from __future__ import annotations
@@ -31,6 +31,10 @@ from zope.interface import implementer
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
+
+#: Value for the DNS resolver setting in ``scrapy`` subprocesses (the setting's name is
+#: ``tests.support.scrapy_compat.RESOLVER_SETTING_NAME``).
+RESOLVER_SETTING = "tests.support.resolver.LocalResolver"
 
 LOOPBACK = "127.0.0.1"
 FAIL_PREFIX = "nxdomain"

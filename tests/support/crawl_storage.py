@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from scrapy.utils.defer import maybe_deferred_to_future
-from twisted.internet import defer, task
+from twisted.internet import defer
 
-from tests.conftest import ListSpider
-from tests.redis_server import RedisServer
+from tests.support.crawl import ListSpider
+from tests.support.redis_server import RedisServer
 
 #: scrapy-rep enabled (the store is each test's ``REP_STORAGE``), short retry backoffs.
 REP: dict[str, Any] = {
@@ -61,15 +60,6 @@ class GatedSpider(ListSpider):
         return Request(url, callback=self.parse, errback=self.on_error)
 
 
-async def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
-    """Let the reactor run until ``predicate()`` holds (a guard, not a timing check)."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await task.deferLater(installed_reactor(), 0.05, lambda: None)
-
-
 def warnings_of(crawler: Any) -> list[str]:
     return crawler.messages(logging.WARNING, logger="scrapy_rep")
 
@@ -84,10 +74,3 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return f"sqlite:{tmp_path / 'store.db'}"
     server: RedisServer = request.getfixturevalue("redis_server")
     return server.url
-
-
-def installed_reactor() -> Any:
-    """The installed reactor (pytest-twisted installed it before collection)."""
-    from twisted.internet import reactor
-
-    return reactor

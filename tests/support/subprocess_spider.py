@@ -31,8 +31,11 @@ from twisted.python.failure import Failure
 CONFIG: dict[str, Any] = json.loads(os.environ.get("REP_TEST_CONFIG", "{}"))
 GATE_POLL = 0.02
 
+#: What ``scrapy runspider`` runs.
+SPIDER_FILE = Path(__file__).resolve()
+
 #: What every crawler subprocess of the suite runs with (here and in
-#: ``tests/cluster_spiders.py``): scrapy-rep through its add-on, no retries (a test
+#: ``tests/support/cluster_spider.py``): scrapy-rep through its add-on, no retries (a test
 #: counts the requests a server received), nothing that listens or caches.
 SUBPROCESS_SPIDER_SETTINGS: dict[str, Any] = {
     "ADDONS": {"scrapy_rep.Addon": 0},

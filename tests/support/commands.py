@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import RESOLVER_SETTING
-from tests.scrapy_compat import RESOLVER_SETTING_NAME
+from tests.support.resolver import RESOLVER_SETTING
+from tests.support.scrapy_compat import RESOLVER_SETTING_NAME
 
 ROBOTS = (
     "Sitemap: http://example.test/sitemap.xml\n"

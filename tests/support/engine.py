@@ -1,4 +1,4 @@
-"""Helpers for the engine's tests."""
+"""A parsed robots.txt with the group an agent obeys compiled ahead of its first check."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ redis-server of the test's own, crawling the suite's mock server.
         cluster.terminate("w2")     # SIGTERM: a graceful stop
         cluster.wait_all()          # every worker has exited (bounded)
 
-Each worker runs ``tests/cluster_spiders.py`` (scrapy-redis scheduler, dupefilter and
+Each worker runs ``tests/support/cluster_spider.py`` (scrapy-redis scheduler, dupefilter and
 idle close, ``SCHEDULER_PERSIST = True``, ``REP_STORAGE`` = the same Redis). Its log is
 ``<tmp>/log-<tag>.txt``; ``closed()`` writes ``<tmp>/result-<tag>.json``. Every wait is
 bounded, and leaving the ``with`` block kills whatever still runs.
@@ -21,18 +21,16 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from tests.conftest import RESOLVER_SETTING, TESTS_DIR
-from tests.mockserver_client import MockServer
-from tests.redis_server import RedisServer
-from tests.scrapy_compat import RESOLVER_SETTING_NAME
+from tests.support.redis_server import RedisServer
+from tests.support.resolver import RESOLVER_SETTING
+from tests.support.scrapy_compat import RESOLVER_SETTING_NAME
 
-CLUSTER_SPIDER_FILE = TESTS_DIR / "cluster_spiders.py"
+CLUSTER_SPIDER_FILE = Path(__file__).resolve().parent / "cluster_spider.py"
 
 
 @dataclass
@@ -138,25 +136,6 @@ class Cluster:
             if worker.proc.poll() is None:
                 worker.proc.kill()
                 worker.proc.wait(timeout=10)
-
-
-def wait_for(predicate: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-    """Poll (blocking) until ``predicate()`` holds; a guard, not a timing assertion."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
-def pages_received(mockserver: MockServer, host: str) -> list[str]:
-    """Paths the server received for ``host``, robots.txt left out, in arrival order."""
-    return [p for p in mockserver.paths(host) if p != "/robots.txt"]
-
-
-def receive_times(mockserver: MockServer, host: str) -> list[float]:
-    """Server-side arrival times (monotonic) of the page requests for ``host``."""
-    return [e["t"] for e in mockserver.log(host) if e["path"] != "/robots.txt"]
 
 
 def parked_by_pid(redis_url: str, spider: str = "cluster") -> dict[int, int]:

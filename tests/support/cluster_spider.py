@@ -26,7 +26,7 @@ import scrapy
 from scrapy.http import Response, TextResponse
 from scrapy_redis.spiders import RedisSpider
 
-from tests.spiders_for_subprocess import SUBPROCESS_SPIDER_SETTINGS
+from tests.support.subprocess_spider import SUBPROCESS_SPIDER_SETTINGS
 
 CONFIG: dict[str, Any] = json.loads(os.environ.get("REP_CLUSTER_CONFIG", "{}"))
 
