@@ -93,7 +93,7 @@ class RobotsTxtMiddleware:
         except SettingError as exc:
             # One line that names the setting, before Scrapy's traceback of the failed
             # start (which ends with the same message, 30-odd lines further down).
-            logger.error("scrapy-rep: the crawl cannot start: %s", exc)
+            logger.error("the crawl cannot start: %s", exc)
             raise
         compat.check_configuration(crawler)  # stock middleware beside us, ROBOTSTXT_PARSER
         self.crawler = crawler
@@ -178,7 +178,7 @@ class RobotsTxtMiddleware:
         connect(self._on_spider_opened, signal=signals.spider_opened)
         connect(self._on_spider_closed, signal=signals.spider_closed)
         logger.info(
-            "scrapy-rep: obeying robots.txt (%s), store: %s",
+            "obeying robots.txt (%s), store: %s",
             "enforcing"
             if config.enforce
             else "audit mode (REP_ENFORCE = False): nothing is dropped; requests wait only "
@@ -331,7 +331,7 @@ class RobotsTxtMiddleware:
         """``scrapy fetch`` / ``scrapy shell`` do not wait for an unreachable robots.txt."""
         self.stats.inc_value("robotstxt/one_shot_gave_up", max(len(requests), 1))
         logger.error(
-            "scrapy-rep: robots.txt of %s is unreachable (%s); `scrapy %s` does not wait for "
+            "robots.txt of %s is unreachable (%s); `scrapy %s` does not wait for "
             "it (a crawl would wait up to REP_UNREACHABLE_WAIT). To fetch anyway, set "
             "ROBOTSTXT_OBEY=False, or REP_ENFORCE=False to record what robots.txt would do "
             "without obeying it (e.g. scrapy %s -s REP_ENFORCE=False ...)",
@@ -358,7 +358,7 @@ class RobotsTxtMiddleware:
         try:
             adopted = list(self.keeper.adopt())
         except Exception:
-            logger.error("scrapy-rep: adopting orphaned held requests failed", exc_info=True)
+            logger.error("adopting orphaned held requests failed", exc_info=True)
             return
         for origin, request in adopted:
             self._inc("robotstxt/adopted")
@@ -384,7 +384,7 @@ class RobotsTxtMiddleware:
             # scrapy-redis's own idle close (MAX_IDLE_TIME_BEFORE_CLOSE) is honoured
             # when the waiting requests outlive the close (handed back or kept).
             logger.info(
-                "scrapy-rep: the spider closes on MAX_IDLE_TIME_BEFORE_CLOSE (scrapy-redis) "
+                "the spider closes on MAX_IDLE_TIME_BEFORE_CLOSE (scrapy-redis) "
                 "with %d request(s) waiting on robots.txt; they are %s",
                 len(self.room),
                 self.closing.fate(),
@@ -393,7 +393,7 @@ class RobotsTxtMiddleware:
         if self.idle.expired(idle_for) and not self.coordinator.fetching_now():
             self.stats.set_value("robotstxt/idle_closed", 1)
             logger.info(
-                "scrapy-rep: nothing but %d request(s) waiting on robots.txt for %s "
+                "nothing but %d request(s) waiting on robots.txt for %s "
                 "(REP_IDLE_WAIT): the spider closes; they are %s",
                 len(self.room),
                 duration(idle_for),
@@ -440,4 +440,4 @@ def warn_unknown_settings(settings: Any) -> None:
     default in force silently), with the closest name it does read."""
     for name, close in unknown_settings(settings):
         hint = f"; did you mean {close}?" if close else ""
-        logger.warning("scrapy-rep: unknown setting %s is ignored%s", name, hint)
+        logger.warning("unknown setting %s is ignored%s", name, hint)

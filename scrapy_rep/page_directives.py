@@ -121,7 +121,7 @@ class PageDirectivesMiddleware:
             # the same recorder (and file) as the robots.txt middleware's
             recorder = recorder_for(crawler, config, config.clock or time.time)
         except SettingError as exc:
-            logger.error("scrapy-rep: the crawl cannot start: %s", exc)
+            logger.error("the crawl cannot start: %s", exc)
             raise
         acting = config.page_mode in ("audit", "enforce")
         middleware = ActingPageDirectivesMiddleware if acting else cls
@@ -130,7 +130,7 @@ class PageDirectivesMiddleware:
     def _on_spider_opened(self, spider: Spider) -> None:
         self.tokens.spider = spider  # (its robotstxt_user_agent attribute)
         logger.info(
-            "scrapy-rep: page-level directives (robots meta tag, X-Robots-Tag): %s",
+            "page-level directives (robots meta tag, X-Robots-Tag): %s",
             {
                 "record": "recorded (REP_PAGE_MODE = 'record')",
                 "audit": "recorded, what enforce would drop counted (REP_PAGE_MODE = 'audit')",

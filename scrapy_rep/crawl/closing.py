@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from scrapy_rep.crawl.scheduling import SchedulerBridge
     from scrapy_rep.crawl.waiting_room import WaitingRoom
 
-logger = logging.getLogger("scrapy_rep")
+logger = logging.getLogger(__name__)
 
 
 class WaitingAtClose:
@@ -136,7 +136,7 @@ class WaitingAtClose:
             self.stats.inc_value("robotstxt/handed_back", taken)
             self._count_outcome(per_origin, "handed_back")
             logger.info(
-                "scrapy-rep: %d request(s) waiting on robots.txt handed back to the "
+                "%d request(s) waiting on robots.txt handed back to the "
                 "scheduler (%s); a resumed crawl will have them",
                 taken,
                 "JOBDIR" if self.crawler.settings.get("JOBDIR") else "persistent scheduler",
@@ -164,7 +164,7 @@ class WaitingAtClose:
         if kept:
             self.stats.inc_value("robotstxt/kept_in_store", kept)
             logger.info(
-                "scrapy-rep: %d request(s) waiting on robots.txt kept in the shared store "
+                "%d request(s) waiting on robots.txt kept in the shared store "
                 "for another process or the next run",
                 kept,
             )
@@ -185,7 +185,7 @@ class WaitingAtClose:
         top = sorted(per_origin.items(), key=lambda item: -item[1])[:5]
         self.stats.inc_value("robotstxt/dropped_at_close", count)
         logger.info(
-            "scrapy-rep: dropped %d request(s), %s: %s",
+            "dropped %d request(s), %s: %s",
             count,
             why,
             ", ".join(f"{origin} ({n})" for origin, n in top if origin) or "origins not known",

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from scrapy_rep.storage.base import RobotsStorage
     from scrapy_rep.storage.cluster import ClusterStore
 
-logger = logging.getLogger("scrapy_rep")
+logger = logging.getLogger(__name__)
 
 #: The time (clock seconds) a request waits for before it may be scheduled again.
 WAIT_META_KEY = "rep_turn_wait"
@@ -170,7 +170,7 @@ class ClusterDelay:
                 if not self._warned:
                     self._warned = True
                     logger.warning(
-                        "scrapy-rep: cannot reserve Crawl-delay turns in the shared store "
+                        "cannot reserve Crawl-delay turns in the shared store "
                         "(%s): each process keeps the Crawl-delay on its own until it can",
                         exc,
                     )
@@ -298,7 +298,7 @@ def make_cluster_delay(
         cluster = storage.cluster(crawler.spidercls.name)
     except ClusterError as exc:
         logger.warning(
-            "scrapy-rep: no cluster-wide Crawl-delay (the shared store cannot be opened: %s)",
+            "no cluster-wide Crawl-delay (the shared store cannot be opened: %s)",
             exc,
         )
         return None

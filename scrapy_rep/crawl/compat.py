@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
     from scrapy_rep.robotstxt._robotstxt import RobotsTxt
 
-logger = logging.getLogger("scrapy_rep")
+logger = logging.getLogger(__name__)
 
 STOCK_PATH = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
 OUR_PARSER_PATH = "scrapy_rep.RobotParser"
@@ -419,7 +419,7 @@ async def send_robots_parsed(
         try:
             robots = await parsed(body, request)
         except Exception:  # never lose the origin's requests over it: parse on use
-            logger.exception("scrapy-rep: could not prepare robots.txt for robots_parsed")
+            logger.exception("could not prepare robots.txt for robots_parsed")
     parser = RobotParser(body, max_size_of(crawler), robots)
     await crawler.signals.send_catch_log_async(signal=signal, robotparser=parser, request=request)
 
@@ -476,7 +476,7 @@ def check_configuration(crawler: Crawler) -> None:
     stock = stock_middlewares_enabled(settings)
     if stock:
         logger.warning(
-            "scrapy-rep: %s is enabled beside scrapy_rep.RobotsTxtMiddleware: robots.txt "
+            "%s is enabled beside scrapy_rep.RobotsTxtMiddleware: robots.txt "
             "is fetched twice and Scrapy's middleware drops requests by its own rules. "
             "Enable scrapy-rep with ADDONS = {'scrapy_rep.Addon': 0} (it disables the "
             "stock middleware and its subclasses), or set %s to None in "
@@ -487,7 +487,7 @@ def check_configuration(crawler: Crawler) -> None:
     parser = foreign_parser(settings)
     if parser is not None:
         logger.warning(
-            "scrapy-rep: ROBOTSTXT_PARSER = %r is ignored: scrapy-rep matches with its own "
+            "ROBOTSTXT_PARSER = %r is ignored: scrapy-rep matches with its own "
             "RFC 9309 engine (explain(), Crawl-delay, the stored copy and 'scrapy robots' "
             "all need it). Remove the setting, or set it to 'scrapy_rep.RobotParser'.",
             parser,

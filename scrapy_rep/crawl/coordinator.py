@@ -79,7 +79,7 @@ def summary_line(origins: list[str]) -> str:
     named = ", ".join(origins[:MAX_NAMED])
     more = f" and {len(origins) - MAX_NAMED} more" if len(origins) > MAX_NAMED else ""
     return (
-        f"scrapy-rep: {len(origins)} more origin(s) unreachable: {named}{more}; their "
+        f"{len(origins)} more origin(s) unreachable: {named}{more}; their "
         "requests wait and robots.txt is retried as the WARNINGs above say (each origin's "
         "line is at DEBUG; stats: robotstxt/unreachable)"
     )
@@ -383,7 +383,7 @@ class OriginCoordinator:
         return True
 
     def _lease_failed(self, failure: Any, rt: OriginRuntime) -> None:
-        logger.error("scrapy-rep: fetch lease of %s failed: %s", rt.origin, failure)
+        logger.error("fetch lease of %s failed: %s", rt.origin, failure)
         self._fetch_ended(rt)
         self._arm_timer(rt, self.clock() + self.policy.config.retry_backoff)
 
@@ -437,7 +437,7 @@ class OriginCoordinator:
     def _fetch_failed(self, failure: object, rt: OriginRuntime) -> None:
         # A bug in our own fetch path must not strand the origin's requests: count it
         # as unreachable so the normal retry/backoff path takes over.
-        logger.error("scrapy-rep: robots.txt fetch of %s failed: %s", rt.origin, failure)
+        logger.error("robots.txt fetch of %s failed: %s", rt.origin, failure)
         self.leases.stop_renewing(rt.origin)
         self._record_outcome(rt, FetchOutcome(UNREACHABLE, "internal error"))
 
@@ -455,7 +455,7 @@ class OriginCoordinator:
             return record
 
         def failed(failure: Any) -> OriginRecord:
-            logger.error("scrapy-rep: storing robots.txt of %s failed: %s", rt.origin, failure)
+            logger.error("storing robots.txt of %s failed: %s", rt.origin, failure)
             return policy.after_fetch(previous, outcome, now)
 
         deferred = self.calls.call(write, key=rt.origin)
@@ -541,7 +541,7 @@ class OriginCoordinator:
 
 def _release_failed(failure: Any, origin: str) -> None:
     # The lease expires on its own (REP_LEASE_TTL): another process waits that long.
-    logger.warning("scrapy-rep: releasing the fetch lease of %s failed: %s", origin, failure)
+    logger.warning("releasing the fetch lease of %s failed: %s", origin, failure)
 
 
 class UnreachableWarnings:

@@ -122,7 +122,7 @@ class Decider:
         if logger.isEnabledFor(logging.DEBUG) and robots.issue_counts:
             kinds = ", ".join(f"{kind} {n}" for kind, n in robots.issue_counts.items())
             logger.debug(
-                "scrapy-rep: robots.txt of %s: %d line(s) not taken as written (%s)",
+                "robots.txt of %s: %d line(s) not taken as written (%s)",
                 rt.origin,
                 sum(robots.issue_counts.values()),
                 kinds,

@@ -175,7 +175,7 @@ def make_store_waiting(
         cluster = open_cluster(config, spider) if storage is None else storage.cluster(spider)
     except ClusterError as exc:
         logger.warning(
-            "scrapy-rep: waiting requests are kept in this process only: the shared store "
+            "waiting requests are kept in this process only: the shared store "
             "cannot hold them (%s)",
             exc,
         )
@@ -219,7 +219,7 @@ def waiting_fate_line(config: Config, settings: Any, keeper: DurableWaiting) -> 
     crawl stops, and why (said once, so a user knows before the first stop)."""
     wanted, why = durability_choice(config, settings)
     persists = crawl_persistence(settings)
-    head = "scrapy-rep: requests waiting on robots.txt"
+    head = "requests waiting on robots.txt"
     if keeper.durable:
         if persists is not None:
             return (
@@ -386,7 +386,7 @@ class StoreWaiting(DurableWaiting):
                 if key not in self._holds:
                     self._pending_remove.add(key)  # the copy held here is gone: so is this
                 self.stats.inc_value(f"{STAT}adopted_duplicate")
-                logger.debug("scrapy-rep: an adopted copy of a held request collapses: %s", request)
+                logger.debug("an adopted copy of a held request collapses: %s", request)
                 continue
             if isinstance(key, str):
                 # Recorded again, it gets the same key.
@@ -460,7 +460,7 @@ class StoreWaiting(DurableWaiting):
             self.cluster.retire(self.owner, keep=not handed_back)
         except ClusterError as exc:
             self._log_store_trouble(
-                "scrapy-rep: could not update the parked requests in the shared store at "
+                "could not update the parked requests in the shared store at "
                 "close (%s): %d change(s) not written; what is parked is adopted once the "
                 "heartbeat expires",
                 exc,
@@ -541,7 +541,7 @@ class StoreWaiting(DurableWaiting):
         if not self._warned_unserializable:
             self._warned_unserializable = True
             logger.warning(
-                "scrapy-rep: %s cannot be kept in the shared store (%s): it waits in this "
+                "%s cannot be kept in the shared store (%s): it waits in this "
                 "process only, and a kill -9 would lose it (stats: %sunserializable; "
                 "further ones at DEBUG)",
                 request,
@@ -549,7 +549,7 @@ class StoreWaiting(DurableWaiting):
                 STAT,
             )
         else:
-            logger.debug("scrapy-rep: not parked in the shared store (%s): %s", why, request)
+            logger.debug("not parked in the shared store (%s): %s", why, request)
 
     def _log_store_trouble(self, message: str, *args: Any) -> None:
         """WARNING, unless the robots.txt store already warned of the same outage (one
@@ -636,12 +636,12 @@ class StoreWaiting(DurableWaiting):
         self._busy = False
         if self._failing:
             self._failing = False
-            logger.info("scrapy-rep: the shared store takes parked requests again")
+            logger.info("the shared store takes parked requests again")
         for key, origin, blob in adopted:
             self._take_over(key, origin, blob)
         if adopted:
             logger.info(
-                "scrapy-rep: adopted %d waiting request(s) that a stopped or dead process "
+                "adopted %d waiting request(s) that a stopped or dead process "
                 "had parked in the shared store",
                 len(adopted),
             )
@@ -672,7 +672,7 @@ class StoreWaiting(DurableWaiting):
         if not self._failing:
             self._failing = True
             self._log_store_trouble(
-                "scrapy-rep: cannot write parked requests to the shared store (%s); "
+                "cannot write parked requests to the shared store (%s); "
                 "retrying every %.1f s (the requests still wait in this process)",
                 failure.getErrorMessage(),
                 self.heartbeat / 3.0,
@@ -688,8 +688,7 @@ class StoreWaiting(DurableWaiting):
             # from the store with a reason rather than adopt it again forever.
             self.stats.inc_value(f"{STAT}undecodable")
             logger.warning(
-                "scrapy-rep: dropped a parked request of %s from the shared store: it "
-                "does not decode (%s: %s)",
+                "dropped a parked request of %s from the shared store: it does not decode (%s: %s)",
                 origin,
                 type(exc).__name__,
                 exc,

@@ -272,7 +272,7 @@ class RobotsFetcher:
         if origin not in self._refused_warned:
             self._refused_warned.add(origin)
             logger.warning(
-                "scrapy-rep: the crawler's own downloader middleware refused the robots.txt "
+                "the crawler's own downloader middleware refused the robots.txt "
                 "request %s (IgnoreRequest: %s): every URL of %s is allowed, as with "
                 "Scrapy's RobotsTxtMiddleware",
                 url,
@@ -297,7 +297,7 @@ class RobotsFetcher:
             assert self.crawler.stats is not None
             self.crawler.stats.inc_value("robotstxt/truncated")
             logger.info(
-                "scrapy-rep: robots.txt of %s is larger than REP_MAX_SIZE = %d bytes%s: its "
+                "robots.txt of %s is larger than REP_MAX_SIZE = %d bytes%s: its "
                 "first %d bytes apply (RFC 9309 2.5)",
                 origin,
                 self.config.max_size,
@@ -324,7 +324,7 @@ class RobotsFetcher:
             # A stream that breaks part way: what it gave is the file's first part.
             self.crawler.stats.inc_value("robotstxt/decode_error")
             logger.info(
-                "scrapy-rep: robots.txt of %s breaks off in its %s stream after %d "
+                "robots.txt of %s breaks off in its %s stream after %d "
                 "decoded bytes (%s): those apply",
                 origin,
                 names,
@@ -336,7 +336,7 @@ class RobotsFetcher:
         # are the best guess of the file (a binary body has no rules: all allowed).
         self.crawler.stats.inc_value("robotstxt/decode_error")
         logger.warning(
-            "scrapy-rep: robots.txt of %s says Content-Encoding: %s but does not decode "
+            "robots.txt of %s says Content-Encoding: %s but does not decode "
             "(%s): its bytes are parsed as they came",
             origin,
             names,

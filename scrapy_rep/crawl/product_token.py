@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from scrapy_rep.policy.config import Config
 
-logger = logging.getLogger("scrapy_rep")
+logger = logging.getLogger(__name__)
 
 # Tokens that mean a browser UA string reached us; robots.txt groups never name them.
 _BROWSER_TOKENS = frozenset({"mozilla", "opera", "safari", "chrome", "applewebkit"})
@@ -65,7 +65,7 @@ class ProductTokens:
             self._warned_browser = True
             where, fix = self._token_source(request)
             logger.warning(
-                "scrapy-rep: the robots.txt product token is %r, taken from %s, a "
+                "the robots.txt product token is %r, taken from %s, a "
                 "browser-like User-Agent. robots.txt groups name crawlers, so only '*' "
                 "groups will apply. %s",
                 token,

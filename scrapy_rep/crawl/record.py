@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from scrapy_rep.policy.robots_policy import Evaluation
     from scrapy_rep.robotstxt._usage import Usage
 
-logger = logging.getLogger("scrapy_rep")
+logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "record.schema.json"
@@ -190,7 +190,7 @@ class Recorder(NullRecorder):
         # decisions; engine_stopped (later) closes a record that no middleware closed, e.g.
         # one opened by the page-directives middleware alone (docs/record.md).
         crawler.signals.connect(self.close, signal=signals.engine_stopped)
-        logger.info("scrapy-rep: compliance record: %s", self.path)
+        logger.info("compliance record: %s", self.path)
 
     # -- hooks -------------------------------------------------------------------------
 
@@ -410,7 +410,7 @@ class Recorder(NullRecorder):
             if not self._lost_warned:
                 self._lost_warned = True
                 logger.warning(
-                    "scrapy-rep: the compliance record (REP_RECORD) %s is being written "
+                    "the compliance record (REP_RECORD) %s is being written "
                     "too slowly; decisions beyond %d waiting batches are not recorded "
                     "(counted in rep/record/lost)",
                     self.path,
@@ -464,7 +464,7 @@ class Recorder(NullRecorder):
         self._publish()
         lost = self.lost + self.writer.lost
         logger.info(
-            "scrapy-rep: compliance record %s: %d decision(s), %d bytes%s",
+            "compliance record %s: %d decision(s), %d bytes%s",
             self.path,
             self.writer.decisions,
             self.writer.bytes_written,
@@ -526,14 +526,14 @@ class _Writer:
                 self.failure = exc.strerror or str(exc)
                 self.lost += _decision_count(batch)
                 logger.warning(
-                    "scrapy-rep: the compliance record (REP_RECORD) %s cannot be written "
+                    "the compliance record (REP_RECORD) %s cannot be written "
                     "any more (%s): the crawl goes on without it (rep/record/write_failed)",
                     self.path,
                     self.failure,
                 )
             except Exception:  # a bug here must not stop the crawl or its other batches
                 self.lost += _decision_count(batch)
-                logger.exception("scrapy-rep: writing the compliance record failed")
+                logger.exception("writing the compliance record failed")
         with contextlib.suppress(OSError):
             if self.failure is None:
                 self._gzip.close()  # the member's trailer: the file ends cleanly

@@ -114,7 +114,7 @@ class ReleaseRetry:
     def _dropped(self, origin: str, request: Request, exc: Exception) -> None:
         self._inc("robotstxt/release_failed")
         logger.error(
-            "scrapy-rep: could not re-inject %s after robots.txt of %s was decided: the "
+            "could not re-inject %s after robots.txt of %s was decided: the "
             "scheduler refuses the request itself (%s: %s); the request is dropped",
             request,
             origin,
@@ -132,7 +132,7 @@ class ReleaseRetry:
             self._last_line = now
             self._inc("robotstxt/release_backend_down")
             logger.info(
-                "scrapy-rep: the scheduler cannot take released requests (%s: %s); its "
+                "the scheduler cannot take released requests (%s: %s); its "
                 "backend looks down: they wait and are released again when it answers "
                 "(next try in %.0f s, backing off to %.0f s)",
                 type(exc).__name__,
@@ -143,7 +143,7 @@ class ReleaseRetry:
         elif now - self._last_line >= self.log_every:
             self._last_line = now
             logger.info(
-                "scrapy-rep: the scheduler's backend still does not answer after %.0f s "
+                "the scheduler's backend still does not answer after %.0f s "
                 "(%s: %s): %d released request(s) wait for it (next try in %.0f s)",
                 now - self._down_since,
                 type(exc).__name__,
@@ -154,7 +154,7 @@ class ReleaseRetry:
 
     def _backend_back(self, now: float) -> None:
         logger.info(
-            "scrapy-rep: the scheduler takes released requests again after %.0f s; "
+            "the scheduler takes released requests again after %.0f s; "
             "%d request(s) that waited for it follow",
             now - self._down_since,
             len(self._waiting),

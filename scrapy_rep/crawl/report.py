@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
 
 
-logger = logging.getLogger("scrapy_rep")
+logger = logging.getLogger(__name__)
 
 # The block lists at most this many origins (the most eventful first); totals cover all.
 MAX_LISTED_ORIGINS = 20

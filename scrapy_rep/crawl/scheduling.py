@@ -150,7 +150,7 @@ class SchedulerBridge:
                 failed += 1
                 if failed == 1:
                     logger.error(
-                        "scrapy-rep: the scheduler refused a handed-back request: %s",
+                        "the scheduler refused a handed-back request: %s",
                         request,
                         exc_info=True,
                     )

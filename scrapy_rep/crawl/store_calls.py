@@ -173,7 +173,7 @@ class StoreCalls:
         left = worker.stop(timeout)
         if left:
             logger.warning(
-                "scrapy-rep: the robots.txt store (%s) did not answer %d call(s) within "
+                "the robots.txt store (%s) did not answer %d call(s) within "
                 "%g s of the close; not waiting for them (a fetch lease left behind ends "
                 "within REP_LEASE_TTL; an unwritten robots.txt copy is fetched again)",
                 self.storage.describe(),
@@ -242,12 +242,12 @@ class LeaseKeeper:
 
     def _renew_failed(self, failure: Any, origin: str) -> None:
         # A store must not raise, but the renewal loop must never die of it.
-        logger.error("scrapy-rep: renewing the fetch lease of %s failed: %s", origin, failure)
+        logger.error("renewing the fetch lease of %s failed: %s", origin, failure)
 
     def _renewed(self, kept: bool, origin: str) -> None:
         if not kept and origin in self._renewers:
             logger.info(
-                "scrapy-rep: this process lost the fetch lease of %s (not renewed "
+                "this process lost the fetch lease of %s (not renewed "
                 "within REP_LEASE_TTL, or taken over); its robots.txt may be fetched "
                 "twice",
                 origin,

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from scrapy_rep.policy.config import Config
     from scrapy_rep.policy.robots_policy import Evaluation
 
-logger = logging.getLogger("scrapy_rep")
+logger = logging.getLogger(__name__)
 
 META_KEY = "rep_usage"  # the preferences that apply (see Usage.to_json), and more
 PURPOSES_META_KEY = "rep_purposes"  # overrides REP_PURPOSES for one request
@@ -83,7 +83,7 @@ class UsageKeeper:
             # meta["rep_purposes"] and a site's own preferences still work).
             return
         logger.info(
-            "scrapy-rep: usage preferences: %s; purposes: %s",
+            "usage preferences: %s; purposes: %s",
             {
                 "record": "recorded (REP_USAGE_MODE = 'record')",
                 "audit": "recorded, refusals counted but nothing dropped (audit)",
@@ -106,7 +106,7 @@ class UsageKeeper:
             self.stats.inc_value("rep/usage/bad_purposes_meta")
             if str(exc) not in self._bad_meta_warned:
                 self._bad_meta_warned.add(str(exc))
-                logger.warning("scrapy-rep: %s; REP_PURPOSES applies instead", exc)
+                logger.warning("%s; REP_PURPOSES applies instead", exc)
             return self.purposes
 
     # -- the two hooks -----------------------------------------------------------------

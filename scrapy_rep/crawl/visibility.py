@@ -89,7 +89,7 @@ def waiting_line(
     shown = ", ".join(f"{origin} ({count}: {why})" for origin, count, why in ranked[:MAX_LISTED])
     more = f" and {len(ranked) - MAX_LISTED} more" if len(ranked) > MAX_LISTED else ""
     return (
-        f"scrapy-rep: nothing to do but wait on robots.txt: {total} request(s) of "
+        f"nothing to do but wait on robots.txt: {total} request(s) of "
         f"{len(ranked)} origin(s) wait: {shown}{more}; idle for {duration(idle_for)}, the "
         f"spider closes after REP_IDLE_WAIT = {duration(idle_wait)}"
     )
@@ -116,7 +116,7 @@ def waiting_warning(
     )
     more = f" and {len(ranked) - MAX_LISTED} more origin(s)" if len(ranked) > MAX_LISTED else ""
     return (
-        f"scrapy-rep: the spider stays open only for requests waiting on robots.txt: "
+        f"the spider stays open only for requests waiting on robots.txt: "
         f"{shown}{more}. With nothing else to do it waits until {clock_time(closes_at, now)} "
         f"(REP_IDLE_WAIT); Ctrl-C stops the crawl now, and the waiting requests are {fate}"
     )

@@ -163,7 +163,7 @@ class WaitingRoom:
         except Exception:
             # It was encoded by this process a moment ago; should it not decode, say so
             # rather than lose it silently.
-            logger.error("scrapy-rep: a held request could not be restored", exc_info=True)
+            logger.error("a held request could not be restored", exc_info=True)
             return None
 
     def _restore(self, stored: list[_Stored]) -> list[Held]:

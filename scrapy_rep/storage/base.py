@@ -112,7 +112,7 @@ def warn_unreadable(store: str) -> None:
     if store not in _warned_unreadable:
         _warned_unreadable.add(store)
         logger.warning(
-            "scrapy-rep: %s holds an unreadable robots.txt entry (corrupt, or written by "
+            "%s holds an unreadable robots.txt entry (corrupt, or written by "
             "another version); treating it as a miss and fetching robots.txt again. "
             "Further unreadable entries are not logged.",
             store,

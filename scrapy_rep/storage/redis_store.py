@@ -609,7 +609,7 @@ class RedisStorage(RobotsStorage):
         try:
             self._client.close()
         except Exception as exc:  # closing must never fail a crawl's shutdown
-            logger.debug("scrapy-rep: closing redis failed: %s", self._scrub(exc))
+            logger.debug("closing redis failed: %s", self._scrub(exc))
 
     def unreachable_reason(self) -> str | None:
         """Why Redis does not answer a PING now (None when it does), without the
@@ -684,7 +684,7 @@ class RedisStorage(RobotsStorage):
             self._down = True
         if first:
             logger.warning(
-                "scrapy-rep: robots.txt store redis %s is unreachable (%s); continuing "
+                "robots.txt store redis %s is unreachable (%s); continuing "
                 "with a process-local store (robots.txt may be fetched once per process) "
                 "and retrying at most every %gs",
                 self._masked_url,
@@ -692,7 +692,7 @@ class RedisStorage(RobotsStorage):
                 self._reconnect_interval,
             )
         else:
-            logger.debug("scrapy-rep: redis still unreachable: %s", self._scrub(exc))
+            logger.debug("redis still unreachable: %s", self._scrub(exc))
 
     def _back_up(self, probing: bool) -> None:
         """Redis answered: leave the outage state, and write back what was learned."""
@@ -701,7 +701,7 @@ class RedisStorage(RobotsStorage):
                 recovered, self._down = self._down, False
             if recovered:
                 logger.info(
-                    "scrapy-rep: robots.txt store redis %s is reachable again; using it "
+                    "robots.txt store redis %s is reachable again; using it "
                     "(writing back %d origin(s) learned meanwhile)",
                     self._masked_url,
                     len(self._unsynced),
@@ -759,13 +759,13 @@ class RedisStorage(RobotsStorage):
             self._logged.add(message)
         if first:
             logger.warning(
-                "scrapy-rep: robots.txt store redis %s: %s (treated as a cache miss; "
+                "robots.txt store redis %s: %s (treated as a cache miss; "
                 "repeats are logged at DEBUG)",
                 self._masked_url,
                 message,
             )
         else:
-            logger.debug("scrapy-rep: redis error: %s", message)
+            logger.debug("redis error: %s", message)
 
     def _keep_locally(self, origin: str, record: OriginRecord, stored: bool) -> None:
         if not stored:

@@ -198,8 +198,7 @@ class SqliteStorage(RobotsStorage):
             return False
         self._repaired = True
         logger.warning(
-            "scrapy-rep: robots.txt store %s is unusable (%s); moved it to %s and "
-            "started a fresh store",
+            "robots.txt store %s is unusable (%s); moved it to %s and started a fresh store",
             self.path,
             reason,
             aside,
@@ -331,11 +330,11 @@ class SqliteStorage(RobotsStorage):
     def _log_once(self, operation: str, exc: BaseException) -> None:
         kind = f"{operation}:{type(exc).__name__}:{exc}"
         if kind in self._logged or len(self._logged) >= _MAX_LOGGED_KINDS:
-            logger.debug("scrapy-rep: sqlite %s failed on %s: %s", operation, self.path, exc)
+            logger.debug("sqlite %s failed on %s: %s", operation, self.path, exc)
             return
         self._logged.add(kind)
         logger.warning(
-            "scrapy-rep: robots.txt store %s: %s failed (%s: %s); using process-local "
+            "robots.txt store %s: %s failed (%s: %s); using process-local "
             "state for it (further errors of this kind are logged at DEBUG)",
             self.path,
             operation,
@@ -567,7 +566,7 @@ class SqliteStorage(RobotsStorage):
         self._spells += 1
         logger.log(
             logging.WARNING if self._spells == 1 else logging.DEBUG,
-            "scrapy-rep: robots.txt store %s is locked by another process (a %s waited "
+            "robots.txt store %s is locked by another process (a %s waited "
             "the %g s busy timeout: %s); until it can be written again, robots.txt is "
             "decided in this process without waiting on it (an origin may be fetched "
             "once per process), and what is decided meanwhile is written back then",
@@ -604,7 +603,7 @@ class SqliteStorage(RobotsStorage):
         written = self._write_back(conn)
         logger.log(
             logging.INFO if self._spells == 1 else logging.DEBUG,
-            "scrapy-rep: robots.txt store %s can be written again after %.0f s; %s",
+            "robots.txt store %s can be written again after %.0f s; %s",
             self.path,
             time.monotonic() - self._locked_since,
             "writing back failed, tried again later"
@@ -650,7 +649,7 @@ class SqliteStorage(RobotsStorage):
                     conn.execute("ROLLBACK")
                 raise
         except (sqlite3.Error, ValueError, OverflowError) as exc:
-            logger.debug("scrapy-rep: writing back to %s failed: %s", self.path, exc)
+            logger.debug("writing back to %s failed: %s", self.path, exc)
             self._next_write_back = time.monotonic() + WRITE_BACK_RETRY
             return None
         self._unsynced.difference_update(pending)
@@ -670,7 +669,7 @@ class SqliteStorage(RobotsStorage):
             written = self._write_back(conn)
         if written is None:
             logger.info(
-                "scrapy-rep: robots.txt store %s: %d origin(s) decided while it was "
+                "robots.txt store %s: %d origin(s) decided while it was "
                 "locked could not be written to it (their robots.txt is fetched again "
                 "by the next crawl)",
                 self.path,
@@ -849,7 +848,7 @@ class SqliteStorage(RobotsStorage):
         # (the process exits; SQLite's journal keeps the file consistent).
         if not self._lock.acquire(timeout=self._busy_timeout + 2.0):
             logger.warning(
-                "scrapy-rep: robots.txt store %s: a store call did not end in time; "
+                "robots.txt store %s: a store call did not end in time; "
                 "closing without waiting for it",
                 self.path,
             )

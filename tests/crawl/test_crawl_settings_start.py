@@ -49,9 +49,7 @@ def test_bad_setting_logs_one_error_line_before_the_traceback(
     errors = [n for n, line in enumerate(lines) if " ERROR: " in line]
     assert errors, result.stderr
     first = lines[errors[0]]
-    assert (
-        "[scrapy_rep.middleware] ERROR: scrapy-rep: the crawl cannot start: REP_MAX_SIZE" in first
-    )
+    assert "[scrapy_rep.middleware] ERROR: the crawl cannot start: REP_MAX_SIZE" in first
     assert "'big'" in first
     tracebacks = [n for n, line in enumerate(lines) if line.startswith("Traceback")]
     assert all(n > errors[0] for n in tracebacks)

@@ -59,7 +59,7 @@ def test_a_typo_in_a_setting_name_is_one_warning_at_start(
     )
     assert urls == [start]
     warning = (
-        "[scrapy_rep.middleware] WARNING: scrapy-rep: unknown setting REP_ENFORSE is ignored; "
+        "[scrapy_rep.middleware] WARNING: unknown setting REP_ENFORSE is ignored; "
         "did you mean REP_ENFORCE?"
     )
     assert log.count(warning) == 1, log[-3000:]
@@ -120,9 +120,7 @@ def test_an_unreachable_redis_at_start_stops_the_crawl(
     errors = [line for line in done.stderr.splitlines() if " ERROR: " in line]
     assert errors, done.stderr[-3000:]
     first = errors[0]
-    assert (
-        "[scrapy_rep.middleware] ERROR: scrapy-rep: the crawl cannot start: REP_STORAGE = " in first
-    )
+    assert "[scrapy_rep.middleware] ERROR: the crawl cannot start: REP_STORAGE = " in first
     assert f"'{url}': the store does not answer (" in first
     assert sum("the crawl cannot start" in line for line in done.stderr.splitlines()) == 1
     assert mockserver.paths(site) == []
@@ -162,7 +160,7 @@ def test_every_run_names_the_origin_that_keeps_it_waiting(
     warnings = [
         line
         for line in second.splitlines()
-        if "[scrapy_rep] WARNING: scrapy-rep: the spider stays open only for requests "
+        if "[scrapy_rep.crawl.closing] WARNING: the spider stays open only for requests "
         "waiting on robots.txt: " in line
     ]
     assert len(warnings) == 1, second[-3000:]

@@ -17,7 +17,7 @@ from scrapy_rep.crawl.coordinator import FIRST_WARNINGS, UnreachableWarnings
 from tests.support.crawl import REP
 
 DEAD_ORIGINS = 12
-SUMMARY = re.compile(r"scrapy-rep: (\d+) more origin\(s\) unreachable: (.*?)(?: and (\d+) more)?;")
+SUMMARY = re.compile(r"(\d+) more origin\(s\) unreachable: (.*?)(?: and (\d+) more)?;")
 
 
 @pytest_twisted.ensureDeferred
@@ -106,14 +106,14 @@ def test_summary_lines_come_one_per_interval_and_at_close(caplog: Any) -> None:
     assert [t.delay for t in timers.calls] == [60.0]  # one timer for the 25 others
     timers.calls[0].fire()
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert warnings[-1].startswith("scrapy-rep: 25 more origin(s) unreachable: http://o5, ")
+    assert warnings[-1].startswith("25 more origin(s) unreachable: http://o5, ")
     assert "http://o24 and 5 more;" in warnings[-1]
     log.warn("http://late", "robots.txt of http://late is unreachable (x)")
     assert len(timers.calls) == 2
     log.close()
     assert timers.calls[1].cancelled
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert warnings[-1].startswith("scrapy-rep: 1 more origin(s) unreachable: http://late;")
+    assert warnings[-1].startswith("1 more origin(s) unreachable: http://late;")
     # after close, no timer would fire: a late origin gets its own line
     log.warn("http://later", "robots.txt of http://later is unreachable (x)")
     assert caplog.records[-1].levelno == logging.WARNING

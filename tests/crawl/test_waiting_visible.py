@@ -53,7 +53,7 @@ async def test_waiting_is_visible_and_bounded_by_idle_wait(
     assert f"{origin} (3: unreachable: 503)" in periodic[0]
     closing = [m for m in info if "(REP_IDLE_WAIT): the spider closes" in m]
     assert len(closing) == 1 and "they are dropped" in closing[0]
-    dropped = [m for m in info if m.startswith("scrapy-rep: dropped")]
+    dropped = [m for m in info if m.startswith("dropped")]
     assert len(dropped) == 1 and "dropped 3 request(s)" in dropped[0]
     assert crawler.stat("robotstxt/dropped_at_close") == 3
     assert crawler.stat("robotstxt/idle_closed") == 1
