@@ -344,7 +344,6 @@ class RobotsTxtMiddleware:
     # -- lifecycle ---------------------------------------------------------------------
 
     def _on_spider_opened(self, spider: Spider) -> None:
-        self.decider.tokens.spider = spider
         self._sitemap_spider = self.sitemap_copy.applies_to(spider)
         self.bridge.on_spider_opened()
         self.closing.install_handback()

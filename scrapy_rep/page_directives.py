@@ -125,10 +125,9 @@ class PageDirectivesMiddleware:
             raise
         acting = config.page_mode in ("audit", "enforce")
         middleware = ActingPageDirectivesMiddleware if acting else cls
-        return middleware(crawler, config, ProductTokens(config), recorder)
+        return middleware(crawler, config, ProductTokens(config, crawler), recorder)
 
     def _on_spider_opened(self, spider: Spider) -> None:
-        self.tokens.spider = spider  # (its robotstxt_user_agent attribute)
         logger.info(
             "page-level directives (robots meta tag, X-Robots-Tag): %s",
             {

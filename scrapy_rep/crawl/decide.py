@@ -100,7 +100,7 @@ class Decider:
         self._working: dict[str, list[Deferred[None]]] = {}
         # which product token a request's crawler obeys (crawl/product_token.py); its
         # bound method, not a wrapper: it runs on every request
-        self.tokens = ProductTokens(config)
+        self.tokens = ProductTokens(config, crawler)
         self.token_for = self.tokens.token_for
         self.slot_delays = SlotDelays(crawler, config.max_crawl_delay)
 

@@ -18,6 +18,7 @@ from scrapy_rep.robotstxt import product_token
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
 
     from scrapy_rep.policy.config import Config
 
@@ -32,12 +33,18 @@ class ProductTokens:
     """The product token of each request (``token_for``, on every request), and one
     warning when it is a browser's."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, crawler: Crawler | None = None) -> None:
         self.config = config
-        self.spider: Spider | None = None  # set when the spider opens
+        # The spider's robotstxt_user_agent attribute applies once the spider exists
+        # (Scrapy sets crawler.spider before any request is scheduled).
+        self.crawler = crawler
         self._warned_browser = False
         # (raw value, its product token, whether it is browser-like): the last one seen
         self._token_of: tuple[object, str, bool] = (None, "", False)
+
+    @property
+    def spider(self) -> Spider | None:
+        return None if self.crawler is None else self.crawler.spider
 
     def token_for(self, request: Request) -> str:
         raw: Any = request.meta.get("robotstxt_user_agent")
