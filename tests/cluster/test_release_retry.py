@@ -35,6 +35,7 @@ class BackendDownScheduler(Scheduler):
         return bool(super().enqueue_request(request))
 
 
+@pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_released_requests_wait_out_a_backend_outage(
     mockserver: Any, run_crawl: Any, host: str

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.support.commands import as_json, robots, workdir
 from tests.support.mockserver import MockServer
 
@@ -93,6 +95,7 @@ def test_page_json_and_non_html(
     assert pdf["nofollow_only_links"] == []
 
 
+@pytest.mark.slow
 def test_page_unreachable_and_usage_errors(
     mockserver: MockServer, refused_port: int, subprocess_env: dict[str, str], workdir: Path
 ) -> None:

@@ -174,6 +174,7 @@ def test_help_reads_well(subprocess_env: dict[str, str], workdir: Path, columns:
     assert os.linesep.join(lines).count("--refresh") == 1
 
 
+@pytest.mark.slow
 def test_refresh_and_forget_on_redis(
     mockserver: MockServer,
     host: str,

@@ -26,6 +26,7 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@pytest.mark.slow
 def test_stored_state_shown_and_store_untouched(
     mockserver: MockServer, subprocess_env: dict[str, str], workdir: Path, tmp_path: Path
 ) -> None:

@@ -189,6 +189,7 @@ class SlotDroppingSpider(scrapy.Spider):
     ],
     ids=["download-delay", "randomized"],
 )
+@pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_crawl_delay_survives_a_new_download_slot(
     mockserver: Any,

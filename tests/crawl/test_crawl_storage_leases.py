@@ -45,6 +45,7 @@ def open_store(spec: str) -> RobotsStorage:
     return RedisStorage.from_url(spec, Config())
 
 
+@pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_a_running_fetch_renews_its_lease(
     mockserver: Any, run_crawl: Any, host: str, store: str
@@ -83,6 +84,7 @@ async def test_a_running_fetch_renews_its_lease(
     assert not crawler.messages(logging.WARNING, logger="scrapy_rep")
 
 
+@pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_waiting_on_another_holder_is_logged_once_then_taken_over(
     mockserver: Any, run_crawl: Any, host: str, store: str
@@ -157,6 +159,7 @@ async def test_a_blackholed_redis_once_running_does_not_stop_the_crawl(
     print(f"blackholed-redis crawl of {len(hosts)} origins took {elapsed:.1f} s")
 
 
+@pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_a_blackholed_redis_at_start_stops_the_crawl(
     mockserver: Any, run_crawl: Any, blackholed_redis: str

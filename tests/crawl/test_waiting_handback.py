@@ -55,6 +55,7 @@ async def test_stop_hands_back_to_a_persistent_scheduler_without_jobdir(
     assert len(lines) == 1 and "persistent scheduler" in lines[0]
 
 
+@pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_resumed_jobdir_with_a_still_unreachable_origin_does_not_deadlock(
     mockserver: Any, run_crawl: Any, host: str, tmp_path: Any

@@ -112,6 +112,7 @@ def write_digests() -> None:
     DIGESTS.write_text("".join(f"{p.name} {digest(p.read_bytes())}\n" for p in _files()))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not DIGESTS.is_file(), reason="no recorded digests")
 def test_every_file_reads_as_recorded() -> None:
     recorded = dict(line.split() for line in DIGESTS.read_text().splitlines())
