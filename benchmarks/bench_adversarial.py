@@ -13,8 +13,8 @@ indexes on its first check), a later check and an explain (scrapy_rep only), and
 the largest single step of the parse and of the first check's preparation when they
 run in bounded steps (RobotsTxt.parse_steps, prepare_steps: what a crawl runs on its
 reactor for a large file, see scrapy_rep/crawl/stepping.py), with PASS/FAIL against
-the SPEC's bound of 25 ms: each the median (or best, or worst) of N runs, each on a
-fresh object.
+the documented bound of 25 ms (docs/rfc.md, "Hostile files"): each the median (or
+best, or worst) of N runs, each on a fresh object.
 """
 
 from __future__ import annotations

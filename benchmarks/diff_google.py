@@ -29,7 +29,7 @@ BASE = "https://example.com"
 ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
 UNRESERVED = re.compile(r"[A-Za-z0-9~]")
 # a User-agent value whose product token goes on past a digit or a non-ASCII letter,
-# where Google's library cuts it (scrapy_rep keeps it whole: SPEC "Words")
+# where Google's library cuts it (scrapy_rep keeps it whole: docs/rfc.md)
 LONG_TOKEN = re.compile(
     rb"^[ \t]*user[ -]?agent[ \t]*:?[ \t]*[A-Za-z_-]*[0-9\x80-\xff]", re.I | re.M
 )
@@ -80,7 +80,7 @@ def cause(body: bytes, url: str, ours: RobotsTxt, agent: str) -> str:
     decision = ours.explain(url, agent)
     rule = decision.rule or ""
     if LONG_TOKEN.search(body):
-        return "product tokens keep digits and non-ASCII letters (SPEC Words, RFC over Google)"
+        return "product tokens keep digits and non-ASCII letters (RFC over Google, docs/rfc.md)"
     if len(body) > 512_000:
         return "parse limit: only the first 500 KiB is read (RFC 9309 §2.5)"
     if ESCAPE.search(path) or not path.isascii() or "%" in rule or not rule.isascii():

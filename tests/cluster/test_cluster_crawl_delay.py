@@ -1,4 +1,4 @@
-"""Crawl-delay kept by the whole cluster (SPEC section 3 "crawl-delay in a cluster"):
+"""Crawl-delay kept by the whole cluster (docs/cluster.md, "Cluster-wide Crawl-delay"):
 three scrapy-redis workers sharing the Redis store, one origin whose robots.txt says
 ``Crawl-delay: 1``. The server's own receive times are the evidence."""
 

@@ -1,5 +1,6 @@
-"""Every gap at the server is at least the Crawl-delay (SPEC section 3 "crawl-delay in a
-cluster"; Google: Crawl-delay is a minimum spacing between requests to a site): four
+"""Every gap at the server is at least the Crawl-delay (docs/cluster.md,
+"Cluster-wide Crawl-delay"; Google: Crawl-delay is a minimum spacing between requests to
+a site): four
 scrapy-redis workers share one store (Redis, or one SQLite file), each with pages of one
 origin with ``Crawl-delay: 1``. The server's own receive times are the evidence, and
 every gap is checked, with no allowance but a float epsilon."""

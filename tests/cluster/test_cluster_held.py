@@ -1,5 +1,5 @@
-"""Held requests in a real scrapy-redis cluster survive their holder (SPEC section 3
-"nothing lost"): three workers share one Redis (queue, dupefilter, scrapy-rep store);
+"""Held requests in a real scrapy-redis cluster survive their holder (docs/cluster.md):
+three workers share one Redis (queue, dupefilter, scrapy-rep store);
 one origin answers 503 for robots.txt until the test lets it recover. What the mock
 server received is the evidence."""
 

@@ -1,4 +1,4 @@
-"""A Redis outage while held requests are released (SPEC section 3 "nothing lost"): three
+"""A Redis outage while held requests are released (docs/cluster.md): three
 scrapy-redis workers share one Redis (their queue, their dupefilter, the scrapy-rep
 store). Their requests wait on robots.txt answering 503; Redis is stopped, robots.txt
 then answers, so every release happens while scrapy-redis cannot enqueue. Redis comes

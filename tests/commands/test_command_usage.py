@@ -1,4 +1,4 @@
-"""``scrapy robots`` shows each URL's usage preferences (SPEC §5), text and JSON."""
+"""``scrapy robots`` shows each URL's usage preferences (docs/usage.md), text and JSON."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Real crawls for the middleware's gate (SPEC section 3): waiting, releasing,
+"""Real crawls for the middleware's gate (docs/waiting.md): waiting, releasing,
 dropping, crawl-delay, redirects of pages, bypass, graceful stop with JOBDIR, and the
 "nothing lost" accounting."""
 

@@ -1,4 +1,4 @@
-"""Real crawls for the parser's decisions (SPEC section 1): product tokens with digits
+"""Real crawls for the parser's decisions (docs/rfc.md): product tokens with digits
 pick their own group, and each parsed copy's issues are counted in one DEBUG line."""
 
 from __future__ import annotations

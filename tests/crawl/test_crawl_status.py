@@ -1,4 +1,4 @@
-"""Real crawls for every fetch-outcome row of SPEC section 2.
+"""Real crawls for every fetch-outcome row of docs/behaviour.md.
 
 Each test runs a whole Scrapy crawl against the mock server with scrapy-rep enabled
 through its add-on and asserts on what the server received (paths, server-side

@@ -1,4 +1,4 @@
-"""Real crawls against the persistent stores (SPEC section 2 caching and unreachable
+"""Real crawls against the persistent stores (docs/behaviour.md: caching and unreachable
 windows, section 3 "storage"): what one crawl stores, the next crawl uses.
 
 * a second crawl within the TTL is served by the store (no robots.txt request), for

@@ -1,4 +1,4 @@
-"""Real crawls against a damaged or vanishing persistent store (SPEC section 3 "storage").
+"""Real crawls against a damaged or vanishing persistent store (docs/storage.md).
 
 * a corrupted store is a cache miss (refetch), never a crash or a lost request;
 * Redis going away mid-crawl degrades to in-process state without losing requests."""

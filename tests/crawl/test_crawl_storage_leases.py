@@ -1,4 +1,4 @@
-"""Fetch leases in real crawls (SPEC section 3 "leases"), and a blackholed Redis.
+"""Fetch leases in real crawls (docs/cluster.md, leases), and a blackholed Redis.
 
 * the running fetch renews its short lease, so a robots.txt slower than the lease is
   still fetched once, and nobody else takes it meanwhile;

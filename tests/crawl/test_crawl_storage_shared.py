@@ -1,4 +1,4 @@
-"""Several crawler processes sharing one persistent store (SPEC section 3 "storage").
+"""Several crawler processes sharing one persistent store (docs/storage.md).
 
 * two crawler processes sharing a store fetch each robots.txt exactly once;
 * a process killed while it holds a fetch lease does not strand the others."""

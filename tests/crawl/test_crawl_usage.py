@@ -1,4 +1,4 @@
-"""Usage preferences in real crawls (SPEC §5): recorded, audited, enforced.
+"""Usage preferences in real crawls (docs/usage.md): recorded, audited, enforced.
 
 One local site mixes robots.txt rules (Allow/Disallow, Content-Usage with paths,
 Content-Signal) and Content-Usage response headers; a second origin has no robots.txt

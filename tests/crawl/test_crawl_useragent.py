@@ -1,5 +1,5 @@
-"""Real crawls for the product token (SPEC section 3): where it comes from, in which
-order, reduced from full User-Agent strings, and the browser-like warning."""
+"""Real crawls for the product token (docs/behaviour.md, "Product token"): where it
+comes from, in which order, reduced from full User-Agent strings, and the browser-like warning."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Configuration mistakes an existing Scrapy project makes when it adopts scrapy-rep
-(SPEC section 4): the stock middleware or a project subclass of it left enabled, and
+(docs/compat.md): the stock middleware or a project subclass of it left enabled, and
 ROBOTSTXT_PARSER set to another parser."""
 
 from __future__ import annotations

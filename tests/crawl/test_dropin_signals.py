@@ -1,4 +1,4 @@
-"""Signals Scrapy's own RobotsTxtMiddleware sends, and how often (SPEC section 4).
+"""Signals Scrapy's own RobotsTxtMiddleware sends, and how often (docs/compat.md).
 
 ``robots_parsed`` (Scrapy 2.18+) once per fetched robots.txt with a RobotParser and the
 page request that triggered the fetch, side by side with the stock middleware; and

@@ -1,4 +1,4 @@
-"""SitemapSpider with ``sitemap_urls`` naming robots.txt (SPEC section 4; Scrapy issue
+"""SitemapSpider with ``sitemap_urls`` naming robots.txt (docs/compat.md; Scrapy issue
 #3967): the spider's robots.txt request is answered from scrapy-rep's copy, so each
 origin's robots.txt is downloaded once; the sitemaps it lists pass the rules as usual."""
 

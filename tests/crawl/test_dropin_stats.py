@@ -1,4 +1,4 @@
-"""Scrapy's own robotstxt/* stats and log lines keep their meaning (SPEC section 4).
+"""Scrapy's own robotstxt/* stats and log lines keep their meaning (docs/compat.md).
 
 Each case crawls the same site twice, once with Scrapy's RobotsTxtMiddleware and once
 with scrapy-rep, and compares the stock keys. Scrapy's middleware downloads robots.txt

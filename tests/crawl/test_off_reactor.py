@@ -1,4 +1,4 @@
-"""A hostile robots.txt cannot stall the reactor (SPEC section 1, "cost"): a large file
+"""A hostile robots.txt cannot stall the reactor (docs/rfc.md, "Hostile files"): a large file
 is parsed, and a large group prepared for its first check, in bounded steps on the
 reactor's own thread, and the reactor runs other work between them: other origins'
 requests are decided and downloaded meanwhile. Real crawls. The tests assert where

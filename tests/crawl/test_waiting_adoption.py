@@ -1,4 +1,4 @@
-"""Real crawls for durable waiting across runs (SPEC section 3, "nothing lost"): a crawler
+"""Real crawls for durable waiting across runs (docs/waiting.md): a crawler
 process killed with ``kill -9`` while it holds dont_filter requests, most of them
 spilled to disk, loses none; the next run of the spider on the same SQLite store adopts
 them as soon as it is idle and crawls each exactly once."""

@@ -1,4 +1,4 @@
-"""Waiting requests across runs (SPEC section 3, "nothing lost"): they outlive a run only
+"""Waiting requests across runs (docs/waiting.md): they outlive a run only
 where the crawl itself persists, an adopted request never makes a page crawled twice,
 what is called kept is what the store holds, and restarts never multiply parked copies.
 

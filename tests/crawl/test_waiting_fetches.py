@@ -1,4 +1,4 @@
-"""Real crawls for "fetch concurrency" (SPEC section 3): robots.txt fetches in flight
+"""Real crawls for "fetch concurrency" (docs/waiting.md): robots.txt fetches in flight
 never exceed CONCURRENT_REQUESTS, however many origins a crawl is seeded with."""
 
 from __future__ import annotations

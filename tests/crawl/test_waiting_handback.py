@@ -1,4 +1,4 @@
-"""Real crawls for the graceful stop (SPEC section 3, "nothing lost"): waiting requests
+"""Real crawls for the graceful stop (docs/waiting.md): waiting requests
 are handed back to any scheduler that persists (JOBDIR, or a shared scheduler such as
 scrapy-redis's, which says so with ``persist``), and requests popped again while their
 origin is still undecided wait without holding download slots."""

@@ -1,4 +1,4 @@
-"""Real crawls for the waiting room's "nothing lost" row (SPEC section 3): release
+"""Real crawls for the waiting room's rule that nothing is lost (docs/waiting.md): release
 isolates failures, eviction never orphans a held request, the summary counts each
 origin once, duplicates are filtered at hold time, offsite requests are never held."""
 

@@ -1,4 +1,4 @@
-"""Real crawls for the memory bound on held requests (SPEC section 3, "nothing lost"):
+"""Real crawls for the memory bound on held requests (docs/waiting.md):
 beyond REP_MEMORY_MAX_HELD they spill to disk with Scrapy's own disk queues, and come
 back intact; a request that cannot be serialised stays in memory and is counted."""
 

@@ -1,4 +1,4 @@
-"""Real crawls for "waiting visibly" (SPEC section 3): the INFO line when an origin
+"""Real crawls for "waiting visibly" (docs/waiting.md): the INFO line when an origin
 starts waiting, the periodic line while waiting is all that keeps the spider open,
 REP_IDLE_WAIT, and one-shot commands that give up at once."""
 

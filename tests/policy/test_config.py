@@ -84,7 +84,7 @@ def test_inconsistent_bounds_name_both_settings():
 
 
 def test_lease_settings():
-    """Leases are short and renewed, whatever the fetch budget (SPEC 3 "leases")."""
+    """Leases are short and renewed, whatever the fetch budget (docs/cluster.md, leases)."""
     config = Config.from_settings(Settings({"DOWNLOAD_TIMEOUT": 900}))
     assert (config.lease_ttl, config.lease_renew_every) == (30.0, 10.0)
     config = Config.from_settings(Settings({"REP_LEASE_TTL": 6, "REP_LEASE_RENEW_INTERVAL": 1}))
