@@ -26,8 +26,10 @@ from scrapy import signals
 from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import threads
+from twisted.internet.task import deferLater
 
 from scrapy_rep.crawl import compat
+from scrapy_rep.crawl.store_calls import installed_reactor
 from scrapy_rep.policy.records import RULES
 from scrapy_rep.storage.cluster import ClusterError
 
@@ -294,9 +296,7 @@ class ClusterDelay:
 
 
 async def _sleep(seconds: float) -> None:
-    from twisted.internet import reactor, task
-
-    await maybe_deferred_to_future(task.deferLater(reactor, seconds, lambda: None))
+    await maybe_deferred_to_future(deferLater(installed_reactor(), seconds, lambda: None))
 
 
 def make_cluster_delay(

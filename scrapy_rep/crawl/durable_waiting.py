@@ -33,6 +33,7 @@ from twisted.internet import task, threads
 
 from scrapy_rep.crawl import compat
 from scrapy_rep.crawl.request_codec import RequestCodec
+from scrapy_rep.crawl.store_calls import installed_reactor
 from scrapy_rep.policy.config import Config, SettingError, storage_spec
 from scrapy_rep.storage.cluster import ClusterError, SpiderCluster
 from scrapy_rep.storage.factory import create_storage
@@ -569,10 +570,8 @@ class StoreWaiting(DurableWaiting):
             return
         if not self._pending_add and not self._pending_remove:
             return
-        from twisted.internet import reactor
-
         self._flush_queued = True
-        clock: Any = reactor
+        clock: Any = installed_reactor()
         # Removals go at once; a hold once it is PARK_GRACE old (each hold's own age,
         # so one released within the grace never reaches the store).
         delay = 0.0

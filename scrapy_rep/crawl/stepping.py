@@ -21,6 +21,8 @@ from typing import TypeVar
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.task import deferLater
 
+from scrapy_rep.crawl.store_calls import installed_reactor
+
 __all__ = ["STEP_BUDGET", "run_steps"]
 
 T = TypeVar("T")
@@ -36,8 +38,6 @@ STEP_BUDGET = 0.001
 async def run_steps(steps: Generator[None, None, T], budget: float = STEP_BUDGET) -> T:
     """Run *steps* to its end on the reactor thread, giving the reactor a turn after
     every *budget* seconds of them; what *steps* returns."""
-    from twisted.internet import reactor  # (the installed one: not at import time)
-
     clock = time.perf_counter
     while True:
         deadline = clock() + budget
@@ -49,7 +49,7 @@ async def run_steps(steps: Generator[None, None, T], budget: float = STEP_BUDGET
             value: T = done.value
             return value
         # a turn of the reactor: timers due and I/O ready run before the next slice
-        await maybe_deferred_to_future(deferLater(reactor, 0, _nothing))
+        await maybe_deferred_to_future(deferLater(installed_reactor(), 0, _nothing))
 
 
 def _nothing() -> None:
