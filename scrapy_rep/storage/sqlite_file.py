@@ -340,6 +340,20 @@ def write_record(conn: sqlite3.Connection, origin: str, blob: bytes) -> None:
 RELEASE_LEASE = "DELETE FROM leases WHERE origin = ? AND holder = ?"
 
 
+@contextlib.contextmanager
+def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """BEGIN IMMEDIATE (the write lock is taken before anything is read), COMMIT at the
+    end of the block, ROLLBACK if it raises."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+        raise
+
+
 def _in_write(conn: sqlite3.Connection, body: Callable[[], _T | None]) -> _T | None:
     """Run ``body`` inside BEGIN IMMEDIATE (the write lock is taken before anything is
     read); None from ``body`` rolls back, anything else commits."""

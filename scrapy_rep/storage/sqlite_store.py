@@ -55,6 +55,7 @@ from scrapy_rep.storage.sqlite_file import (
     take_lease,
     take_lease_and_read,
     write_record,
+    write_transaction,
 )
 
 __all__ = ["DB_SCHEMA_VERSION", "DEFAULT_FILENAME", "SqliteStorage", "read_records_read_only"]
@@ -249,8 +250,7 @@ class SqliteStorage(RobotsStorage):
         return conn
 
     def _check_schema(self, conn: sqlite3.Connection) -> None:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with write_transaction(conn):
             identify(conn)  # again, inside the write lock: another process may have won
             for statement in SCHEMA.split(";"):
                 if statement.strip():
@@ -261,11 +261,6 @@ class SqliteStorage(RobotsStorage):
                 (str(DB_SCHEMA_VERSION),),
             )
             conn.execute(CLEAN_LEASES, (time.time(),))
-            conn.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-            raise
 
     # -- errors and repair --------------------------------------------------------------
 
@@ -636,18 +631,12 @@ class SqliteStorage(RobotsStorage):
         mine = {o: r for o in pending if (r := self._fallback.get(o)) is not None}
         written = 0
         try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with write_transaction(conn):
                 for origin, record in mine.items():
                     theirs = unpack_record(read_record(conn, origin), self._record_limit)
                     if theirs is None or fetched_later(record, theirs):
                         write_record(conn, origin, pack_record(record))
                         written += 1
-                conn.execute("COMMIT")
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-                raise
         except (sqlite3.Error, ValueError, OverflowError) as exc:
             logger.debug("writing back to %s failed: %s", self.path, exc)
             self._next_write_back = time.monotonic() + WRITE_BACK_RETRY
@@ -724,15 +713,8 @@ class SqliteStorage(RobotsStorage):
         never both see the same dead owner or the same free turn."""
         with self._cluster_lock:
             try:
-                conn = self._cluster_connection()
-                conn.execute("BEGIN IMMEDIATE")
-                try:
+                with write_transaction(self._cluster_connection()) as conn:
                     yield conn
-                    conn.execute("COMMIT")
-                except BaseException:
-                    with contextlib.suppress(sqlite3.Error):
-                        conn.execute("ROLLBACK")
-                    raise
             except (sqlite3.Error, ValueError, TypeError) as exc:
                 raise ClusterError(f"{type(exc).__name__}: {exc}") from None
 
