@@ -1,24 +1,17 @@
 """Sequencing per origin: one robots.txt fetch in flight, held requests, timers, and
-their release.
+their release. What a state means is ``RobotsPolicy``'s; held requests live in the
+``WaitingRoom``, the origins' state in RAM in ``Origins``.
 
-This is the part of the middleware that has to live in the reactor. What an origin's
-state *means* is decided by ``RobotsPolicy``; what is remembered lives in the store;
-held requests live in the ``WaitingRoom``; the origins' state in RAM is ``Origins``.
-This class sequences fetches and wakes waiting requests.
+One fetch: queued (``FetchQueue``: at most ``CONCURRENT_REQUESTS`` in flight), then the
+lease is taken together with a fresh read (in a shared store another process may have just
+stored the answer), the file is fetched while the lease is renewed, and the outcome is
+stored before the fetch ends, so no second fetch of the origin starts in between. Store
+calls run through ``StoreCalls``, off the reactor thread.
 
-The steps of one fetch: queued (``FetchQueue``: at most ``CONCURRENT_REQUESTS`` in
-flight), then the fetch lease is taken in the store together with a fresh read (a shared
-store: another process may have just stored the answer), the file is fetched while the
-lease is renewed, and the outcome is stored before the fetch counts as ended, so no
-second fetch of the origin starts in between. Store calls run through ``StoreCalls``
-(off the reactor thread).
-
-The WARNINGs for origins whose robots.txt turns unreachable are bounded at broad-crawl
-scale (``UnreachableWarnings``): the first few origins get their own WARNING (what
-waits, the next try, when the wait ends: crawl/visibility.py). After them each further
-origin's line goes to DEBUG and one WARNING per ``LOGSTATS_INTERVAL`` names the origins
-that turned unreachable since the last one. Nothing is lost: every origin is named at
-WARNING, each counted in ``robotstxt/unreachable``, and its full line is at DEBUG.
+Unreachable WARNINGs are bounded at broad-crawl scale (``UnreachableWarnings``): the first
+few origins get their own (crawl/visibility.py); later ones go to DEBUG and one WARNING per
+``LOGSTATS_INTERVAL`` names them. Every origin is still named at WARNING and counted in
+``robotstxt/unreachable``.
 """
 
 from __future__ import annotations
@@ -86,10 +79,8 @@ def summary_line(origins: list[str]) -> str:
 
 
 class OriginCoordinator:
-    """Sequences fetches per origin and holds/releases requests around them.
-
-    Its collaborators default to what the configuration gives; a test passes its own
-    (a ``twisted.internet.task.Clock`` as ``reactor``, a fake fetcher)."""
+    """Sequences fetches per origin and holds/releases requests around them (a test passes
+    a ``twisted.internet.task.Clock`` as ``reactor`` and a fake fetcher)."""
 
     def __init__(
         self,
@@ -106,10 +97,6 @@ class OriginCoordinator:
         give_up: Callable[[str, list[Request], str], None] | None = None,
         *,
         origins: Origins | None = None,
-        fetches: FetchQueue | None = None,
-        calls: StoreCalls | None = None,
-        leases: LeaseKeeper | None = None,
-        unreachable_warnings: UnreachableWarnings | None = None,
         reactor: Any = None,
     ) -> None:
         self.policy = policy
@@ -136,21 +123,17 @@ class OriginCoordinator:
                 config.memory_max_origins, max_bytes=config.memory_max_bytes, held=room.count
             )
         self.origins = origins
-        self.fetches = FetchQueue(config.fetch_concurrency) if fetches is None else fetches
+        self.fetches = FetchQueue(config.fetch_concurrency)
         self._fetches_pending = 0  # queued or running
         self._waiter_count = 0
         self._reads_pending = 0
-        self.calls = StoreCalls(storage) if calls is None else calls
+        self.calls = StoreCalls(storage)
         # host:pid:start:nonce, so that a later process on this machine can tell that
         # a lease left behind by this one is dead (storage.base.holder_is_dead)
-        self.holder = new_holder() if leases is None else leases.holder
+        self.holder = new_holder()
         # Fetches in flight renew their lease (docs/cluster.md).
-        if leases is None:
-            leases = LeaseKeeper(storage, self.holder, config, self.calls, clock, reactor)
-        self.leases = leases
-        if unreachable_warnings is None:
-            unreachable_warnings = UnreachableWarnings(config.logstats_interval, self._call_later)
-        self.unreachable_warnings = unreachable_warnings
+        self.leases = LeaseKeeper(storage, self.holder, config, self.calls, clock, reactor)
+        self.unreachable_warnings = UnreachableWarnings(config.logstats_interval, self._call_later)
         self.closed = False
 
     # -- queries -----------------------------------------------------------------------
@@ -173,12 +156,10 @@ class OriginCoordinator:
     def evaluate(
         self, origin: str, trigger: Request | None = None, *, reread: bool = False
     ) -> Evaluation:
-        """The origin's state now; starts a fetch or a timer when one is due.
-
-        Touches only memory: the store is read (off the reactor thread) on an origin's
-        first evaluation, when a fetch starts and when a timer polls a shared store.
-        ``trigger``: the page request asking, handed to a fetch this starts (for
-        ``robots_parsed``). ``reread`` skips the per-request caches.
+        """The origin's state now; starts a fetch or a timer when one is due. Touches only
+        memory (the store is read off the reactor thread: first evaluation, fetch start, a
+        timer polling a shared store). ``trigger``: the page request asking, handed to a
+        fetch this starts (for ``robots_parsed``). ``reread`` skips the per-request caches.
         """
         rt = self.runtime(origin)
         now = self.clock()
@@ -255,8 +236,8 @@ class OriginCoordinator:
     # -- waking ------------------------------------------------------------------------
 
     def wake(self, origin: str, *, reread: bool = True) -> None:
-        """Re-evaluate an origin; release its requests if it is ready. ``reread``: a
-        shared store is read first (another process may have fetched it)."""
+        """Re-evaluate an origin and release its requests if ready; ``reread``: read a shared
+        store first (another process may have fetched it)."""
         rt = self.runtime(origin)
         rt.timer = None
         rt.undecided = None
@@ -442,8 +423,7 @@ class OriginCoordinator:
         self._record_outcome(rt, FetchOutcome(UNREACHABLE, "internal error"))
 
     def _record_outcome(self, rt: OriginRuntime, outcome: FetchOutcome) -> None:
-        """Store the outcome (off the reactor thread); the fetch ends once it is stored,
-        so no second fetch of the origin starts in between."""
+        """Store the outcome (off the reactor thread); the fetch ends once it is stored."""
         now = self.clock()
         previous = rt.record
         storage, policy, holder = self.storage, self.policy, self.holder
