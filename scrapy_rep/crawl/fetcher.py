@@ -1,22 +1,17 @@
 """Fetching robots.txt: one origin's file through Scrapy's downloader (``RobotsFetcher``),
 and the bound on fetches in flight (``FetchQueue``).
 
-Going through ``engine.download_async`` means proxies, TLS settings, default headers,
-download handlers and downloader middlewares all apply, as for any page. What differs
-from a page fetch is the budget (docs/behaviour.md):
-- redirects are followed here, hop by hop, up to ``REP_MAX_REDIRECTS`` (RFC 9309 2.3.1.2:
-  "SHOULD follow at least five consecutive redirects"), not by RedirectMiddleware;
-- there are no immediate retries (``dont_retry``): the policy's backoff replaces them;
-- ``REP_FETCH_TIMEOUT`` is the timeout;
-- the body is cut at ``REP_MAX_SIZE`` by a ``bytes_received`` handler (RFC 9309 2.5),
-  whatever ``Content-Length`` announces: Scrapy's own size limit, which cancels a download
-  announced larger than it, is lifted while the request is at the download handler;
-- a compressed body is decoded here, up to ``REP_MAX_SIZE`` (crawl/robots_body.py), not
-  by Scrapy's HttpCompressionMiddleware, which refuses a decompression bomb as a whole.
+Through ``engine.download_async``, so proxies, TLS settings, default headers, download
+handlers and downloader middlewares apply as for any page. The budget differs
+(docs/behaviour.md): redirects are followed here up to ``REP_MAX_REDIRECTS`` (RFC 9309
+2.3.1.2: "SHOULD follow at least five"); no immediate retries (the policy's backoff
+replaces them); ``REP_FETCH_TIMEOUT``; the body is cut at ``REP_MAX_SIZE`` (RFC 9309 2.5)
+whatever ``Content-Length`` says (Scrapy's size limit is lifted at the download handler);
+a compressed body is decoded here up to ``REP_MAX_SIZE`` (crawl/robots_body.py), not by
+HttpCompressionMiddleware, which refuses a decompression bomb as a whole.
 
-Stats (docs/reference.md): Scrapy's own keys count one per robots.txt download as a whole,
-as its middleware counts them (its redirects and retries happen inside one download);
-every hop and every backoff retry is counted in scrapy-rep's own keys instead.
+Stats (docs/reference.md): Scrapy's own keys count one per download as its middleware
+does; every hop and backoff retry is counted in scrapy-rep's own keys.
 """
 
 from __future__ import annotations
@@ -82,17 +77,15 @@ class RobotsFetcher:
         self.crawler = crawler
         self.config = config
         self.clock = clock
-        # (origin, body, page request) -> the parsed copy the crawl's checks use, ready
-        # for that request's crawler (Decider.parsed_for): what robots_parsed receivers
-        # get, so that their queries parse nothing
+        # (origin, body, page request) -> the crawl's parsed copy (Decider.parsed_for),
+        # what robots_parsed receivers get, so that their queries parse nothing
         self.parsed = parsed
         # The size cap listens to bytes_received only while a robots.txt fetch is in
         # flight: the signal fires for every chunk of every page, and each receiver
         # costs the whole crawl a dispatch per chunk.
         self._in_flight = 0
-        # Origins whose last fetch ended unreachable: their next fetch is a backoff
-        # retry, which Scrapy's stock keys do not count (its retries are inside one
-        # download), and the page request that started the spell.
+        # Origins whose last fetch ended unreachable (their next fetch is a backoff retry,
+        # not in Scrapy's stock keys) -> the page request that started the spell.
         self._retrying: dict[str, Request | None] = {}
         self._refused_warned: set[str] = set()
 
@@ -261,12 +254,9 @@ class RobotsFetcher:
         return outcome, answered
 
     def _refused(self, origin: str, url: str, exc: IgnoreRequest) -> FetchOutcome:
-        """The crawler's own middleware refused the robots.txt request (docs/behaviour.md).
-
-        That is the crawler's choice, not the site's answer: the origin is allow-all,
-        as with Scrapy's middleware, and for REP_MIN_TTL only, so the crawler is asked
-        again. Not a redirect answer either: no status, so no robots_parsed.
-        """
+        """The crawler's own middleware refused the request (docs/behaviour.md): its choice,
+        not the site's answer, so allow-all as with Scrapy's middleware, for REP_MIN_TTL
+        only (the crawler is asked again), with no status, so no robots_parsed."""
         assert self.crawler.stats is not None
         self.crawler.stats.inc_value("robotstxt/fetch_refused")
         if origin not in self._refused_warned:
@@ -348,18 +338,15 @@ class RobotsFetcher:
 class FetchQueue:
     """A bound on robots.txt fetches in flight (docs/settings.md, ``CONCURRENT_REQUESTS``).
 
-    ``engine.download_async`` bypasses ``CONCURRENT_REQUESTS`` (the scheduler never sees
-    it): without a bound, a broad crawl seeded with thousands of origins opens thousands
-    of connections at once. Fetches beyond the bound wait in a FIFO of origins; an origin
-    has at most one fetch, so FIFO order is round robin by origin. Per-slot limits still
-    apply inside the downloader. A queued fetch starts (and only then takes its lease in
-    a shared store) when a running one ends.
+    ``engine.download_async`` bypasses ``CONCURRENT_REQUESTS``: unbounded, a broad crawl
+    would open thousands of connections at once. Fetches beyond the bound wait in a FIFO
+    of origins (one fetch per origin: round robin); a queued fetch starts, and only then
+    takes its lease, when a running one ends.
 
-    Draining never recurses: with a shared store, a queued fetch often ends inside its
-    own ``start()`` (another process holds the origin's lease, or has just stored its
-    answer), and that ``done()`` would start the next one one call deeper, until
-    Python's recursion limit. ``done()`` inside a ``start()`` only frees the slot; the
-    running drain loop takes the next fetch.
+    Draining never recurses: with a shared store a queued fetch often ends inside its own
+    ``start()`` (another process holds the lease, or just stored the answer), and that
+    ``done()`` would start the next one deeper, up to Python's recursion limit. So
+    ``done()`` inside a ``start()`` only frees the slot; the running drain loop goes on.
     """
 
     def __init__(self, limit: int) -> None:
@@ -373,11 +360,8 @@ class FetchQueue:
         return len(self._queued)
 
     def submit(self, origin: str, start: Callable[[], bool]) -> None:
-        """Run ``start()`` now if under the bound, else when a slot frees up.
-
-        ``start`` returns True when it really started a fetch (which must end with
-        ``done()``), False when it did not (another process holds the lease, ...).
-        """
+        """Run ``start()`` now if under the bound, else when a slot frees up; it returns
+        True when it started a fetch (which must end with ``done()``), else False."""
         if origin in self._queued:
             return
         self._queued[origin] = start
