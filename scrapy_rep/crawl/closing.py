@@ -46,8 +46,7 @@ class WaitingAtClose:
         self.keeper = keeper
         self.origins = origins
         self.clock = clock
-        # Requests left to durable waiting at close, per origin: said to be kept only
-        # once the keeper has written them (finish), as many as it did write.
+        # Requests left to durable waiting at close, per origin (said kept in finish).
         self._left_to_keeper: dict[str, int] = {}
         self.recorder = recorder or NullRecorder()  # the compliance record (crawl/record.py)
         # Origins the "stays open only for waiting requests" WARNING has named this run.
@@ -160,8 +159,7 @@ class WaitingAtClose:
                 kept,
             )
         if kept < left:
-            # Not written (the store failed at close, see the WARNING above) or never
-            # storable: gone with this process, so counted as dropped, not kept.
+            # Not written at close, or never storable: gone with this process.
             per_origin = self._left_to_keeper if not kept else {"": left - kept}
             self._dropped(
                 per_origin,

@@ -61,9 +61,8 @@ LATE = 0.03
 FIRST_MARGIN = 0.4
 #: A timer that fires this early still counts as the turn (timer granularity).
 EARLY = 0.002
-#: A turn this close is waited for in ``process_request`` (holding a download slot
-#: that long), not back through the scheduler, whose trip could make it late; a
-#: request waiting in the room comes back NEAR / 2 before its turn.
+#: A turn this close is waited for in ``process_request``, not back through the scheduler,
+#: whose trip could make it late; a request in the room comes back NEAR / 2 before its turn.
 NEAR = 0.25
 #: The latest time (clock seconds) a request holding a turn may go.
 DEADLINE_META_KEY = "rep_turn_deadline"
@@ -71,7 +70,6 @@ DEADLINE_META_KEY = "rep_turn_deadline"
 _MAX_TRIES = 3
 STAT = "robotstxt/cluster_delay/"
 _MAX_TURN_STATES = 10_000  # origins whose last logged turn state is remembered
-_EPOCH_2001 = 978_307_200.0  # a wall-clock stamp is larger; a monotonic one (uptime) is not
 
 
 class ClusterDelay:
@@ -102,8 +100,7 @@ class ClusterDelay:
         self._warned = False
         # origin -> (turn reserved, Crawl-delay) last logged at DEBUG
         self._turn_states: dict[str, tuple[bool, float]] = {}
-        # Origins this process has reserved a turn for (FIRST_MARGIN); bounded as
-        # _turn_states is (forgetting one costs one more FIRST_MARGIN, nothing else).
+        # Origins this process reserved a turn for (FIRST_MARGIN), bounded as _turn_states.
         self._reserved_for: set[str] = set()
         crawler.signals.connect(self._on_request_scheduled, signal=signals.request_scheduled)
         crawler.signals.connect(self._on_spider_closed, signal=signals.spider_closed)
@@ -174,21 +171,19 @@ class ClusterDelay:
                 return None
             self._log_turn_state(origin, request, reserved, delay, wait)
             if not reserved:
-                # The horizon is full: ask again when there is room, one Crawl-delay
-                # after this process's previous request that found it full.
+                # Horizon full: ask again when there is room, one Crawl-delay after this
+                # process's previous request that found it full.
                 place = self._waiting_for_room.get(origin, 0)
                 self._waiting_for_room[origin] = place + 1
                 self.stats.inc_value(f"{STAT}horizon_full")
                 return self._wait(request, self.clock() + wait + place * delay, None)
             self.stats.inc_value(f"{STAT}turns")
-            # The store read its clock between ``asked`` and ``answered`` (ours), and the
-            # turn is ``wait`` after that read: going at ``answered + wait`` is never
-            # early, and ``asked + wait + LATE`` is never later than allowed.
+            # The store read its clock between ``asked`` and ``answered``: going at
+            # ``answered + wait`` is never early, ``asked + wait + LATE`` never too late.
             used, later = await self._at_turn(request, answered + wait, asked + wait + LATE)
             if used:
                 return later
-        # Every turn came back too late to use (a reactor stalled for longer than
-        # LATE each time): try again after one Crawl-delay.
+        # Every turn came back too late (a stalled reactor): try again a Crawl-delay later.
         return self._wait(request, self.clock() + delay, None)
 
     def _first_margin(self, origin: str) -> float:
@@ -217,8 +212,7 @@ class ClusterDelay:
         if ahead > NEAR:
             return True, self._wait(request, turn - NEAR / 2, deadline, turn=turn)
         if ahead > EARLY:
-            # Near: waited here rather than through the scheduler, whose trip takes
-            # long enough on a loaded machine to make the request late.
+            # Near: waited here; the scheduler's trip could make the request late.
             await _sleep(ahead)
             now = self.clock()
         if now <= deadline:
@@ -260,14 +254,12 @@ class ClusterDelay:
         if origin is None:
             return
         if TURN_META_KEY not in request.meta:
-            left = self._waiting_for_room.get(origin, 1) - 1
+            left = self._waiting_for_room.pop(origin, 1) - 1
             if left > 0:
                 self._waiting_for_room[origin] = left
-            else:
-                self._waiting_for_room.pop(origin, None)
         if when <= self.clock() + EARLY or not self.ready(origin):
-            # Due, or the origin is undecided again: the room's own gate holds it then
-            # (holding it here too would release it twice).
+            # Due, or undecided again: the room's own gate holds it (twice would release
+            # it twice).
             return
         self.hold_until(origin, request, when, "Crawl-delay turn shared by the cluster")
         # From a request_scheduled receiver: kept out of the scheduler, no errback.

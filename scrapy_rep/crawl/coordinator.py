@@ -56,15 +56,14 @@ logger = logging.getLogger(__name__)
 _UNDECIDED = Evaluation(ready=False)
 # Timers never sleep longer than this, so a clock change or a lease expiry is noticed.
 MAX_TIMER = 60.0
-# How often a process that lost the fetch lease to another process looks at the shared
-# store for the result. Short, so waiting workers see the result promptly.
+# How often a process that lost the fetch lease polls the shared store for the result.
 SHARED_POLL_INTERVAL = 0.25
 # Origins with a WARNING of their own before the summary lines take over.
 FIRST_WARNINGS = 5
 # A summary line names at most this many origins; the rest are counted.
 MAX_NAMED = 20
-# The summary's period when LOGSTATS_INTERVAL is 0 (Scrapy's "no periodic stats"): the
-# lines still come, or the origins after the first few would be named only at close.
+# The summary's period when LOGSTATS_INTERVAL is 0, or later origins would be named only
+# at close.
 DEFAULT_INTERVAL = 60.0
 
 
@@ -100,8 +99,7 @@ class OriginCoordinator:
         reactor: Any = None,
     ) -> None:
         self.policy = policy
-        # What becomes of waiting requests if the crawl stops now (closing.fate_of), said
-        # in the unreachable WARNING beside "Ctrl-C stops the crawl now".
+        # What becomes of waiting requests if the crawl stops now (the unreachable WARNING).
         self.waiting_fate = waiting_fate
         self.storage = storage
         self.fetcher = fetcher
@@ -109,13 +107,12 @@ class OriginCoordinator:
         self.room = room
         self._release = release
         self._inc = inc_stat
-        # When held requests may go: normally once the origin is decided; audit mode
-        # also lets them go once the origin is known to be unreachable.
+        # When held requests may go: once decided (audit mode: also once unreachable).
         self.releasable: Callable[[Evaluation], bool] = releasable or (lambda ev: ev.ready)
         self.recorder = recorder or NullRecorder()  # the compliance record (crawl/record.py)
         # One-shot commands: called instead of waiting when an origin turns unreachable.
         self.give_up = give_up
-        # The timers' reactor: the installed one unless given (looked up when used).
+        # The timers' reactor: the installed one unless given.
         self._reactor = reactor
         config = policy.config
         if origins is None:
@@ -216,8 +213,7 @@ class OriginCoordinator:
     # -- holding -----------------------------------------------------------------------
 
     def hold(self, origin: str, request: Request) -> None:
-        # (every caller has just evaluated the origin, which created and touched its
-        # runtime: a plain lookup finds it)
+        # (every caller has just evaluated the origin, which made its runtime)
         rt = self.origins.lookup(origin) or self.runtime(origin)
         self.room.hold(origin, request)
         rt.delayed += 1
@@ -278,9 +274,7 @@ class OriginCoordinator:
             self._inc("robotstxt/released")
             self.recorder.released(request, waited)
             # Never raises: one request the scheduler cannot take must not lose the rest,
-            # nor be mistaken for a robots.txt failure. A scheduler whose backend is down
-            # keeps it waiting; one that refuses the request itself drops it, logged and
-            # counted (crawl/release_retry.py).
+            # nor look like a robots.txt failure (crawl/release_retry.py).
             self._release(rt.origin, request)
         for deferred in waiters:
             rt.released += 1
@@ -348,9 +342,8 @@ class OriginCoordinator:
         if self.closed:
             self._fetch_not_started(rt)
             return False
-        # The previous holder may have stored its result and released the lease
-        # between our last read and our lease (a poll that read just before its
-        # write): a shared store is read once more, so one fetch serves every process.
+        # The previous holder may have stored its result and released the lease since our
+        # last read: a shared store is read once more, so one fetch serves every process.
         deferred = self.calls.call(
             self.storage.acquire_lease_and_get,
             rt.origin,
@@ -463,8 +456,7 @@ class OriginCoordinator:
             if self.give_up is not None and not self.closed:
                 self._give_up(rt, outcome.detail)
                 return
-            # WARNING, with the error's text (Scrapy's middleware: ERROR); after the
-            # first few origins, one summary line per LOGSTATS_INTERVAL
+            # WARNING with the error's text (Scrapy's middleware: ERROR)
             self.unreachable_warnings.warn(
                 rt.origin,
                 unreachable_line(
@@ -509,9 +501,8 @@ class OriginCoordinator:
         for rt in self.origins.runtimes():
             self._cancel_timer(rt)
             if rt.fetching:
-                # In the store's worker thread like every other store call: a stalled
-                # store must not stall the reactor here either. calls.close() lets the
-                # queued calls run before the thread ends.
+                # Off the reactor like every store call; calls.close() lets the queued
+                # calls run before the thread ends.
                 released = self.calls.call(
                     self.storage.release_lease, rt.origin, self.holder, key=rt.origin
                 )

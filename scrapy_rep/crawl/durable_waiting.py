@@ -185,15 +185,13 @@ def open_cluster(storage: str | Config, spider: str) -> ClusterStore | None:
         store = create_storage(config)
     except SettingError as exc:  # (its message never shows a Redis password)
         raise ClusterError(str(exc)) from None
+    cluster = None
     try:
         cluster = store.cluster(spider)
-    except ClusterError:
-        store.close()
-        raise
-    if cluster is None:
-        store.close()
-        return None
-    return SpiderCluster(store, spider, owns_store=True)
+    finally:
+        if cluster is None:  # not shared, or ClusterError
+            store.close()
+    return None if cluster is None else SpiderCluster(store, spider, owns_store=True)
 
 
 def waiting_fate_line(config: Config, settings: Any, keeper: DurableWaiting) -> str:
@@ -276,21 +274,19 @@ class StoreWaiting(DurableWaiting):
         self.codec = codec or RequestCodec(crawler)
         assert crawler.stats is not None
         self.stats = crawler.stats
-        # key -> (entry, when recorded): in recording order, so the ripe ones (older
-        # than PARK_GRACE) are at the front
+        # key -> (entry, when recorded): in recording order, so the ripe ones are in front
         self._pending_add: dict[str, tuple[Parked, float]] = {}
         self._pending_remove: set[str] = set()
         self._stored: set[str] = set()  # written (or being written) under our owner id
         # key -> copies held in this process (recorded and not yet forgotten)
         self._holds: dict[str, int] = {}
-        # Identities of the dont_filter requests this run has held or let through (the
-        # dupefilter does not see those): an adopted copy of one is not crawled again.
+        # dont_filter requests this run held or let through: an adopted copy is not crawled.
         self._dont_filter_seen: set[str] = set()
         # Adopted requests just handed out, until each is recorded again or gone.
         self._adopted_keys: weakref.WeakKeyDictionary[Request, str] = weakref.WeakKeyDictionary()
         self._warned_unserializable = False
-        # The batch a flush took and handed to the worker thread, until that thread's
-        # store call has run: a close() that gets the store first writes it instead.
+        # The batch handed to the worker thread until its store call ran: a close() that
+        # gets the store first writes it instead.
         self._in_flight: tuple[list[Parked], list[str]] | None = None
         self._adopted: list[tuple[str, Request]] = []
         self._io_lock = threading.Lock()  # one store call at a time, close() included
@@ -300,8 +296,7 @@ class StoreWaiting(DurableWaiting):
         self._io_failed = False
         self._closed = False
         self._loop: task.LoopingCall | None = None
-        # A look for orphaned entries asked by an idle spider (look_when_idle):
-        # None, or the callback to call when it lands; _looked: one found nothing.
+        # look_when_idle: the callback for when the look lands; _looked: one found nothing.
         self._look: Callable[[], None] | None = None
         self._look_running = False
         self._looked = False
@@ -316,9 +311,8 @@ class StoreWaiting(DurableWaiting):
             blob = self.blob(request)
             if blob is None:
                 continue
-            # Copies with one identity (a dont_filter request yielded again, or the same
-            # request re-parked after an adoption) share one entry, counted here so the
-            # entry goes only with the last copy.
+            # Copies with one identity (a dont_filter request yielded again, a request
+            # re-parked after adoption) share one entry, which goes with the last copy.
             self._holds[key] = self._holds.get(key, 0) + 1
             if request.dont_filter:
                 self._dont_filter_seen.add(key)
@@ -402,14 +396,13 @@ class StoreWaiting(DurableWaiting):
         if self._loop is not None and self._loop.running:
             self._loop.stop()
         add, remove = self._take_batch(limit=None, ripe_only=False)
-        # The reactor waits for this: never longer than one store call's timeout (an
-        # in-flight flush first), and not at all when the store was failing anyway.
+        # The reactor waits for this: at most one store call's timeout, and not at all
+        # when the store was failing anyway.
         locked = self._io_lock.acquire(timeout=CLOSE_WAIT)
-        # A flush whose worker thread had not reached the store yet leaves its batch
-        # here (_io does not write after close): written first, in the order taken, or
-        # its removals would be lost and the next run would crawl those requests again.
-        # Without the lock, the worker is writing it now: whether it lands is not known
-        # here, so its requests are not said to be kept.
+        # A flush whose worker had not reached the store leaves its batch here (_io does
+        # not write after close): written first, or its removals would be lost and the
+        # next run would crawl those requests again. Without the lock the worker is
+        # writing it now, so whether it lands is unknown: not said to be kept.
         in_flight = None
         writing = None if locked else self._in_flight
         if locked:
@@ -440,8 +433,8 @@ class StoreWaiting(DurableWaiting):
             self.cluster.close()
         if handed_back:
             return 0
-        # In the store: every entry written before (_stored), less the adds that the
-        # close could not write (each park is one transaction: all of it or none).
+        # In the store: _stored, less the adds the close could not write (each park is
+        # one transaction: all or none).
         unwritten = {key for batch_add, _ in batches[written:] for key, _, _ in batch_add}
         unwritten.update(self._pending_add)  # (put back by a failed flush, never written)
         if writing is not None:
@@ -534,8 +527,7 @@ class StoreWaiting(DurableWaiting):
             return
         self._flush_queued = True
         clock: Any = installed_reactor()
-        # Removals go at once; a hold once it is PARK_GRACE old (each hold's own age,
-        # so one released within the grace never reaches the store).
+        # Removals go at once, a hold once it is PARK_GRACE old (its own age).
         delay = 0.0
         if not self._pending_remove:
             oldest = next(iter(self._pending_add.values()))[1]
@@ -645,8 +637,8 @@ class StoreWaiting(DurableWaiting):
             # our own entries, read as Scrapy's disk queues read theirs
             request = self.codec.decode(blob)
         except Exception as exc:
-            # Not ours to guess at (another spider version, a damaged entry): drop it
-            # from the store with a reason rather than adopt it again forever.
+            # Another spider version, a damaged entry: dropped with a reason rather than
+            # adopted again forever.
             self.stats.inc_value(f"{STAT}undecodable")
             logger.warning(
                 "dropped a parked request of %s from the shared store: it does not decode (%s: %s)",

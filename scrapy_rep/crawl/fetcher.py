@@ -51,16 +51,14 @@ _WIRE_CAP_META_KEY = "rep_robots_wire_cap"
 # The content codings the response came with, decoded here (taken off its headers).
 _CODINGS_META_KEY = "rep_robots_codings"
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-# Scrapy's size limits for the robots.txt request whenever it is not at the download
-# handler: they bound what HttpCompressionMiddleware would decode of a response that a
-# middleware answered without a download (none of our signals see it).
+# Scrapy's size limits for the request away from the download handler: they bound what
+# HttpCompressionMiddleware decodes of a response a middleware answered (no signal sees it).
 _DECOMPRESSED_FACTOR = 64
-# A compressed body may take this many times REP_MAX_SIZE on the wire: a file that does
-# not compress (random bytes) grows by a few bytes per 16-64 KiB block in every codec,
-# so twice the limit always holds the compressed form of the limit's worth of text.
+# A compressed body may take this many times REP_MAX_SIZE on the wire: incompressible
+# bytes grow a few bytes per 16-64 KiB block in every codec, so twice always suffices.
 _COMPRESSED_WIRE_FACTOR = 2
-# How long an allow-all answer caused by the crawler's own refusal lasts: 0 is clamped
-# to REP_MIN_TTL, so the crawler is asked again soon (its refusal may be temporary).
+# An allow-all caused by the crawler's own refusal lasts REP_MIN_TTL (0 is clamped to it),
+# so the crawler is asked again soon.
 _REFUSED_MAX_AGE = 0.0
 
 
@@ -80,9 +78,8 @@ class RobotsFetcher:
         # (origin, body, page request) -> the crawl's parsed copy (Decider.parsed_for),
         # what robots_parsed receivers get, so that their queries parse nothing
         self.parsed = parsed
-        # The size cap listens to bytes_received only while a robots.txt fetch is in
-        # flight: the signal fires for every chunk of every page, and each receiver
-        # costs the whole crawl a dispatch per chunk.
+        # Signals are connected only while a fetch is in flight: bytes_received fires for
+        # every chunk of every page.
         self._in_flight = 0
         # Origins whose last fetch ended unreachable (their next fetch is a backoff retry,
         # not in Scrapy's stock keys) -> the page request that started the spell.
@@ -125,9 +122,8 @@ class RobotsFetcher:
     def _on_reached_downloader(self, request: Request, **_: Any) -> None:
         if FETCH_META_KEY not in request.meta:
             return
-        # RFC 9309 2.5: a file over the limit is not an error, its first part is parsed.
-        # The handler cancels a download whose Content-Length is over download_maxsize
-        # (0 = no limit); _on_bytes_received stops it at the limit instead.
+        # RFC 9309 2.5: a file over the limit is parsed up to it, so the handler must not
+        # cancel it for its Content-Length (0 = no limit); _on_bytes_received cuts it.
         request.meta["download_maxsize"] = 0
         request.meta["download_warnsize"] = 0
 
@@ -157,9 +153,8 @@ class RobotsFetcher:
         meta["download_maxsize"] = meta["download_warnsize"] = maxsize
         codings = content_codings(response.headers.getlist(b"Content-Encoding"))
         if decodable(codings):
-            # Sent before the downloader middlewares see the response: without the
-            # header, HttpCompressionMiddleware passes it on as it came, and _classify
-            # decodes it up to REP_MAX_SIZE (a coding it cannot decode stays for Scrapy).
+            # Before the downloader middlewares: without the header HttpCompressionMiddleware
+            # passes it on, and _classify decodes it up to REP_MAX_SIZE.
             del response.headers[b"Content-Encoding"]
             meta[_CODINGS_META_KEY] = codings
 
@@ -185,8 +180,7 @@ class RobotsFetcher:
         else:
             self._retrying.pop(origin, None)
             if answered:
-                # A robots.txt the site answered: tell robots_parsed receivers, as
-                # Scrapy's middleware does, before the origin's requests go on.
+                # Answered by the site: robots_parsed, as Scrapy's middleware sends it.
                 await compat.send_robots_parsed(
                     self.crawler,
                     outcome.body,
@@ -241,8 +235,7 @@ class RobotsFetcher:
                 url = target
                 continue
             if not retry:
-                # The stock middleware counts the response its download ended with;
-                # a redirect chain that ends nowhere is an IgnoreRequest there.
+                # As the stock middleware counts the response its download ended with.
                 stats.inc_value("robotstxt/response_count")
                 stats.inc_value(f"robotstxt/response_status_count/{response.status}")
             outcome = self._classify(response, request, origin, url)
@@ -322,8 +315,7 @@ class RobotsFetcher:
                 decoded.error,
             )
             return decoded.body, True, names
-        # Nothing decodes: a server that labels a plain file as compressed. Its bytes
-        # are the best guess of the file (a binary body has no rules: all allowed).
+        # Nothing decodes: a plain file labelled compressed; its bytes are the best guess.
         self.crawler.stats.inc_value("robotstxt/decode_error")
         logger.warning(
             "robots.txt of %s says Content-Encoding: %s but does not decode "

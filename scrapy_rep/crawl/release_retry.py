@@ -70,8 +70,7 @@ class ReleaseRetry:
         self._backoff = 0.0
         self._down_since = 0.0
         self._last_line = 0.0
-        # id() of the requests waiting for the backend, for the counts the log gives
-        # (each is alive in the waiting room while its id is here).
+        # id() of the requests waiting for the backend (alive in the room), for the log.
         self._waiting: set[int] = set()
 
     def release(self, origin: str, request: Request) -> None:

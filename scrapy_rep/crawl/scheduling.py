@@ -20,14 +20,12 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# Set on a request when it passes the scheduling gate or is handed back to the
-# scheduler: such a request can be sent back through the scheduler (where it waits
-# without holding a download slot) if its origin is undecided when it is downloaded.
+# Set when a request passes the scheduling gate or is handed back: it can be sent back
+# through the scheduler (holding no download slot) if its origin is undecided again.
 SCHEDULED_META_KEY = "rep_scheduled"
 ONE_SHOT_COMMANDS = frozenset({"fetch", "shell", "view"})
 
-# What the scheduling gate returns for a request it keeps out of the scheduler (held,
-# or a duplicate of a held one): see compat.not_scheduled.
+# What the scheduling gate returns for a request it keeps out (compat.not_scheduled).
 NOT_SCHEDULED = compat.not_scheduled("kept out of the scheduler until robots.txt decides")
 
 
@@ -120,9 +118,8 @@ class SchedulerBridge:
         """Schedule a released request without a second ``request_scheduled`` (every receiver
         saw it when it was held) nor the dupefilter; raises if the scheduler refuses it."""
         if not compat.engine_takes_requests(self.crawler):
-            # No spider open, or the engine is closing: it no longer takes requests from
-            # the scheduler, so one scheduled now would vanish unseen. Keep it for the
-            # hand-back (or the dropped-at-close count).
+            # The engine takes no more requests from the scheduler: one scheduled now
+            # would vanish unseen. Kept for the hand-back (or the dropped-at-close count).
             self.late.append(request)
             return
         request.meta[SCHEDULED_META_KEY] = True

@@ -140,10 +140,8 @@ class StoreCalls:
 
     def _answered(self, result: _T, key: str | None) -> _T:
         self.answered_in_worker += 1
-        left = self._queued[key] - 1
-        if left:
-            self._queued[key] = left
-        else:
+        self._queued[key] -= 1
+        if not self._queued[key]:
             del self._queued[key]
         return result
 
@@ -168,8 +166,7 @@ class StoreCalls:
             )
 
 
-# Waiting on another process's fetch lease for longer than this is logged (INFO, once
-# per origin): a few seconds is a normal fetch; more may be a stuck or dead holder.
+# A wait on another process's lease longer than this is logged (INFO, once per origin).
 LEASE_WAIT_LOG_AFTER = 5.0
 
 

@@ -202,7 +202,9 @@ class WaitingRoom:
         due: list[tuple[str, Request, float]] = []
         while self._timed and self._timed[0][0] <= now:
             _, _, origin, request, since, _ = heapq.heappop(self._timed)
-            self._untime(origin)
+            self._timed_per_origin[origin] -= 1
+            if not self._timed_per_origin[origin]:
+                del self._timed_per_origin[origin]
             due.append((origin, request, since))
         for origin, request, _ in due:
             self.keeper.forget(origin, (request,))
@@ -210,13 +212,6 @@ class WaitingRoom:
             self._on_due(origin, request, since)
         if self._timed:
             self._arm(self._timed[0][0])
-
-    def _untime(self, origin: str) -> None:
-        left = self._timed_per_origin[origin] - 1
-        if left:
-            self._timed_per_origin[origin] = left
-        else:
-            del self._timed_per_origin[origin]
 
     def timed_reasons(self) -> dict[str, str]:
         """origin -> reason of its first timed request (for the periodic INFO line)."""
