@@ -77,16 +77,10 @@ class WaitingAtClose:
         per_origin: list[tuple[str, int, str, float | None]] = []
         for origin in self.room.origins():
             rt = self.origins.lookup(origin)
-            record = rt.record if rt is not None else None
             # Only an unreachable robots.txt keeps requests waiting for long (the INFO line
             # covers the rest); one that turned unreachable in this run had its WARNING.
-            if (
-                origin in self._named_waiting
-                or rt is None
-                or rt.unreachable_spells
-                or record is None
-                or not record.unreachable
-            ):
+            record = None if rt is None or rt.unreachable_spells else rt.record
+            if origin in self._named_waiting or record is None or not record.unreachable:
                 continue
             self._named_waiting.add(origin)
             why = f"robots.txt unreachable: {record.last_outcome}"

@@ -187,7 +187,6 @@ class ClusterDelay:
         return self._wait(request, self.clock() + delay, None)
 
     def _first_margin(self, origin: str) -> float:
-        """FIRST_MARGIN for this process's first reservation for ``origin``, else 0."""
         if origin in self._reserved_for:
             return 0.0
         if len(self._reserved_for) >= _MAX_TURN_STATES:

@@ -530,7 +530,6 @@ class UnreachableWarnings:
         self._closed = False
 
     def warn(self, origin: str, line: str) -> None:
-        """``line``: the origin's own WARNING text."""
         if self._warned < FIRST_WARNINGS or self._closed:
             self._warned += 1
             logger.warning(line)

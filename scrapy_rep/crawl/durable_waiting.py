@@ -331,8 +331,7 @@ class StoreWaiting(DurableWaiting):
             if left > 0:
                 self._holds[key] = left  # another copy still waits here: the entry stays
                 continue
-            if self._pending_add.pop(key, None) is not None and key not in self._stored:
-                continue  # never written: nothing to remove
+            self._pending_add.pop(key, None)  # not written yet: nothing to remove
             if key in self._stored:
                 self._pending_remove.add(key)
         self._flush_soon()

@@ -73,6 +73,8 @@ class RobotsFetcher:
         parsed: Callable[[str, bytes, Request], Awaitable[RobotsTxt]] | None = None,
     ) -> None:
         self.crawler = crawler
+        assert crawler.stats is not None
+        self.stats = crawler.stats
         self.config = config
         self.clock = clock
         # (origin, body, page request) -> the crawl's parsed copy (Decider.parsed_for),
@@ -191,8 +193,7 @@ class RobotsFetcher:
 
     async def _fetch(self, origin: str, retry: bool) -> tuple[FetchOutcome, bool]:
         """The outcome, and whether the site answered it (a final, non-redirect response)."""
-        stats = self.crawler.stats
-        assert stats is not None
+        stats = self.stats
         assert self.crawler.engine is not None
         if retry:
             stats.inc_value("robotstxt/retry_count")
@@ -250,8 +251,7 @@ class RobotsFetcher:
         """The crawler's own middleware refused the request (docs/behaviour.md): its choice,
         not the site's answer, so allow-all as with Scrapy's middleware, for REP_MIN_TTL
         only (the crawler is asked again), with no status, so no robots_parsed."""
-        assert self.crawler.stats is not None
-        self.crawler.stats.inc_value("robotstxt/fetch_refused")
+        self.stats.inc_value("robotstxt/fetch_refused")
         if origin not in self._refused_warned:
             self._refused_warned.add(origin)
             logger.warning(
@@ -277,8 +277,7 @@ class RobotsFetcher:
         body, truncated, coded = self._body(response, request, origin)
         outcome = classify_status(response.status, headers, body, self.clock(), truncated=truncated)
         if truncated:
-            assert self.crawler.stats is not None
-            self.crawler.stats.inc_value("robotstxt/truncated")
+            self.stats.inc_value("robotstxt/truncated")
             logger.info(
                 "robots.txt of %s is larger than REP_MAX_SIZE = %d bytes%s: its "
                 "first %d bytes apply (RFC 9309 2.5)",
@@ -302,10 +301,9 @@ class RobotsFetcher:
         decoded = decode(raw, codings, limit, cut=stopped)
         if decoded.error is None:
             return decoded.body, decoded.cut, names
-        assert self.crawler.stats is not None
+        self.stats.inc_value("robotstxt/decode_error")
         if decoded.body:
             # A stream that breaks part way: what it gave is the file's first part.
-            self.crawler.stats.inc_value("robotstxt/decode_error")
             logger.info(
                 "robots.txt of %s breaks off in its %s stream after %d "
                 "decoded bytes (%s): those apply",
@@ -316,7 +314,6 @@ class RobotsFetcher:
             )
             return decoded.body, True, names
         # Nothing decodes: a plain file labelled compressed; its bytes are the best guess.
-        self.crawler.stats.inc_value("robotstxt/decode_error")
         logger.warning(
             "robots.txt of %s says Content-Encoding: %s but does not decode "
             "(%s): its bytes are parsed as they came",
@@ -330,10 +327,9 @@ class RobotsFetcher:
 class FetchQueue:
     """A bound on robots.txt fetches in flight (docs/settings.md, ``CONCURRENT_REQUESTS``).
 
-    ``engine.download_async`` bypasses ``CONCURRENT_REQUESTS``: unbounded, a broad crawl
-    would open thousands of connections at once. Fetches beyond the bound wait in a FIFO
-    of origins (one fetch per origin: round robin); a queued fetch starts, and only then
-    takes its lease, when a running one ends.
+    ``engine.download_async`` bypasses it: unbounded, a broad crawl would open thousands of
+    connections at once. Beyond the bound, fetches wait in a FIFO of origins (round robin);
+    a queued one starts, and only then takes its lease, when a running one ends.
 
     Draining never recurses: with a shared store a queued fetch often ends inside its own
     ``start()`` (another process holds the lease, or just stored the answer), and that

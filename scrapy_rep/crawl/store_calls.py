@@ -195,7 +195,7 @@ class LeaseKeeper:
         self._lease_wait_logged: set[str] = set()
 
     def waited(self, origin: str) -> None:
-        """The wait on another holder (if any) is over."""
+        """The wait on another holder's lease (if any) is over."""
         self._lease_waits.pop(origin, None)
 
     def start_renewing(self, origin: str) -> None:
