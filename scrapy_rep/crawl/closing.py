@@ -46,8 +46,7 @@ class WaitingAtClose:
         self.keeper = keeper
         self.origins = origins
         self.clock = clock
-        # Requests left to durable waiting at close, per origin: said to be kept only
-        # once the keeper has written them (finish), as many as it did write.
+        # Requests left to durable waiting at close, per origin (said kept in finish).
         self._left_to_keeper: dict[str, int] = {}
         self.recorder = recorder or NullRecorder()  # the compliance record (crawl/record.py)
         # Origins the "stays open only for waiting requests" WARNING has named this run.
@@ -71,26 +70,17 @@ class WaitingAtClose:
         return waiting_line(len(self.room), per_origin, idle_for, idle_wait)
 
     def warn_waiting(self, idle_for: float, idle_wait: float, unreachable_wait: float) -> None:
-        """WARNING, once per run and origin, when requests waiting on an unreachable
-        robots.txt are all that keep the spider open, for an origin this run found
-        unreachable in the store: its refetches that fail again are DEBUG lines, so
-        without this a later run would never name it at WARNING."""
+        """WARNING, once per run and origin, when requests waiting on a robots.txt this run
+        found unreachable in the store keep the spider open: its failing refetches are
+        DEBUG lines, so a later run would otherwise never name it at WARNING."""
         now = self.clock()
         per_origin: list[tuple[str, int, str, float | None]] = []
         for origin in self.room.origins():
             rt = self.origins.lookup(origin)
-            record = rt.record if rt is not None else None
-            # Only an unreachable robots.txt keeps requests waiting for long; a first
-            # fetch in flight or a Crawl-delay turn is seconds (the INFO line covers it).
-            # An origin that turned unreachable in this run had its own WARNING then
-            # (visibility.unreachable_line); one read so from the store had none.
-            if (
-                origin in self._named_waiting
-                or rt is None
-                or rt.unreachable_spells
-                or record is None
-                or not record.unreachable
-            ):
+            # Only an unreachable robots.txt keeps requests waiting for long (the INFO line
+            # covers the rest); one that turned unreachable in this run had its WARNING.
+            record = None if rt is None or rt.unreachable_spells else rt.record
+            if origin in self._named_waiting or record is None or not record.unreachable:
                 continue
             self._named_waiting.add(origin)
             why = f"robots.txt unreachable: {record.last_outcome}"
@@ -102,12 +92,8 @@ class WaitingAtClose:
         logger.warning(waiting_warning(per_origin, closes_at, now, self.fate()))
 
     def install_handback(self) -> None:
-        """On a graceful stop, give held requests back to the scheduler before it closes.
-
-        Scrapy closes the scheduler before sending ``spider_closed``; a persistent
-        scheduler (JOBDIR, scrapy-redis with SCHEDULER_PERSIST) keeps what it holds, so
-        held requests must be in it by then.
-        """
+        """On a graceful stop, give held requests back to a persistent scheduler before it
+        closes (Scrapy closes it before sending ``spider_closed``)."""
         compat.run_before_scheduler_close(
             self.bridge.scheduler(),
             lambda: self.empty_room(handing_back=self.bridge.persists()),
@@ -121,9 +107,8 @@ class WaitingAtClose:
         late = [(origin_of_memo(r.url) or "", r) for r in self.bridge.late]
         self.bridge.late = []
         if durable:
-            # Released after the engine began closing (a robots.txt answer that landed
-            # during the shutdown): the release forgot their entries, and no scheduler
-            # took them. Recorded again, so what the store keeps is what is called kept.
+            # Released during the shutdown: the release forgot their entries and no
+            # scheduler took them; recorded again, so what is called kept is kept.
             for origin, request in late:
                 self.keeper.record(origin, (request,))
         entries += [(origin, r, now) for origin, r in late]
@@ -153,9 +138,8 @@ class WaitingAtClose:
             )
 
     def finish(self, handed_back: bool) -> None:
-        """The last step of the close (``spider_closed``): the keeper writes what is
-        pending, and only then are the requests left to it said to be kept, as many as
-        its store now holds; the others are counted as dropped."""
+        """At ``spider_closed``: the keeper writes what is pending; only then are requests
+        left to it said to be kept, as many as its store holds; the rest count as dropped."""
         left = sum(self._left_to_keeper.values())
         in_store = self.keeper.close(handed_back and not left)
         if not left:
@@ -169,8 +153,7 @@ class WaitingAtClose:
                 kept,
             )
         if kept < left:
-            # Not written (the store failed at close, see the WARNING above) or never
-            # storable: gone with this process, so counted as dropped, not kept.
+            # Not written at close, or never storable: gone with this process.
             per_origin = self._left_to_keeper if not kept else {"": left - kept}
             self._dropped(
                 per_origin,
@@ -194,8 +177,7 @@ class WaitingAtClose:
     def _note_still_waiting(
         self, entries: Sequence[tuple[str, Request | bytes, float]], now: float
     ) -> dict[str, int]:
-        """Requests per origin; a request still waiting at close counts in its origin's
-        longest delay."""
+        """Requests per origin; each counts in its origin's longest delay."""
         per_origin: dict[str, int] = {}
         for origin, _, since in entries:
             per_origin[origin] = per_origin.get(origin, 0) + 1

@@ -1,20 +1,15 @@
 """Crawl-delay kept by a whole cluster, not by each process on its own.
 
-docs/cluster.md, Crawl-delay: with a shared store, the processes together
-respect an origin's Crawl-delay. Each process still spaces its own requests with the
-download slot's delay (``decide.py``); on top of that, a request that robots.txt allows
-reserves the origin's next turn in the shared store (``ClusterStore.reserve_turn``:
-atomic, on Redis' own clock). A turn in the future is waited for in the waiting room
-(``hold_until``), where the request holds no download slot; it then passes the
-scheduler again and goes at its turn without reserving another.
+docs/cluster.md, Crawl-delay: each process spaces its own requests with the download
+slot's delay (``decide.py``); on top of that, an allowed request reserves the origin's next
+turn in the shared store (``ClusterStore.reserve_turn``: atomic, on the store's clock). A
+future turn is waited for in the waiting room (``hold_until``), holding no download slot;
+the request then passes the scheduler again and goes at its turn without reserving another.
 
-At most ``HORIZON`` seconds of turns are reserved ahead: a process that dies then
-wastes at most that much of the origin's time, and a request that finds the horizon
-full waits until there is room (requests of one process are staggered one Crawl-delay
-apart, so they do not all ask again at once).
-
-When the store cannot be reached the request goes on (the slot delay still spaces this
-process's requests): a failing store must not stop a crawl. Logged once, counted.
+At most ``HORIZON`` seconds of turns are reserved ahead, so a process that dies wastes at
+most that much; a request that finds the horizon full waits for room (one process's
+requests staggered one Crawl-delay apart). A store that cannot be reached lets the request
+go (the slot delay still applies): a failing store must not stop a crawl. Logged once.
 """
 
 from __future__ import annotations
@@ -53,26 +48,21 @@ WAIT_META_KEY = "rep_turn_wait"
 TURN_META_KEY = "rep_turn"
 #: Seconds of an origin's turns that may be reserved ahead of now.
 HORIZON = 30.0
-#: Added to the Crawl-delay between two turns. A request goes no later than ``LATE``
-#: after its turn (else it takes a new one), so two requests leave this middleware at
-#: least ``Crawl-delay + TURN_MARGIN - LATE`` apart; the rest of the margin covers the
-#: trip from here to the server (the downloader, the connection, the server's read),
-#: which varies by tens of milliseconds on a loaded machine. Crawl-delay is a minimum
-#: spacing between requests as the site sees them.
+#: Added to the Crawl-delay between two turns. A request goes no later than ``LATE`` after
+#: its turn, so two leave here at least ``Crawl-delay + TURN_MARGIN - LATE`` apart; the rest
+#: covers the trip to the server, which varies by tens of milliseconds on a loaded machine
+#: (Crawl-delay is a minimum spacing as the site sees the requests).
 TURN_MARGIN = 0.1
 #: How late after its turn a request may still go (see TURN_MARGIN).
 LATE = 0.03
-#: Added once more to the spacing after this process's first request to an origin. That
-#: request's trip to the server is the slow one: a new connection, and the download
-#: handler's first use in the process (Scrapy loads parts of it lazily). On a busy
-#: machine it arrived up to 0.15 s later than TURN_MARGIN allows, so the next holder's
-#: request, on a warm connection, followed it by less than the Crawl-delay.
+#: Added once more after this process's first request to an origin: its trip is slow (a new
+#: connection, the download handler's lazy first use), up to 0.15 s later than TURN_MARGIN
+#: allows on a busy machine, so the next holder's request followed it too closely.
 FIRST_MARGIN = 0.4
 #: A timer that fires this early still counts as the turn (timer granularity).
 EARLY = 0.002
-#: A turn this close is waited for in ``process_request`` (holding a download slot
-#: that long), not back through the scheduler, whose trip could make it late; a
-#: request waiting in the room comes back NEAR / 2 before its turn.
+#: A turn this close is waited for in ``process_request``, not back through the scheduler,
+#: whose trip could make it late; a request in the room comes back NEAR / 2 before its turn.
 NEAR = 0.25
 #: The latest time (clock seconds) a request holding a turn may go.
 DEADLINE_META_KEY = "rep_turn_deadline"
@@ -80,7 +70,6 @@ DEADLINE_META_KEY = "rep_turn_deadline"
 _MAX_TRIES = 3
 STAT = "robotstxt/cluster_delay/"
 _MAX_TURN_STATES = 10_000  # origins whose last logged turn state is remembered
-_EPOCH_2001 = 978_307_200.0  # a wall-clock stamp is larger; a monotonic one (uptime) is not
 
 
 class ClusterDelay:
@@ -111,8 +100,7 @@ class ClusterDelay:
         self._warned = False
         # origin -> (turn reserved, Crawl-delay) last logged at DEBUG
         self._turn_states: dict[str, tuple[bool, float]] = {}
-        # Origins this process has reserved a turn for (FIRST_MARGIN); bounded as
-        # _turn_states is (forgetting one costs one more FIRST_MARGIN, nothing else).
+        # Origins this process reserved a turn for (FIRST_MARGIN), bounded as _turn_states.
         self._reserved_for: set[str] = set()
         crawler.signals.connect(self._on_request_scheduled, signal=signals.request_scheduled)
         crawler.signals.connect(self._on_spider_closed, signal=signals.spider_closed)
@@ -120,9 +108,8 @@ class ClusterDelay:
     def _log_turn_state(
         self, origin: str, request: Request, reserved: bool, delay: float, wait: float
     ) -> None:
-        """DEBUG once per origin and change (turns reserved or the horizon full, at
-        which Crawl-delay), not once per request: a long crawl of one origin would
-        otherwise log a line for every page. The stats count every turn."""
+        """DEBUG once per origin and change of (reserved, Crawl-delay), not per request (a
+        long crawl of one origin would log every page); the stats count every turn."""
         state = (reserved, delay)
         if self._turn_states.get(origin) == state:
             return
@@ -151,15 +138,10 @@ class ClusterDelay:
         return float(min(delay, self.config.max_crawl_delay))
 
     async def turn(self, request: Request, origin: str, evaluation: Evaluation) -> Request | None:
-        """None: the request may be downloaded now. A request: send it back to the
-        scheduler instead (return it from ``process_request``); it then waits in the
-        waiting room until its turn.
-
-        A request goes between its turn and ``LATE`` after it, never later: one that
-        went later would follow its predecessor by more than the spacing, and the next
-        turn's holder would follow it by less than the Crawl-delay. A request that
-        finds its turn past that takes a new one (``robotstxt/cluster_delay/late``).
-        """
+        """None: download now; a request: return it from ``process_request`` and it waits
+        in the room until its turn. A request goes between its turn and ``LATE`` after it,
+        never later (the next holder would follow it by less than the Crawl-delay); past
+        that it takes a new turn (``robotstxt/cluster_delay/late``)."""
         delay = await self.crawl_delay(request, origin, evaluation)
         if not delay:
             return None
@@ -189,26 +171,22 @@ class ClusterDelay:
                 return None
             self._log_turn_state(origin, request, reserved, delay, wait)
             if not reserved:
-                # The horizon is full: ask again when there is room, one Crawl-delay
-                # after this process's previous request that found it full.
+                # Horizon full: ask again when there is room, one Crawl-delay after this
+                # process's previous request that found it full.
                 place = self._waiting_for_room.get(origin, 0)
                 self._waiting_for_room[origin] = place + 1
                 self.stats.inc_value(f"{STAT}horizon_full")
                 return self._wait(request, self.clock() + wait + place * delay, None)
             self.stats.inc_value(f"{STAT}turns")
-            # The store read its clock between ``asked`` and ``answered`` (ours), and the
-            # turn is ``wait`` after that read: going at ``answered + wait`` is never
-            # early, and ``asked + wait + LATE`` is never later than allowed.
+            # The store read its clock between ``asked`` and ``answered``: going at
+            # ``answered + wait`` is never early, ``asked + wait + LATE`` never too late.
             used, later = await self._at_turn(request, answered + wait, asked + wait + LATE)
             if used:
                 return later
-        # Every turn came back too late to use (a reactor stalled for longer than
-        # LATE each time): try again after one Crawl-delay.
+        # Every turn came back too late (a stalled reactor): try again a Crawl-delay later.
         return self._wait(request, self.clock() + delay, None)
 
     def _first_margin(self, origin: str) -> float:
-        """FIRST_MARGIN for this process's first reservation for ``origin`` (the
-        earliest turn it holds, so the request that opens the connection), else 0."""
         if origin in self._reserved_for:
             return 0.0
         if len(self._reserved_for) >= _MAX_TURN_STATES:
@@ -217,8 +195,8 @@ class ClusterDelay:
         return FIRST_MARGIN
 
     def _reserve(self, origin: str, spacing: float, not_before: float) -> tuple[Any, ...]:
-        """In a worker thread: the reservation, with our clock read either side of it
-        (here, not on the reactor, so the reactor's delays do not widen the bracket)."""
+        """In a worker thread: the reservation, our clock read either side of it (not on the
+        reactor, whose delays would widen the bracket)."""
         asked = self.clock()
         reserved, wait = self.cluster.reserve_turn(origin, spacing, HORIZON, not_before)
         return reserved, wait, asked, self.clock()
@@ -233,8 +211,7 @@ class ClusterDelay:
         if ahead > NEAR:
             return True, self._wait(request, turn - NEAR / 2, deadline, turn=turn)
         if ahead > EARLY:
-            # Near: waited here rather than through the scheduler, whose trip takes
-            # long enough on a loaded machine to make the request late.
+            # Near: waited here; the scheduler's trip could make the request late.
             await _sleep(ahead)
             now = self.clock()
         if now <= deadline:
@@ -246,10 +223,8 @@ class ClusterDelay:
         return False, None
 
     def _slot_ready_in(self, request: Request) -> float:
-        """Seconds until this process's download slot lets the request go (its delay
-        since the slot's last download, a robots.txt fetch included). A turn reserved
-        sooner would be spent waiting in the slot, and the next turn's holder could
-        then follow this request closer than the Crawl-delay."""
+        """Seconds until this process's download slot lets the request go: a turn reserved
+        sooner would be spent in the slot, and the next holder would follow too closely."""
         downloader = compat.downloader_of(self.crawler)
         if downloader is None:
             return 0.0
@@ -259,8 +234,8 @@ class ClusterDelay:
     def _wait(
         self, request: Request, when: float, deadline: float | None, turn: float | None = None
     ) -> Request:
-        """Send ``request`` back to wait until ``when``; with a ``deadline`` it holds a
-        turn (at ``turn``, else at ``when``) and goes then without reserving another."""
+        """Send ``request`` back to wait until ``when``; with a ``deadline`` it holds a turn
+        (at ``turn``, else ``when``) and goes then without reserving another."""
         self.stats.inc_value(f"{STAT}waited")
         meta = {**request.meta, WAIT_META_KEY: when}
         if deadline is not None:
@@ -278,14 +253,12 @@ class ClusterDelay:
         if origin is None:
             return
         if TURN_META_KEY not in request.meta:
-            left = self._waiting_for_room.get(origin, 1) - 1
+            left = self._waiting_for_room.pop(origin, 1) - 1
             if left > 0:
                 self._waiting_for_room[origin] = left
-            else:
-                self._waiting_for_room.pop(origin, None)
         if when <= self.clock() + EARLY or not self.ready(origin):
-            # Due, or the origin is undecided again: the room's own gate holds it then
-            # (holding it here too would release it twice).
+            # Due, or undecided again: the room's own gate holds it (twice would release
+            # it twice).
             return
         self.hold_until(origin, request, when, "Crawl-delay turn shared by the cluster")
         # From a request_scheduled receiver: kept out of the scheduler, no errback.
@@ -310,8 +283,7 @@ def make_cluster_delay(
     origin_of: Callable[[str], str | None],
     clock: Callable[[], float],
 ) -> ClusterDelay | None:
-    """A ClusterDelay when the store is shared (it has the cluster primitives) and
-    Crawl-delay is obeyed, else None."""
+    """A ClusterDelay when the store is shared and Crawl-delay is obeyed, else None."""
     if not config.crawl_delay or not config.enforce:
         return None
     try:

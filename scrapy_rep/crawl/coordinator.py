@@ -1,24 +1,17 @@
 """Sequencing per origin: one robots.txt fetch in flight, held requests, timers, and
-their release.
+their release. What a state means is ``RobotsPolicy``'s; held requests live in the
+``WaitingRoom``, the origins' state in RAM in ``Origins``.
 
-This is the part of the middleware that has to live in the reactor. What an origin's
-state *means* is decided by ``RobotsPolicy``; what is remembered lives in the store;
-held requests live in the ``WaitingRoom``; the origins' state in RAM is ``Origins``.
-This class sequences fetches and wakes waiting requests.
+One fetch: queued (``FetchQueue``: at most ``CONCURRENT_REQUESTS`` in flight), then the
+lease is taken together with a fresh read (in a shared store another process may have just
+stored the answer), the file is fetched while the lease is renewed, and the outcome is
+stored before the fetch ends, so no second fetch of the origin starts in between. Store
+calls run through ``StoreCalls``, off the reactor thread.
 
-The steps of one fetch: queued (``FetchQueue``: at most ``CONCURRENT_REQUESTS`` in
-flight), then the fetch lease is taken in the store together with a fresh read (a shared
-store: another process may have just stored the answer), the file is fetched while the
-lease is renewed, and the outcome is stored before the fetch counts as ended, so no
-second fetch of the origin starts in between. Store calls run through ``StoreCalls``
-(off the reactor thread).
-
-The WARNINGs for origins whose robots.txt turns unreachable are bounded at broad-crawl
-scale (``UnreachableWarnings``): the first few origins get their own WARNING (what
-waits, the next try, when the wait ends: crawl/visibility.py). After them each further
-origin's line goes to DEBUG and one WARNING per ``LOGSTATS_INTERVAL`` names the origins
-that turned unreachable since the last one. Nothing is lost: every origin is named at
-WARNING, each counted in ``robotstxt/unreachable``, and its full line is at DEBUG.
+Unreachable WARNINGs are bounded at broad-crawl scale (``UnreachableWarnings``): the first
+few origins get their own (crawl/visibility.py); later ones go to DEBUG and one WARNING per
+``LOGSTATS_INTERVAL`` names them. Every origin is still named at WARNING and counted in
+``robotstxt/unreachable``.
 """
 
 from __future__ import annotations
@@ -63,15 +56,14 @@ logger = logging.getLogger(__name__)
 _UNDECIDED = Evaluation(ready=False)
 # Timers never sleep longer than this, so a clock change or a lease expiry is noticed.
 MAX_TIMER = 60.0
-# How often a process that lost the fetch lease to another process looks at the shared
-# store for the result. Short, so waiting workers see the result promptly.
+# How often a process that lost the fetch lease polls the shared store for the result.
 SHARED_POLL_INTERVAL = 0.25
 # Origins with a WARNING of their own before the summary lines take over.
 FIRST_WARNINGS = 5
 # A summary line names at most this many origins; the rest are counted.
 MAX_NAMED = 20
-# The summary's period when LOGSTATS_INTERVAL is 0 (Scrapy's "no periodic stats"): the
-# lines still come, or the origins after the first few would be named only at close.
+# The summary's period when LOGSTATS_INTERVAL is 0, or later origins would be named only
+# at close.
 DEFAULT_INTERVAL = 60.0
 
 
@@ -86,10 +78,8 @@ def summary_line(origins: list[str]) -> str:
 
 
 class OriginCoordinator:
-    """Sequences fetches per origin and holds/releases requests around them.
-
-    Its collaborators default to what the configuration gives; a test passes its own
-    (a ``twisted.internet.task.Clock`` as ``reactor``, a fake fetcher)."""
+    """Sequences fetches per origin and holds/releases requests around them (a test passes
+    a ``twisted.internet.task.Clock`` as ``reactor`` and a fake fetcher)."""
 
     def __init__(
         self,
@@ -106,15 +96,10 @@ class OriginCoordinator:
         give_up: Callable[[str, list[Request], str], None] | None = None,
         *,
         origins: Origins | None = None,
-        fetches: FetchQueue | None = None,
-        calls: StoreCalls | None = None,
-        leases: LeaseKeeper | None = None,
-        unreachable_warnings: UnreachableWarnings | None = None,
         reactor: Any = None,
     ) -> None:
         self.policy = policy
-        # What becomes of waiting requests if the crawl stops now (closing.fate_of), said
-        # in the unreachable WARNING beside "Ctrl-C stops the crawl now".
+        # What becomes of waiting requests if the crawl stops now (the unreachable WARNING).
         self.waiting_fate = waiting_fate
         self.storage = storage
         self.fetcher = fetcher
@@ -122,13 +107,12 @@ class OriginCoordinator:
         self.room = room
         self._release = release
         self._inc = inc_stat
-        # When held requests may go: normally once the origin is decided; audit mode
-        # also lets them go once the origin is known to be unreachable.
+        # When held requests may go: once decided (audit mode: also once unreachable).
         self.releasable: Callable[[Evaluation], bool] = releasable or (lambda ev: ev.ready)
         self.recorder = recorder or NullRecorder()  # the compliance record (crawl/record.py)
         # One-shot commands: called instead of waiting when an origin turns unreachable.
         self.give_up = give_up
-        # The timers' reactor: the installed one unless given (looked up when used).
+        # The timers' reactor: the installed one unless given.
         self._reactor = reactor
         config = policy.config
         if origins is None:
@@ -136,21 +120,17 @@ class OriginCoordinator:
                 config.memory_max_origins, max_bytes=config.memory_max_bytes, held=room.count
             )
         self.origins = origins
-        self.fetches = FetchQueue(config.fetch_concurrency) if fetches is None else fetches
+        self.fetches = FetchQueue(config.fetch_concurrency)
         self._fetches_pending = 0  # queued or running
         self._waiter_count = 0
         self._reads_pending = 0
-        self.calls = StoreCalls(storage) if calls is None else calls
+        self.calls = StoreCalls(storage)
         # host:pid:start:nonce, so that a later process on this machine can tell that
         # a lease left behind by this one is dead (storage.base.holder_is_dead)
-        self.holder = new_holder() if leases is None else leases.holder
+        self.holder = new_holder()
         # Fetches in flight renew their lease (docs/cluster.md).
-        if leases is None:
-            leases = LeaseKeeper(storage, self.holder, config, self.calls, clock, reactor)
-        self.leases = leases
-        if unreachable_warnings is None:
-            unreachable_warnings = UnreachableWarnings(config.logstats_interval, self._call_later)
-        self.unreachable_warnings = unreachable_warnings
+        self.leases = LeaseKeeper(storage, self.holder, config, self.calls, clock, reactor)
+        self.unreachable_warnings = UnreachableWarnings(config.logstats_interval, self._call_later)
         self.closed = False
 
     # -- queries -----------------------------------------------------------------------
@@ -173,12 +153,10 @@ class OriginCoordinator:
     def evaluate(
         self, origin: str, trigger: Request | None = None, *, reread: bool = False
     ) -> Evaluation:
-        """The origin's state now; starts a fetch or a timer when one is due.
-
-        Touches only memory: the store is read (off the reactor thread) on an origin's
-        first evaluation, when a fetch starts and when a timer polls a shared store.
-        ``trigger``: the page request asking, handed to a fetch this starts (for
-        ``robots_parsed``). ``reread`` skips the per-request caches.
+        """The origin's state now; starts a fetch or a timer when one is due. Touches only
+        memory (the store is read off the reactor thread: first evaluation, fetch start, a
+        timer polling a shared store). ``trigger``: the page request asking, handed to a
+        fetch this starts (for ``robots_parsed``). ``reread`` skips the per-request caches.
         """
         rt = self.runtime(origin)
         now = self.clock()
@@ -235,8 +213,7 @@ class OriginCoordinator:
     # -- holding -----------------------------------------------------------------------
 
     def hold(self, origin: str, request: Request) -> None:
-        # (every caller has just evaluated the origin, which created and touched its
-        # runtime: a plain lookup finds it)
+        # (every caller has just evaluated the origin, which made its runtime)
         rt = self.origins.lookup(origin) or self.runtime(origin)
         self.room.hold(origin, request)
         rt.delayed += 1
@@ -255,8 +232,8 @@ class OriginCoordinator:
     # -- waking ------------------------------------------------------------------------
 
     def wake(self, origin: str, *, reread: bool = True) -> None:
-        """Re-evaluate an origin; release its requests if it is ready. ``reread``: a
-        shared store is read first (another process may have fetched it)."""
+        """Re-evaluate an origin and release its requests if ready; ``reread``: read a shared
+        store first (another process may have fetched it)."""
         rt = self.runtime(origin)
         rt.timer = None
         rt.undecided = None
@@ -297,9 +274,7 @@ class OriginCoordinator:
             self._inc("robotstxt/released")
             self.recorder.released(request, waited)
             # Never raises: one request the scheduler cannot take must not lose the rest,
-            # nor be mistaken for a robots.txt failure. A scheduler whose backend is down
-            # keeps it waiting; one that refuses the request itself drops it, logged and
-            # counted (crawl/release_retry.py).
+            # nor look like a robots.txt failure (crawl/release_retry.py).
             self._release(rt.origin, request)
         for deferred in waiters:
             rt.released += 1
@@ -367,9 +342,8 @@ class OriginCoordinator:
         if self.closed:
             self._fetch_not_started(rt)
             return False
-        # The previous holder may have stored its result and released the lease
-        # between our last read and our lease (a poll that read just before its
-        # write): a shared store is read once more, so one fetch serves every process.
+        # The previous holder may have stored its result and released the lease since our
+        # last read: a shared store is read once more, so one fetch serves every process.
         deferred = self.calls.call(
             self.storage.acquire_lease_and_get,
             rt.origin,
@@ -442,8 +416,7 @@ class OriginCoordinator:
         self._record_outcome(rt, FetchOutcome(UNREACHABLE, "internal error"))
 
     def _record_outcome(self, rt: OriginRuntime, outcome: FetchOutcome) -> None:
-        """Store the outcome (off the reactor thread); the fetch ends once it is stored,
-        so no second fetch of the origin starts in between."""
+        """Store the outcome (off the reactor thread); the fetch ends once it is stored."""
         now = self.clock()
         previous = rt.record
         storage, policy, holder = self.storage, self.policy, self.holder
@@ -483,8 +456,7 @@ class OriginCoordinator:
             if self.give_up is not None and not self.closed:
                 self._give_up(rt, outcome.detail)
                 return
-            # WARNING, with the error's text (Scrapy's middleware: ERROR); after the
-            # first few origins, one summary line per LOGSTATS_INTERVAL
+            # WARNING with the error's text (Scrapy's middleware: ERROR)
             self.unreachable_warnings.warn(
                 rt.origin,
                 unreachable_line(
@@ -529,9 +501,8 @@ class OriginCoordinator:
         for rt in self.origins.runtimes():
             self._cancel_timer(rt)
             if rt.fetching:
-                # In the store's worker thread like every other store call: a stalled
-                # store must not stall the reactor here either. calls.close() lets the
-                # queued calls run before the thread ends.
+                # Off the reactor like every store call; calls.close() lets the queued
+                # calls run before the thread ends.
                 released = self.calls.call(
                     self.storage.release_lease, rt.origin, self.holder, key=rt.origin
                 )
@@ -559,7 +530,6 @@ class UnreachableWarnings:
         self._closed = False
 
     def warn(self, origin: str, line: str) -> None:
-        """``line``: the origin's own WARNING text."""
         if self._warned < FIRST_WARNINGS or self._closed:
             self._warned += 1
             logger.warning(line)

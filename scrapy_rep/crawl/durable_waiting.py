@@ -1,18 +1,13 @@
 """Durable waiting (``REP_DURABLE_WAITING``): held requests recorded outside this process.
 
-The waiting room tells a ``DurableWaiting`` of every change of what it holds. The base
-class is the in-process default: it records nothing, so held requests live in this
-process only (and are handed back to a persistent scheduler at a graceful stop).
-``StoreWaiting`` records them in the shared store (Redis, or SQLite for processes on one
-machine), so a ``kill -9`` loses none: another process, or the next run of the spider,
-adopts them (docs/cluster.md). ``make_durable_waiting`` is the one function that chooses.
+``DurableWaiting``, the default, records nothing: held requests live in this process only.
+``StoreWaiting`` records them in the shared store (Redis, or SQLite on one machine), so a
+``kill -9`` loses none: another process, or the next run, adopts them (docs/cluster.md).
 
-Waiting requests outlive the run only where the crawl itself does (docs/waiting.md):
-Scrapy keeps its own queue and its dupefilter past a run only under ``JOBDIR`` or with
-a scheduler that persists (scrapy-redis with ``SCHEDULER_PERSIST``). Keeping waiting
-requests of a crawl that starts afresh each run would have the next run crawl them on
-top of the same pages it finds again. So ``REP_DURABLE_WAITING`` unset means: durable
-exactly when the crawl persists; ``True`` or ``False`` is the user's explicit choice.
+Waiting requests outlive the run only where the crawl does (docs/waiting.md): Scrapy keeps
+its queue and dupefilter only under ``JOBDIR`` or with a persistent scheduler (scrapy-redis
+with ``SCHEDULER_PERSIST``); a crawl that starts afresh would crawl kept requests on top of
+the same pages it finds again. So unset means durable exactly when the crawl persists.
 """
 
 from __future__ import annotations
@@ -70,26 +65,21 @@ MAX_BLOB = 4 * 1024 * 1024
 BATCH = 1000
 #: Longest the close waits for a write already in flight (seconds).
 CLOSE_WAIT = 5.0
-#: How long a newly held request may wait before it is written to the store (seconds).
-#: Most holds of a crawl are first contacts whose robots.txt arrives within this: they
-#: are released and forgotten before the write, and cost the store nothing. A kill -9
-#: loses at most this much of the newest holds, about what Scrapy's stock middleware
-#: loses in flight (measured: recording every first-contact hold made a 2,000-origin
-#: crawl on SQLite slower than the stock middleware).
+#: How long a new hold waits before it is written (seconds): most are first contacts whose
+#: robots.txt arrives within this, released before the write at no cost to the store. A
+#: kill -9 loses at most this much of the newest holds, about what the stock middleware
+#: loses in flight (writing every hold made a 2,000-origin SQLite crawl slower than it).
 PARK_GRACE = 1.0
 
 
 class DurableWaiting:
     """The in-process default: records nothing; held requests live in this process only.
 
-    A subclass that records held requests sets ``records``; one whose records outlive
-    this process sets ``durable``: at close, the requests it still holds are then not
-    counted as dropped (another process, or the next run, adopts them) and are not
-    forgotten."""
+    ``records``: ``record``/``forget`` do something (else the room skips them). ``durable``:
+    the records outlive this process, so requests held at close are neither dropped nor
+    forgotten (another process, or the next run, adopts them)."""
 
     durable = False
-    #: ``record`` and ``forget`` do something (the room skips them, and the shared
-    #: serialisation, when not).
     records = False
 
     def record(self, origin: str, requests: Sequence[Request]) -> None:
@@ -99,30 +89,26 @@ class DurableWaiting:
         """``requests`` left the room: released, dropped or handed back."""
 
     def adopt(self) -> Iterable[tuple[str, Request]]:
-        """Requests orphaned by dead processes; polled periodically. Adopted requests
-        enter the room as held requests of this process."""
+        """Requests orphaned by dead processes (polled), to hold in this process."""
         return ()
 
     def passed(self, request: Request) -> None:
         """A dont_filter request went on to the scheduler without waiting."""
 
     def look_when_idle(self, admit: Callable[[], None]) -> bool:
-        """An idle spider asks for requests a dead process or an earlier run parked, at
-        once rather than at the next periodic adoption. True: keep the spider open;
-        ``admit`` is called when the look lands, to take what was adopted."""
+        """An idle spider looks for parked requests now. True: keep the spider open;
+        ``admit`` takes what was adopted when the look lands."""
         return False
 
     def close(self, handed_back: bool) -> int | None:
-        """The spider closes; ``handed_back``: the room's requests went back to a
-        persistent scheduler. Returns how many of the requests still held here are kept
-        outside this process (None: all of them)."""
+        """``handed_back``: the room's requests went to a persistent scheduler. Returns how
+        many requests still held here are kept outside this process (None: all)."""
         return 0
 
 
 def crawl_persistence(settings: Any) -> str | None:
-    """Why this crawl outlives a run (its queue and dupefilter are kept), or None:
-    ``JOBDIR``, or a scheduler other than Scrapy's own with ``SCHEDULER_PERSIST``
-    (scrapy-redis reads that setting; Scrapy's own scheduler does not)."""
+    """Why this crawl outlives a run, or None: ``JOBDIR``, or a scheduler other than Scrapy's
+    own with ``SCHEDULER_PERSIST`` (scrapy-redis reads it; Scrapy's own does not)."""
     if settings.get("JOBDIR"):
         return "JOBDIR is set"
     scheduler = settings.get("SCHEDULER")
@@ -149,9 +135,8 @@ def durability_choice(config: Config, settings: Any) -> tuple[bool, str]:
 def make_durable_waiting(
     crawler: Crawler, config: Config, storage: Any, codec: RequestCodec | None = None
 ) -> DurableWaiting:
-    """A ``StoreWaiting`` when waiting requests are to outlive the run
-    (``durability_choice``) and the store can hold them; else the in-process default.
-    ``codec``: the waiting room's, so a request is serialised once for both."""
+    """A ``StoreWaiting`` when waiting requests are to outlive the run and the store can
+    hold them, else the default. ``codec``: the room's, so a request is serialised once."""
     wanted, _ = durability_choice(config, crawler.settings)
     if not wanted:
         return DurableWaiting()
@@ -164,10 +149,8 @@ def make_store_waiting(
     storage: RobotsStorage | None = None,
     codec: RequestCodec | None = None,
 ) -> StoreWaiting | None:
-    """A StoreWaiting when ``REP_STORAGE`` is shared across processes (Redis, SQLite),
-    else None. A store that cannot be opened for it is logged, and requests then wait
-    in this process only. ``REP_DURABLE_WAITING = False`` asks for that too. (Whether
-    the crawl wants one at all is ``make_durable_waiting``'s choice.)"""
+    """A StoreWaiting when ``REP_STORAGE`` is shared across processes (Redis, SQLite) and
+    ``REP_DURABLE_WAITING`` is not False, else None (a store that cannot open is logged)."""
     if config.durable_waiting is False:
         return None
     try:
@@ -194,30 +177,26 @@ def make_store_waiting(
 
 
 def open_cluster(storage: str | Config, spider: str) -> ClusterStore | None:
-    """``spider``'s cluster primitives on a store of its own, opened from a ``Config``
-    or a spelling of ``REP_STORAGE`` (for tools, tests and benchmarks: a crawl uses its
-    robots.txt store's, ``RobotsStorage.cluster``); closing it closes that store. None
-    when the store is not shared across processes (``memory``, a custom class). Raises
-    ClusterError when the store cannot be opened."""
+    """``spider``'s cluster primitives on a store of their own (closed with them), from a
+    ``Config`` or a ``REP_STORAGE`` spelling, for tools, tests and benchmarks. None when the
+    store is not shared across processes; ClusterError when it cannot be opened."""
     try:
         config = storage if isinstance(storage, Config) else Config(storage=storage_spec(storage))
         store = create_storage(config)
     except SettingError as exc:  # (its message never shows a Redis password)
         raise ClusterError(str(exc)) from None
+    cluster = None
     try:
         cluster = store.cluster(spider)
-    except ClusterError:
-        store.close()
-        raise
-    if cluster is None:
-        store.close()
-        return None
-    return SpiderCluster(store, spider, owns_store=True)
+    finally:
+        if cluster is None:  # not shared, or ClusterError
+            store.close()
+    return None if cluster is None else SpiderCluster(store, spider, owns_store=True)
 
 
 def waiting_fate_line(config: Config, settings: Any, keeper: DurableWaiting) -> str:
-    """The start-up INFO line: what becomes of requests waiting on robots.txt when the
-    crawl stops, and why (said once, so a user knows before the first stop)."""
+    """The start-up INFO line: what becomes of waiting requests when the crawl stops, and
+    why (so a user knows before the first stop)."""
     wanted, why = durability_choice(config, settings)
     persists = crawl_persistence(settings)
     head = "requests waiting on robots.txt"
@@ -246,10 +225,9 @@ def waiting_fate_line(config: Config, settings: Any, keeper: DurableWaiting) -> 
 
 
 def scrapy_redis_idle_expired(spider: Any) -> bool:
-    """Whether a scrapy-redis spider (``RedisMixin``) has been idle for its
-    ``MAX_IDLE_TIME_BEFORE_CLOSE`` and so wants to close: its own ``spider_idle``
-    receiver then stops raising ``DontCloseSpider`` (scrapy-redis 0.9 semantics: idle
-    time counts from the last time its start-URL key had data)."""
+    """Whether a scrapy-redis spider has been idle for ``MAX_IDLE_TIME_BEFORE_CLOSE``, so its
+    own ``spider_idle`` receiver stops raising ``DontCloseSpider`` (scrapy-redis 0.9: idle
+    time counts from when its start-URL key last had data)."""
     max_idle = getattr(spider, "max_idle_time", None)
     since = getattr(spider, "spider_idle_start_time", None)
     if not isinstance(max_idle, int) or max_idle <= 0 or not isinstance(since, int):
@@ -260,27 +238,19 @@ def scrapy_redis_idle_expired(spider: Any) -> bool:
 class StoreWaiting(DurableWaiting):
     """Held requests recorded in a shared store (docs/behaviour.md, "nothing lost").
 
-    * ``record``/``forget`` only touch in-process buffers; a background flush writes them
-      in batches (group commit: while one batch is being written the next one
-      accumulates), so a held request costs a small share of one round trip, and a
-      request released before its batch went out costs nothing in the store.
-    * Each request is an entry (key, origin, blob). The blob is Scrapy's own
-      serialisation (``RequestCodec``: a pickled dict of the kind ``Request.to_dict``
-      gives, as Scrapy's disk queues store requests), shared with the waiting room so a
-      request is serialised once for both. The key makes duplicates collapse: the
-      request fingerprint, or for a ``dont_filter`` request (which the dupefilter does
-      not see) the fingerprint and a digest of the request's own bytes, less the meta
-      keys scrapy-rep sets while a request waits. That identity is stable across runs
-      and processes: the start request a restarted spider yields again is the entry an
-      earlier run parked, not one more copy of it. A key is made once and kept in the
-      request's meta (``KEY_META``), so a request held again after an adoption keeps
-      its entry. A request that cannot be serialised (a callback that is not a spider
-      method) stays in the room, not in the store: logged once at WARNING and counted.
-    * Every flush also beats this process's heartbeat; a tick every third of
-      ``REP_CLUSTER_HEARTBEAT`` flushes and adopts the parked requests of dead owners,
-      which ``adopt()`` then hands to the room.
+    * ``record``/``forget`` only touch buffers; a background flush writes them in batches
+      (group commit), so a hold costs a share of one round trip, and a request released
+      before its batch went out costs the store nothing.
+    * An entry is (key, origin, blob): the blob is ``RequestCodec``'s bytes (shared with
+      the room). The key is the fingerprint, plus for a ``dont_filter`` request (unseen by
+      the dupefilter) a digest of its own bytes less our waiting meta: stable across runs
+      and processes, so a start request yielded again is the entry an earlier run parked.
+      It is kept in meta (``KEY_META``): a request held again after adoption keeps its
+      entry. An unserialisable request stays in the room only (WARNING once, counted).
+    * Every flush beats the heartbeat; a tick every third of ``REP_CLUSTER_HEARTBEAT`` also
+      adopts dead owners' entries, which ``adopt()`` hands to the room.
 
-    All store I/O runs in a thread (never on the reactor thread), one call at a time.
+    All store I/O runs in a thread, one call at a time, never on the reactor thread.
     """
 
     durable = True
@@ -304,21 +274,19 @@ class StoreWaiting(DurableWaiting):
         self.codec = codec or RequestCodec(crawler)
         assert crawler.stats is not None
         self.stats = crawler.stats
-        # key -> (entry, when recorded): in recording order, so the ripe ones (older
-        # than PARK_GRACE) are at the front
+        # key -> (entry, when recorded): in recording order, so the ripe ones are in front
         self._pending_add: dict[str, tuple[Parked, float]] = {}
         self._pending_remove: set[str] = set()
         self._stored: set[str] = set()  # written (or being written) under our owner id
         # key -> copies held in this process (recorded and not yet forgotten)
         self._holds: dict[str, int] = {}
-        # Identities of the dont_filter requests this run has held or let through (the
-        # dupefilter does not see those): an adopted copy of one is not crawled again.
+        # dont_filter requests this run held or let through: an adopted copy is not crawled.
         self._dont_filter_seen: set[str] = set()
         # Adopted requests just handed out, until each is recorded again or gone.
         self._adopted_keys: weakref.WeakKeyDictionary[Request, str] = weakref.WeakKeyDictionary()
         self._warned_unserializable = False
-        # The batch a flush took and handed to the worker thread, until that thread's
-        # store call has run: a close() that gets the store first writes it instead.
+        # The batch handed to the worker thread until its store call ran: a close() that
+        # gets the store first writes it instead.
         self._in_flight: tuple[list[Parked], list[str]] | None = None
         self._adopted: list[tuple[str, Request]] = []
         self._io_lock = threading.Lock()  # one store call at a time, close() included
@@ -328,8 +296,7 @@ class StoreWaiting(DurableWaiting):
         self._io_failed = False
         self._closed = False
         self._loop: task.LoopingCall | None = None
-        # A look for orphaned entries asked by an idle spider (look_when_idle):
-        # None, or the callback to call when it lands; _looked: one found nothing.
+        # look_when_idle: the callback for when the look lands; _looked: one found nothing.
         self._look: Callable[[], None] | None = None
         self._look_running = False
         self._looked = False
@@ -344,9 +311,8 @@ class StoreWaiting(DurableWaiting):
             blob = self.blob(request)
             if blob is None:
                 continue
-            # Copies with one identity (a dont_filter request yielded again, or the same
-            # request re-parked after an adoption) share one entry, counted here so the
-            # entry goes only with the last copy.
+            # Copies with one identity (a dont_filter request yielded again, a request
+            # re-parked after adoption) share one entry, which goes with the last copy.
             self._holds[key] = self._holds.get(key, 0) + 1
             if request.dont_filter:
                 self._dont_filter_seen.add(key)
@@ -365,20 +331,17 @@ class StoreWaiting(DurableWaiting):
             if left > 0:
                 self._holds[key] = left  # another copy still waits here: the entry stays
                 continue
-            if self._pending_add.pop(key, None) is not None and key not in self._stored:
-                continue  # never written: nothing to remove
+            self._pending_add.pop(key, None)  # not written yet: nothing to remove
             if key in self._stored:
                 self._pending_remove.add(key)
         self._flush_soon()
 
     def adopt(self) -> Iterable[tuple[str, Request]]:
         """The caller holds each adopted request again (``record`` keeps its entry) or
-        schedules it at once, in the same reactor turn: the entry of one not recorded
-        again is removed by the next flush, or the next run would crawl it again. An
-        adopted request this process already holds a copy of (the same identity, e.g.
-        a start request that this run yielded again) is not handed out: the entry stays,
-        as the one of the copy held here. Nor is a dont_filter request this run has
-        already crawled (``passed``, or held and let go): the dupefilter cannot tell."""
+        schedules it in the same reactor turn: the next flush removes the entry of one not
+        recorded again, or the next run would crawl it again. Not handed out: a copy of a
+        request held here (the entry stays, as that copy's), or a dont_filter request this
+        run already crawled (``passed``, or held and let go): the dupefilter cannot tell."""
         adopted, self._adopted = self._adopted, []
         handed: list[tuple[str, Request]] = []
         for origin, request in adopted:
@@ -398,17 +361,15 @@ class StoreWaiting(DurableWaiting):
         return handed
 
     def passed(self, request: Request) -> None:
-        """An adopted copy of this dont_filter request (the same start request, parked by
-        an earlier run) is then not crawled a second time. The dupefilter does this for
-        the other requests."""
+        """An adopted copy of this dont_filter request (parked by an earlier run) is then not
+        crawled again; the dupefilter does this for the other requests."""
         if request.dont_filter:
             self._dont_filter_seen.add(self.identity(request))
 
     def look_when_idle(self, admit: Callable[[], None]) -> bool:
-        """Looks now, not at the next tick; when the look lands, ``admit`` takes what was
-        adopted and the engine is woken to decide again (it would otherwise wait for its
-        next heartbeat). False once a look found nothing (one look per idle spell, so an
-        idle spider still closes)."""
+        """Looks now, not at the next tick; when it lands, ``admit`` takes what was adopted
+        and the engine is woken (else it waits for its next heartbeat). False once a look
+        found nothing: one look per idle spell, so an idle spider still closes."""
         if self._closed:
             return False
         if self._adopted or self._look is not None:
@@ -425,24 +386,22 @@ class StoreWaiting(DurableWaiting):
         return True
 
     def close(self, handed_back: bool) -> int:
-        """Write what is pending, then stop beating. Requests still parked stay for
-        adoption unless they were handed back to a persistent scheduler. Returns how
-        many of the requests still held here the store now keeps: those whose entry was
-        written, not those whose write failed (what the log calls kept is true)."""
+        """Write what is pending, then stop beating; parked requests stay for adoption unless
+        handed back. Returns how many held requests the store now keeps (written ones only,
+        so what the log calls kept is true)."""
         if self._closed:
             return 0
         self._closed = True
         if self._loop is not None and self._loop.running:
             self._loop.stop()
         add, remove = self._take_batch(limit=None, ripe_only=False)
-        # The reactor waits for this: never longer than one store call's timeout (an
-        # in-flight flush first), and not at all when the store was failing anyway.
+        # The reactor waits for this: at most one store call's timeout, and not at all
+        # when the store was failing anyway.
         locked = self._io_lock.acquire(timeout=CLOSE_WAIT)
-        # A flush whose worker thread had not reached the store yet leaves its batch
-        # here (_io does not write after close): written first, in the order taken, or
-        # its removals would be lost and the next run would crawl those requests again.
-        # Without the lock, the worker is writing it now: whether it lands is not known
-        # here, so its requests are not said to be kept.
+        # A flush whose worker had not reached the store leaves its batch here (_io does
+        # not write after close): written first, or its removals would be lost and the
+        # next run would crawl those requests again. Without the lock the worker is
+        # writing it now, so whether it lands is unknown: not said to be kept.
         in_flight = None
         writing = None if locked else self._in_flight
         if locked:
@@ -473,8 +432,8 @@ class StoreWaiting(DurableWaiting):
             self.cluster.close()
         if handed_back:
             return 0
-        # In the store: every entry written before (_stored), less the adds that the
-        # close could not write (each park is one transaction: all of it or none).
+        # In the store: _stored, less the adds the close could not write (each park is
+        # one transaction: all or none).
         unwritten = {key for batch_add, _ in batches[written:] for key, _, _ in batch_add}
         unwritten.update(self._pending_add)  # (put back by a failed flush, never written)
         if writing is not None:
@@ -488,8 +447,7 @@ class StoreWaiting(DurableWaiting):
     # -- entries -------------------------------------------------------------------------
 
     def key(self, request: Request) -> str:
-        """The request's key, made once and kept in its meta: a request re-recorded
-        (held again after an adoption) keeps its entry."""
+        """The request's key, made once and kept in its meta (see the class docstring)."""
         meta = request.meta
         key = meta.get(KEY_META)
         if isinstance(key, str):
@@ -508,11 +466,9 @@ class StoreWaiting(DurableWaiting):
         return key
 
     def _own_bytes_digest(self, request: Request) -> str:
-        """A digest of what the request is (its fields, callbacks by name, its meta less
-        what scrapy-rep adds while it waits): two dont_filter requests with the same
-        digest are the same request, yielded twice (e.g. by two runs of the spider).
-        A request that cannot be serialised gets a digest of its fingerprint only; it
-        is never parked anyway."""
+        """A digest of what the request is (its fields, meta less what scrapy-rep adds while
+        it waits): equal for the same dont_filter request yielded twice (e.g. by two runs).
+        An unserialisable request (never parked) gets the digest of nothing."""
         try:
             data = dict(self.codec.to_dict(request))
             meta = data.get("meta")
@@ -524,9 +480,8 @@ class StoreWaiting(DurableWaiting):
         return hashlib.sha256(own).hexdigest()[:24]
 
     def blob(self, request: Request) -> bytes | None:
-        """The request's bytes, or None (logged and counted) when it cannot be parked.
-        The callback is kept by name, so it must be a method of the spider; the codec
-        gives the waiting room's bytes when it has just serialised the request."""
+        """The request's bytes, or None (logged and counted) when it cannot be parked (its
+        callback is kept by name, so it must be a spider method)."""
         try:
             blob = self.codec.encode(request)
         except Exception as exc:  # ValueError (callback), PicklingError, TypeError (meta)
@@ -553,8 +508,7 @@ class StoreWaiting(DurableWaiting):
             logger.debug("not parked in the shared store (%s): %s", why, request)
 
     def _log_store_trouble(self, message: str, *args: Any) -> None:
-        """WARNING, unless the robots.txt store already warned of the same outage (one
-        outage, one WARNING); INFO then."""
+        """WARNING, or INFO when the robots.txt store already warned of the same outage."""
         level = logging.INFO if self._store_degraded() else logging.WARNING
         logger.log(level, message, *args)
 
@@ -572,8 +526,7 @@ class StoreWaiting(DurableWaiting):
             return
         self._flush_queued = True
         clock: Any = installed_reactor()
-        # Removals go at once; a hold once it is PARK_GRACE old (each hold's own age,
-        # so one released within the grace never reaches the store).
+        # Removals go at once, a hold once it is PARK_GRACE old (its own age).
         delay = 0.0
         if not self._pending_remove:
             oldest = next(iter(self._pending_add.values()))[1]
@@ -683,8 +636,8 @@ class StoreWaiting(DurableWaiting):
             # our own entries, read as Scrapy's disk queues read theirs
             request = self.codec.decode(blob)
         except Exception as exc:
-            # Not ours to guess at (another spider version, a damaged entry): drop it
-            # from the store with a reason rather than adopt it again forever.
+            # Another spider version, a damaged entry: dropped with a reason rather than
+            # adopted again forever.
             self.stats.inc_value(f"{STAT}undecodable")
             logger.warning(
                 "dropped a parked request of %s from the shared store: it does not decode (%s: %s)",

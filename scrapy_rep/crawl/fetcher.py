@@ -1,22 +1,17 @@
 """Fetching robots.txt: one origin's file through Scrapy's downloader (``RobotsFetcher``),
 and the bound on fetches in flight (``FetchQueue``).
 
-Going through ``engine.download_async`` means proxies, TLS settings, default headers,
-download handlers and downloader middlewares all apply, as for any page. What differs
-from a page fetch is the budget (docs/behaviour.md):
-- redirects are followed here, hop by hop, up to ``REP_MAX_REDIRECTS`` (RFC 9309 2.3.1.2:
-  "SHOULD follow at least five consecutive redirects"), not by RedirectMiddleware;
-- there are no immediate retries (``dont_retry``): the policy's backoff replaces them;
-- ``REP_FETCH_TIMEOUT`` is the timeout;
-- the body is cut at ``REP_MAX_SIZE`` by a ``bytes_received`` handler (RFC 9309 2.5),
-  whatever ``Content-Length`` announces: Scrapy's own size limit, which cancels a download
-  announced larger than it, is lifted while the request is at the download handler;
-- a compressed body is decoded here, up to ``REP_MAX_SIZE`` (crawl/robots_body.py), not
-  by Scrapy's HttpCompressionMiddleware, which refuses a decompression bomb as a whole.
+Through ``engine.download_async``, so proxies, TLS settings, default headers, download
+handlers and downloader middlewares apply as for any page. The budget differs
+(docs/behaviour.md): redirects are followed here up to ``REP_MAX_REDIRECTS`` (RFC 9309
+2.3.1.2: "SHOULD follow at least five"); no immediate retries (the policy's backoff
+replaces them); ``REP_FETCH_TIMEOUT``; the body is cut at ``REP_MAX_SIZE`` (RFC 9309 2.5)
+whatever ``Content-Length`` says (Scrapy's size limit is lifted at the download handler);
+a compressed body is decoded here up to ``REP_MAX_SIZE`` (crawl/robots_body.py), not by
+HttpCompressionMiddleware, which refuses a decompression bomb as a whole.
 
-Stats (docs/reference.md): Scrapy's own keys count one per robots.txt download as a whole,
-as its middleware counts them (its redirects and retries happen inside one download);
-every hop and every backoff retry is counted in scrapy-rep's own keys instead.
+Stats (docs/reference.md): Scrapy's own keys count one per download as its middleware
+does; every hop and backoff retry is counted in scrapy-rep's own keys.
 """
 
 from __future__ import annotations
@@ -56,16 +51,14 @@ _WIRE_CAP_META_KEY = "rep_robots_wire_cap"
 # The content codings the response came with, decoded here (taken off its headers).
 _CODINGS_META_KEY = "rep_robots_codings"
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-# Scrapy's size limits for the robots.txt request whenever it is not at the download
-# handler: they bound what HttpCompressionMiddleware would decode of a response that a
-# middleware answered without a download (none of our signals see it).
+# Scrapy's size limits for the request away from the download handler: they bound what
+# HttpCompressionMiddleware decodes of a response a middleware answered (no signal sees it).
 _DECOMPRESSED_FACTOR = 64
-# A compressed body may take this many times REP_MAX_SIZE on the wire: a file that does
-# not compress (random bytes) grows by a few bytes per 16-64 KiB block in every codec,
-# so twice the limit always holds the compressed form of the limit's worth of text.
+# A compressed body may take this many times REP_MAX_SIZE on the wire: incompressible
+# bytes grow a few bytes per 16-64 KiB block in every codec, so twice always suffices.
 _COMPRESSED_WIRE_FACTOR = 2
-# How long an allow-all answer caused by the crawler's own refusal lasts: 0 is clamped
-# to REP_MIN_TTL, so the crawler is asked again soon (its refusal may be temporary).
+# An allow-all caused by the crawler's own refusal lasts REP_MIN_TTL (0 is clamped to it),
+# so the crawler is asked again soon.
 _REFUSED_MAX_AGE = 0.0
 
 
@@ -80,19 +73,18 @@ class RobotsFetcher:
         parsed: Callable[[str, bytes, Request], Awaitable[RobotsTxt]] | None = None,
     ) -> None:
         self.crawler = crawler
+        assert crawler.stats is not None
+        self.stats = crawler.stats
         self.config = config
         self.clock = clock
-        # (origin, body, page request) -> the parsed copy the crawl's checks use, ready
-        # for that request's crawler (Decider.parsed_for): what robots_parsed receivers
-        # get, so that their queries parse nothing
+        # (origin, body, page request) -> the crawl's parsed copy (Decider.parsed_for),
+        # what robots_parsed receivers get, so that their queries parse nothing
         self.parsed = parsed
-        # The size cap listens to bytes_received only while a robots.txt fetch is in
-        # flight: the signal fires for every chunk of every page, and each receiver
-        # costs the whole crawl a dispatch per chunk.
+        # Signals are connected only while a fetch is in flight: bytes_received fires for
+        # every chunk of every page.
         self._in_flight = 0
-        # Origins whose last fetch ended unreachable: their next fetch is a backoff
-        # retry, which Scrapy's stock keys do not count (its retries are inside one
-        # download), and the page request that started the spell.
+        # Origins whose last fetch ended unreachable (their next fetch is a backoff retry,
+        # not in Scrapy's stock keys) -> the page request that started the spell.
         self._retrying: dict[str, Request | None] = {}
         self._refused_warned: set[str] = set()
 
@@ -132,9 +124,8 @@ class RobotsFetcher:
     def _on_reached_downloader(self, request: Request, **_: Any) -> None:
         if FETCH_META_KEY not in request.meta:
             return
-        # RFC 9309 2.5: a file over the limit is not an error, its first part is parsed.
-        # The handler cancels a download whose Content-Length is over download_maxsize
-        # (0 = no limit); _on_bytes_received stops it at the limit instead.
+        # RFC 9309 2.5: a file over the limit is parsed up to it, so the handler must not
+        # cancel it for its Content-Length (0 = no limit); _on_bytes_received cuts it.
         request.meta["download_maxsize"] = 0
         request.meta["download_warnsize"] = 0
 
@@ -164,9 +155,8 @@ class RobotsFetcher:
         meta["download_maxsize"] = meta["download_warnsize"] = maxsize
         codings = content_codings(response.headers.getlist(b"Content-Encoding"))
         if decodable(codings):
-            # Sent before the downloader middlewares see the response: without the
-            # header, HttpCompressionMiddleware passes it on as it came, and _classify
-            # decodes it up to REP_MAX_SIZE (a coding it cannot decode stays for Scrapy).
+            # Before the downloader middlewares: without the header HttpCompressionMiddleware
+            # passes it on, and _classify decodes it up to REP_MAX_SIZE.
             del response.headers[b"Content-Encoding"]
             meta[_CODINGS_META_KEY] = codings
 
@@ -192,8 +182,7 @@ class RobotsFetcher:
         else:
             self._retrying.pop(origin, None)
             if answered:
-                # A robots.txt the site answered: tell robots_parsed receivers, as
-                # Scrapy's middleware does, before the origin's requests go on.
+                # Answered by the site: robots_parsed, as Scrapy's middleware sends it.
                 await compat.send_robots_parsed(
                     self.crawler,
                     outcome.body,
@@ -204,8 +193,7 @@ class RobotsFetcher:
 
     async def _fetch(self, origin: str, retry: bool) -> tuple[FetchOutcome, bool]:
         """The outcome, and whether the site answered it (a final, non-redirect response)."""
-        stats = self.crawler.stats
-        assert stats is not None
+        stats = self.stats
         assert self.crawler.engine is not None
         if retry:
             stats.inc_value("robotstxt/retry_count")
@@ -248,8 +236,7 @@ class RobotsFetcher:
                 url = target
                 continue
             if not retry:
-                # The stock middleware counts the response its download ended with;
-                # a redirect chain that ends nowhere is an IgnoreRequest there.
+                # As the stock middleware counts the response its download ended with.
                 stats.inc_value("robotstxt/response_count")
                 stats.inc_value(f"robotstxt/response_status_count/{response.status}")
             outcome = self._classify(response, request, origin, url)
@@ -261,14 +248,10 @@ class RobotsFetcher:
         return outcome, answered
 
     def _refused(self, origin: str, url: str, exc: IgnoreRequest) -> FetchOutcome:
-        """The crawler's own middleware refused the robots.txt request (docs/behaviour.md).
-
-        That is the crawler's choice, not the site's answer: the origin is allow-all,
-        as with Scrapy's middleware, and for REP_MIN_TTL only, so the crawler is asked
-        again. Not a redirect answer either: no status, so no robots_parsed.
-        """
-        assert self.crawler.stats is not None
-        self.crawler.stats.inc_value("robotstxt/fetch_refused")
+        """The crawler's own middleware refused the request (docs/behaviour.md): its choice,
+        not the site's answer, so allow-all as with Scrapy's middleware, for REP_MIN_TTL
+        only (the crawler is asked again), with no status, so no robots_parsed."""
+        self.stats.inc_value("robotstxt/fetch_refused")
         if origin not in self._refused_warned:
             self._refused_warned.add(origin)
             logger.warning(
@@ -294,8 +277,7 @@ class RobotsFetcher:
         body, truncated, coded = self._body(response, request, origin)
         outcome = classify_status(response.status, headers, body, self.clock(), truncated=truncated)
         if truncated:
-            assert self.crawler.stats is not None
-            self.crawler.stats.inc_value("robotstxt/truncated")
+            self.stats.inc_value("robotstxt/truncated")
             logger.info(
                 "robots.txt of %s is larger than REP_MAX_SIZE = %d bytes%s: its "
                 "first %d bytes apply (RFC 9309 2.5)",
@@ -319,10 +301,9 @@ class RobotsFetcher:
         decoded = decode(raw, codings, limit, cut=stopped)
         if decoded.error is None:
             return decoded.body, decoded.cut, names
-        assert self.crawler.stats is not None
+        self.stats.inc_value("robotstxt/decode_error")
         if decoded.body:
             # A stream that breaks part way: what it gave is the file's first part.
-            self.crawler.stats.inc_value("robotstxt/decode_error")
             logger.info(
                 "robots.txt of %s breaks off in its %s stream after %d "
                 "decoded bytes (%s): those apply",
@@ -332,9 +313,7 @@ class RobotsFetcher:
                 decoded.error,
             )
             return decoded.body, True, names
-        # Nothing decodes: a server that labels a plain file as compressed. Its bytes
-        # are the best guess of the file (a binary body has no rules: all allowed).
-        self.crawler.stats.inc_value("robotstxt/decode_error")
+        # Nothing decodes: a plain file labelled compressed; its bytes are the best guess.
         logger.warning(
             "robots.txt of %s says Content-Encoding: %s but does not decode "
             "(%s): its bytes are parsed as they came",
@@ -348,18 +327,14 @@ class RobotsFetcher:
 class FetchQueue:
     """A bound on robots.txt fetches in flight (docs/settings.md, ``CONCURRENT_REQUESTS``).
 
-    ``engine.download_async`` bypasses ``CONCURRENT_REQUESTS`` (the scheduler never sees
-    it): without a bound, a broad crawl seeded with thousands of origins opens thousands
-    of connections at once. Fetches beyond the bound wait in a FIFO of origins; an origin
-    has at most one fetch, so FIFO order is round robin by origin. Per-slot limits still
-    apply inside the downloader. A queued fetch starts (and only then takes its lease in
-    a shared store) when a running one ends.
+    ``engine.download_async`` bypasses it: unbounded, a broad crawl would open thousands of
+    connections at once. Beyond the bound, fetches wait in a FIFO of origins (round robin);
+    a queued one starts, and only then takes its lease, when a running one ends.
 
-    Draining never recurses: with a shared store, a queued fetch often ends inside its
-    own ``start()`` (another process holds the origin's lease, or has just stored its
-    answer), and that ``done()`` would start the next one one call deeper, until
-    Python's recursion limit. ``done()`` inside a ``start()`` only frees the slot; the
-    running drain loop takes the next fetch.
+    Draining never recurses: with a shared store a queued fetch often ends inside its own
+    ``start()`` (another process holds the lease, or just stored the answer), and that
+    ``done()`` would start the next one deeper, up to Python's recursion limit. So
+    ``done()`` inside a ``start()`` only frees the slot; the running drain loop goes on.
     """
 
     def __init__(self, limit: int) -> None:
@@ -373,11 +348,8 @@ class FetchQueue:
         return len(self._queued)
 
     def submit(self, origin: str, start: Callable[[], bool]) -> None:
-        """Run ``start()`` now if under the bound, else when a slot frees up.
-
-        ``start`` returns True when it really started a fetch (which must end with
-        ``done()``), False when it did not (another process holds the lease, ...).
-        """
+        """Run ``start()`` now if under the bound, else when a slot frees up; it returns
+        True when it started a fetch (which must end with ``done()``), else False."""
         if origin in self._queued:
             return
         self._queued[origin] = start

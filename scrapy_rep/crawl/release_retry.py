@@ -1,26 +1,18 @@
 """Released requests into the scheduler: a scheduler whose backend is down is waited out.
 
-A request whose origin is decided goes back into the scheduler (``SchedulerBridge.
-reinject``). That can fail for two different reasons, and they must not be confused
+Re-injecting a released request (``SchedulerBridge.reinject``) fails for one of two reasons
 (docs/cluster.md, "When the scheduler cannot take a released request"):
 
-- the scheduler's *backend* does not answer (scrapy-redis with Redis down or restarting:
-  redis-py's ``ConnectionError``/``TimeoutError``, a socket error, a Redis that is still
-  loading its data set...). Nothing is wrong with the request: it waits in the waiting
-  room, holding no download slot, and is released again when the backend answers. One
-  request probes the backend per try, with a doubling backoff, so an outage costs one
-  failing call per try, not one per waiting request;
-- the scheduler refuses *the request itself*: it cannot be serialised (a callback that
-  is not a spider method makes ``request_to_dict`` raise ``ValueError``; unpicklable
-  meta makes ``pickle`` raise ``PicklingError``, ``TypeError`` or ``AttributeError``).
-  Trying again cannot help: it is dropped, with an ERROR that names it and
-  ``robotstxt/release_failed``.
+- the scheduler's *backend* does not answer (scrapy-redis with Redis down, restarting or
+  loading): the request waits in the waiting room, holding no download slot, and is
+  released again when the backend answers. One request probes per try, with a doubling
+  backoff, so an outage costs one failing call per try, not one per waiting request;
+- the scheduler refuses *the request itself* (it cannot be serialised: a callback that is
+  not a spider method, unpicklable meta): trying again cannot help, so it is dropped with
+  an ERROR that names it and ``robotstxt/release_failed``.
 
-An error of any other kind is taken for the backend's: a request is dropped only when
-the error says that the request is at fault. A request that waits for the backend is an
-ordinary waiting request, so it never waits forever: ``REP_IDLE_WAIT`` and the spider's
-close decide for it as for any other (handed back, kept in a shared store, or dropped
-with a count).
+Any other error is taken for the backend's. A request waiting for the backend is an
+ordinary waiting request: ``REP_IDLE_WAIT`` and the close decide for it as for any other.
 """
 
 from __future__ import annotations
@@ -57,12 +49,8 @@ def refused_for_itself(exc: BaseException) -> bool:
 
 
 class ReleaseRetry:
-    """Re-injects released requests; never raises (see the module docstring).
-
-    ``reinject`` puts a request into the scheduler or raises; ``hold_until`` keeps one in
-    the waiting room until a time, after which it comes back to ``release`` (through the
-    middleware's gate, which checks its origin again).
-    """
+    """Re-injects released requests; never raises. ``hold_until`` keeps one in the room
+    until a time, after which it comes back to ``release`` (through the middleware's gate)."""
 
     def __init__(
         self,
@@ -82,8 +70,7 @@ class ReleaseRetry:
         self._backoff = 0.0
         self._down_since = 0.0
         self._last_line = 0.0
-        # id() of the requests waiting for the backend, for the counts the log gives
-        # (each is alive in the waiting room while its id is here).
+        # id() of the requests waiting for the backend (alive in the room), for the log.
         self._waiting: set[int] = set()
 
     def release(self, origin: str, request: Request) -> None:

@@ -1,29 +1,21 @@
 """Held requests as bytes that Scrapy's own ``request_from_dict`` restores.
 
-Why bytes: a held ``Request`` is several objects the cyclic garbage collector tracks
-(the request, its bound callbacks, Scrapy's per-request caches), and every full
-collection walks all of them. 40,000 held requests made the collector alone cost more
-than the rest of the crawl's extra work (``benchmarks/bench_held.py``). A ``bytes`` is
-not tracked, and is also 4-5 times smaller.
+Why bytes: a held ``Request`` is several objects the cyclic garbage collector tracks, and
+every full collection walks them; 40,000 held requests made the collector cost more than
+the rest of the crawl's extra work (``benchmarks/bench_held.py``). A ``bytes`` is not
+tracked, and is 4-5 times smaller.
 
 The bytes are a pickled dict (protocol 4) of the kind ``Request.to_dict(spider=...)``
-returns, what ``scrapy.squeues.PickleFifoDiskQueue`` writes under ``JOBDIR``, and
-decoding is Scrapy's own ``request_from_dict``. Two shortcuts, both exact:
+returns, as ``PickleFifoDiskQueue`` writes under ``JOBDIR``; Scrapy's ``request_from_dict``
+decodes them. Two exact shortcuts:
 
-- A callback's name: ``Request.to_dict`` looks it up with ``inspect.getmembers`` over
-  the whole spider (about 85 % of its cost); a bound method of the spider is found by
-  its own name, checked to be the same function, and anything else (a private, mangled
-  name, a lambda) goes through ``to_dict`` unchanged, which names it or raises as Scrapy
-  does. (A method with two names in the spider may be stored under the other one; both
-  restore the same method.)
-- A plain ``scrapy.Request`` (not a subclass, whose keyword defaults may differ) leaves
-  out every field still at its ``__init__`` default: ``request_from_dict`` passes only
-  the keys present to ``Request(...)``, which gives the left-out ones those same
-  defaults, so the restored request is the same. Reading the fields is then cheap:
-  ``to_dict`` reads every attribute through its property, and the lazily created ones
-  (``headers``, ``meta``, ...) allocate an empty container just to be copied. 102 bytes
-  instead of 231 for a followed link, and about 1 µs instead of 8. Subclasses
-  (``FormRequest``, ``JsonRequest``, ...) take ``to_dict`` as they are.
+- A callback's name: ``to_dict`` scans the spider with ``inspect.getmembers`` (85 % of its
+  cost); a bound spider method is found by its own name and checked to be the same
+  function; anything else goes through ``to_dict``, which names it or raises as Scrapy does.
+- A plain ``scrapy.Request`` (not a subclass, whose defaults may differ) leaves out fields
+  at their ``__init__`` defaults, which ``request_from_dict`` gives back the same, and reads
+  the lazy containers without creating them: 102 bytes instead of 231 for a followed link,
+  about 1 µs instead of 8.
 """
 
 from __future__ import annotations
@@ -112,16 +104,12 @@ def plain_request_dict(request: Request, callback: Any, errback: Any) -> dict[st
 class RequestCodec:
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
-        # The request being held right now and, once serialised, its bytes: the waiting
-        # room and durable waiting recording the same request in the same call share one
-        # serialisation (``share``).
+        # The request being held now and its bytes once serialised (``share``).
         self._shared: Request | None = None
         self._shared_blob: bytes | None = None
 
     def to_dict(self, request: Request) -> dict[str, Any]:
-        """A dict ``request_from_dict`` turns back into ``request``: for a plain
-        ``Request`` its fields other than the defaults, else exactly
-        ``request.to_dict(spider=...)``, found faster."""
+        """A dict ``request_from_dict`` turns back into ``request`` (the module docstring)."""
         spider = self.crawler.spider
         callback, errback = request.callback, request.errback
         cb_name = _method_name(spider, callback)
@@ -153,8 +141,8 @@ class RequestCodec:
         return request_from_dict(pickle.loads(blob), spider=self.crawler.spider)
 
     def share(self, request: Request) -> None:
-        """Until ``unshare``, ``request`` is serialised once, whoever asks first (its
-        meta must not change meanwhile: no other code runs in between)."""
+        """Until ``unshare``, ``request`` is serialised once for the room and durable waiting
+        (its meta must not change meanwhile: no other code runs in between)."""
         self._shared = request
         self._shared_blob = None
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
@@ -12,21 +13,19 @@ from scrapy import signals
 from scrapy_rep.crawl import compat
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
 
     from scrapy import Request
     from scrapy.crawler import Crawler
 
 logger = logging.getLogger(__name__)
 
-# Set on a request when it passes the scheduling gate or is handed back to the
-# scheduler: such a request can be sent back through the scheduler (where it waits
-# without holding a download slot) if its origin is undecided when it is downloaded.
+# Set when a request passes the scheduling gate or is handed back: it can be sent back
+# through the scheduler (holding no download slot) if its origin is undecided again.
 SCHEDULED_META_KEY = "rep_scheduled"
 ONE_SHOT_COMMANDS = frozenset({"fetch", "shell", "view"})
 
-# What the scheduling gate returns for a request it keeps out of the scheduler (held,
-# or a duplicate of a held one): see compat.not_scheduled.
+# What the scheduling gate returns for a request it keeps out (compat.not_scheduled).
 NOT_SCHEDULED = compat.not_scheduled("kept out of the scheduler until robots.txt decides")
 
 
@@ -62,9 +61,8 @@ class SchedulerBridge:
         ]
 
     def offsite_drops(self, request: Request) -> bool:
-        """Whether Scrapy's OffsiteMiddleware drops ``request``. It raises IgnoreRequest
-        from its own request_scheduled receiver, but send_catch_log calls ours anyway
-        (it calls every receiver), so its decision is asked again here, with its own rules."""
+        """Whether Scrapy's OffsiteMiddleware drops ``request``: its request_scheduled
+        receiver raising does not stop send_catch_log calling ours, so it is asked again."""
         if not self._offsite or request.dont_filter or request.meta.get("allow_offsite"):
             return False
         spider = self.crawler.spider
@@ -80,10 +78,9 @@ class SchedulerBridge:
     # -- deduplication -----------------------------------------------------------------
 
     def seen_before(self, request: Request) -> bool:
-        """The scheduler's dupefilter decides, as at enqueue time: ``dont_filter`` is
-        honoured, a duplicate is logged and counted (``dupefilter/filtered``) by the
-        dupefilter and ``request_dropped`` is sent. A request that is new is now seen,
-        so its copies are filtered while it waits."""
+        """The scheduler's dupefilter decides, as at enqueue time (a duplicate is logged and
+        counted by it, and ``request_dropped`` sent); a new request is now seen, so its
+        copies are filtered while it waits."""
         if request.dont_filter:
             return False
         df = compat.dupefilter_of(self.scheduler())
@@ -96,11 +93,9 @@ class SchedulerBridge:
         return True
 
     def adopted_seen_before(self, request: Request) -> bool:
-        """``seen_before`` for a request adopted from another process or an earlier run.
-        A dupefilter that outlives the run or is shared by processes (``JOBDIR``'s, a
-        shared scheduler's such as scrapy-redis) recorded the request when it was first
-        held, so there it is recorded again (copies found from now on are filtered) but
-        never dropped; a dupefilter of this run alone decides as for any request."""
+        """``seen_before`` for an adopted request: a dupefilter that outlives the run or is
+        shared (``JOBDIR``'s, scrapy-redis') saw it when it was first held, so there it is
+        recorded again but never dropped; one of this run alone decides as for any."""
         if request.dont_filter:
             return False
         if not self.dupefilter_outlives_run():
@@ -120,14 +115,11 @@ class SchedulerBridge:
     # -- re-injection and hand-back ----------------------------------------------------
 
     def reinject(self, request: Request) -> None:
-        """Schedule a released request, without a second ``request_scheduled`` (every
-        receiver, OffsiteMiddleware among them, saw it when it was held:
-        ``compat.reschedule``). It was deduplicated when it was held, so the dupefilter
-        must not see it again. Raises if the scheduler refuses it."""
+        """Schedule a released request without a second ``request_scheduled`` (every receiver
+        saw it when it was held) nor the dupefilter; raises if the scheduler refuses it."""
         if not compat.engine_takes_requests(self.crawler):
-            # No spider open, or the engine is closing: it no longer takes requests from
-            # the scheduler, so one scheduled now would vanish unseen. Keep it for the
-            # hand-back (or the dropped-at-close count).
+            # The engine takes no more requests from the scheduler: one scheduled now
+            # would vanish unseen. Kept for the hand-back (or the dropped-at-close count).
             self.late.append(request)
             return
         request.meta[SCHEDULED_META_KEY] = True
@@ -162,16 +154,12 @@ class SchedulerBridge:
 
 
 class _HostMemo:
-    """Scrapy's own ``OffsiteMiddleware.should_follow`` answers from the request's host
-    name alone, matched against its host pattern (``compat.offsite_host_regex``; the
-    ``dont_filter`` and ``allow_offsite`` exceptions are checked before), so its answer
-    for one host holds for every request to it, as long as the pattern is the same.
-    The memo is keyed by the URL up to the first ``/`` after ``://``, which contains the
-    part ``urlsplit`` takes the host from (the netloc ends at the first ``/``, ``?`` or
-    ``#``), without parsing the URL. The pattern is asked for first, rebuilt if the
-    spider's ``allowed_domains`` changed (Scrapy 2.19), and the memo forgets everything
-    when it changes. Held requests arrive in runs per origin, so this saves parsing
-    their URLs again.
+    """Scrapy's own ``OffsiteMiddleware.should_follow`` answers from the host alone against
+    its host pattern (``compat.offsite_host_regex``; ``dont_filter``/``allow_offsite`` are
+    checked before), so one answer holds per host while the pattern is the same. Keyed by
+    the URL up to the first ``/`` after ``://``, which contains the netloc, without parsing
+    it; a new pattern (``allowed_domains`` changed, Scrapy 2.19) clears the memo. Held
+    requests arrive in runs per origin, so this saves parsing their URLs again.
     """
 
     MAX_HOSTS = 4096
@@ -199,25 +187,19 @@ class _HostMemo:
         return follows
 
 
-class _unfiltered:
+@contextmanager
+def _unfiltered(request: Request) -> Iterator[None]:
     """``request.dont_filter`` is True for the duration of the block only."""
-
-    def __init__(self, request: Request) -> None:
-        self.request = request
-        self.saved = request.dont_filter
-
-    def __enter__(self) -> None:
-        self.request.dont_filter = True
-
-    def __exit__(self, *exc: object) -> None:
-        self.request.dont_filter = self.saved
+    saved, request.dont_filter = request.dont_filter, True
+    try:
+        yield
+    finally:
+        request.dont_filter = saved
 
 
 def one_shot_command() -> str | None:
-    """``fetch``, ``shell`` or ``view`` when this process runs that ``scrapy`` command.
-
-    Scrapy records the command nowhere a component can read (it pops the name from
-    ``sys.argv``), so the original command line is read."""
+    """``fetch``, ``shell`` or ``view`` when this process runs that ``scrapy`` command
+    (Scrapy pops the name from ``sys.argv``, so the original command line is read)."""
     argv = compat.command_line()
     for index, arg in enumerate(argv):
         base = os.path.basename(arg)

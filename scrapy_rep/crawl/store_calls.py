@@ -1,30 +1,21 @@
 """The crawl's calls to the store: off the reactor thread unless they can be answered
 without waiting (``StoreCalls``), and the fetch leases they keep (``LeaseKeeper``).
 
-A shared store answers over a socket (Redis) or a file lock (SQLite): a slow answer
-on the reactor thread stalls every download of the crawl. The coordinator therefore
-calls a store only through ``StoreCalls.call``, which runs the call in one dedicated
-worker thread and returns a Deferred. One thread, so calls run in the order they were
-made and a backend needs no more thread safety than one extra thread (SQLite's store
-has a lock and ``check_same_thread=False``; redis-py's pool is thread-safe).
+A shared store answers over a socket (Redis) or a file lock (SQLite): a slow answer on the
+reactor thread stalls every download. So the coordinator calls a store only through
+``StoreCalls.call``: one dedicated worker thread, so calls run in the order made and a
+backend needs no more thread safety than one extra thread. ``MemoryStorage`` (a dict) is
+called directly. A store that ``answers_without_waiting`` (SQLite) is asked on the reactor
+thread first when no call of the same origin (``key``) is queued in the worker, so each
+origin's calls keep their order: it answers at once or raises ``WouldBlock`` and goes to the
+worker. On a busy crawler each hop to the worker and back took 0.1-0.5 s, an answer at once
+tens of microseconds; per origin, so one call that had to wait does not send every later
+call of every origin to the worker's queue.
 
-``MemoryStorage`` is called directly (its Deferred has already fired): it is a dict.
-A store that ``answers_without_waiting`` (SQLite, ``storage/sqlite_store.py``) is asked
-on the reactor thread first, when no call of the same origin (``key``) is queued in the
-worker, so each origin's calls still run in the order they were made: it answers at
-once or raises ``WouldBlock``, and the call then goes to the worker as any other. A
-broad crawl makes a few store calls per new origin; on a busy crawler each hop to the
-worker and back took 0.1-0.5 s (calls queue behind one another, and each statement
-waits for the interpreter lock), where an answer at once takes tens of microseconds.
-Per origin, not globally: one call that had to wait must not send every later call
-of every origin to the worker's queue.
-
-Closing waits for the calls already made (a fetch's outcome is written, a lease is
-released) but never without bound: a call that cannot finish (a store that hangs)
-must not hang the crawler's stop on the reactor thread, nor, at interpreter exit, a
-non-daemon thread. The worker is a daemon thread; ``close`` waits at most
-``CLOSE_WAIT`` seconds for it and then says how many calls were left unanswered (a
-lease left behind ends within ``REP_LEASE_TTL``; a lost write only costs a refetch).
+Closing waits for the calls already made, but never without bound: a store that hangs must
+not hang the crawler's stop, nor interpreter exit (the worker is a daemon thread). ``close``
+waits at most ``CLOSE_WAIT`` seconds, then says how many calls were left unanswered (a lease
+left behind ends within ``REP_LEASE_TTL``; a lost write only costs a refetch).
 """
 
 from __future__ import annotations
@@ -49,18 +40,15 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
-#: How long closing waits for the store calls already made (seconds). Each call is
-#: bounded by the store itself (SQLite's busy timeout, Redis's socket timeout), and a
-#: locked SQLite store stops waiting after its first timeout: this is only reached by
-#: a store that hangs.
+#: How long closing waits for the calls already made (seconds): each call is bounded by the
+#: store itself (SQLite's busy timeout, Redis's socket timeout), so only a hung store hits it.
 CLOSE_WAIT = 10.0
 
 _Job = tuple["defer.Deferred[Any]", "Callable[..., Any]", tuple[Any, ...]]
 
 
 def installed_reactor() -> Any:
-    """The reactor Scrapy installed: looked up when used, never at import time. The
-    default of every ``reactor`` collaborator in crawl/ (a test gives a ``Clock``)."""
+    """The reactor Scrapy installed, looked up when used, never at import time."""
     from twisted.internet import reactor
 
     return reactor
@@ -70,10 +58,10 @@ class StoreWorker:
     """One daemon thread that runs store calls in the order they were given and hands
     each answer to the reactor thread."""
 
-    def __init__(self, reactor: Any, name: str = "scrapy-rep-store") -> None:
+    def __init__(self, reactor: Any) -> None:
         self._reactor = reactor
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._work, name=name, daemon=True)
+        self._thread = threading.Thread(target=self._work, name="scrapy-rep-store", daemon=True)
         self._thread.start()
 
     def run(self, function: Callable[..., _T], *args: Any) -> defer.Deferred[_T]:
@@ -106,10 +94,8 @@ class StoreWorker:
 
 
 class StoreCalls:
-    def __init__(self, storage: RobotsStorage, reactor: Any = None) -> None:
+    def __init__(self, storage: RobotsStorage) -> None:
         self.storage = storage
-        # (the installed reactor unless given: the worker hands answers to its thread)
-        self._reactor = reactor
         self.direct = isinstance(storage, MemoryStorage)
         self.answers_now = storage.answers_without_waiting
         self._worker: StoreWorker | None = None
@@ -147,17 +133,15 @@ class StoreCalls:
 
     def _in_worker(self, function: Callable[..., _T], *args: Any) -> defer.Deferred[_T]:
         if self._worker is None:
-            reactor = self._reactor or installed_reactor()
+            reactor = installed_reactor()  # (the worker hands answers to its thread)
             self._worker = StoreWorker(reactor)
             reactor.addSystemEventTrigger("during", "shutdown", self.close)
         return self._worker.run(function, *args)
 
     def _answered(self, result: _T, key: str | None) -> _T:
         self.answered_in_worker += 1
-        left = self._queued[key] - 1
-        if left:
-            self._queued[key] = left
-        else:
+        self._queued[key] -= 1
+        if not self._queued[key]:
             del self._queued[key]
         return result
 
@@ -182,8 +166,7 @@ class StoreCalls:
             )
 
 
-# Waiting on another process's fetch lease for longer than this is logged (INFO, once
-# per origin): a few seconds is a normal fetch; more may be a stuck or dead holder.
+# A wait on another process's lease longer than this is logged (INFO, once per origin).
 LEASE_WAIT_LOG_AFTER = 5.0
 
 
@@ -212,7 +195,7 @@ class LeaseKeeper:
         self._lease_wait_logged: set[str] = set()
 
     def waited(self, origin: str) -> None:
-        """The wait on another holder (if any) is over."""
+        """The wait on another holder's lease (if any) is over."""
         self._lease_waits.pop(origin, None)
 
     def start_renewing(self, origin: str) -> None:
@@ -230,10 +213,8 @@ class LeaseKeeper:
             renewer.stop()
 
     def _renew(self, origin: str) -> defer.Deferred[Any]:
-        # Through the store's calls like every other store call: a slow store must not
-        # stall the reactor, and the crawl's stop waits for it only within a bound
-        # (CLOSE_WAIT). LoopingCall waits for the Deferred before the next
-        # renewal.
+        # Off the reactor like every store call (a slow store must not stall it);
+        # LoopingCall waits for the Deferred before the next renewal.
         renewing = self.calls.call(
             self.storage.renew_lease, origin, self.holder, self.config.lease_ttl, key=origin
         )
@@ -266,11 +247,9 @@ class LeaseKeeper:
         asking.addErrback(lambda failure: self._log_lease_wait(None, origin, now - since))
 
     def _log_lease_wait(self, holder: str | None, origin: str, waited: float) -> None:
-        # The bound that holds is not REP_LEASE_TTL: a live holder renews its lease for
-        # as long as its fetch runs, and the fetch is one request per redirect hop
-        # (RFC 9309 2.3.1.2), each bounded by REP_FETCH_TIMEOUT. Only a holder that is
-        # gone stops renewing, and its lease then runs out within REP_LEASE_TTL. (The
-        # holder's own settings apply; ours are the best guess of them.)
+        # Not bounded by REP_LEASE_TTL: a live holder renews its lease while its fetch runs,
+        # one request per redirect hop (RFC 9309 2.3.1.2), each within REP_FETCH_TIMEOUT;
+        # only a dead holder's lease runs out (our settings guess the holder's).
         config = self.config
         requests = config.max_redirects + 1
         logger.info(

@@ -1,9 +1,8 @@
 """What INFO says while requests wait on robots.txt (docs/waiting.md).
 
-A crawl that waits on an unreachable robots.txt must not look hung: INFO says when an
-origin starts waiting (how many requests, why, the next try, when the wait ends and
-which setting sets it), and, every ``LOGSTATS_INTERVAL`` while waiting requests are all
-that keep the spider open, lists the waiting origins in one line.
+A crawl waiting on an unreachable robots.txt must not look hung: the log says when an
+origin starts waiting (how many, why, the next try, when the wait ends, which setting),
+and lists the waiting origins every ``LOGSTATS_INTERVAL`` while nothing else is to do.
 """
 
 from __future__ import annotations
@@ -123,10 +122,8 @@ def waiting_warning(
 
 
 class IdleWatch:
-    """Tracks how long the spider has had nothing to do but wait on robots.txt.
-
-    ``spider_idle`` fires only while the engine has nothing else in progress; an idle
-    spell ends when the crawl makes progress in between (``progress`` changed)."""
+    """How long the spider has had nothing to do but wait on robots.txt: ``spider_idle``
+    fires only while the engine is idle; a spell ends when ``progress`` changes."""
 
     def __init__(self, idle_wait: float, interval: float) -> None:
         self.idle_wait = idle_wait

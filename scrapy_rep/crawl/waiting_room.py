@@ -1,34 +1,20 @@
 """The waiting room: requests held back until their origin's robots.txt decides them.
 
-Requests wait here instead of inside ``process_request`` so they hold no download
-concurrency (Scrapy counts a request parked in the downloader against its global limit).
-Two kinds of waiting:
+Requests wait here, not inside ``process_request``, so they hold no download concurrency
+(Scrapy counts a request parked in the downloader against its global limit). *Held*: until
+the origin is decided (``take(origin)``); *timed* (``hold_until``): until a time, e.g. a
+cluster-wide Crawl-delay turn, one reactor timer over a heap of deadlines. Durable waiting
+(crawl/durable_waiting.py) records every request that enters and forgets every one that
+leaves. Counts are kept as they change: ``len(room)`` and per-origin counts are O(1).
 
-- *held*: until the origin is decided (robots.txt pending or unreachable); the
-  coordinator takes them all with ``take(origin)`` when it is;
-- *timed* (``hold_until``): until a given time, for a reason, e.g. a cluster-wide
-  Crawl-delay turn; one reactor timer serves all of them (a heap of deadlines).
+Held requests are kept as bytes (``RequestCodec``), which the cyclic garbage collector does
+not walk; an unserialisable one stays an object. A request is recorded before it is
+serialised, so its store key (in meta) travels in the bytes, to disk too.
 
-Every request that enters is recorded by durable waiting (``DurableWaiting.record``,
-crawl/durable_waiting.py) and every request that leaves, for whatever reason, is
-forgotten there (``forget``). Counts are kept as they change, so ``len(room)`` and the
-per-origin counts cost O(1).
-
-Held requests are kept as bytes (``RequestCodec``: Scrapy's own serialisation), which
-the cyclic garbage collector does not walk; a request that cannot be serialised stays
-an object. A request is recorded before it is serialised, so whatever durable waiting
-keeps in it (its key in the store, in a private meta key) travels in the bytes, to
-disk too, and is found again in the request they restore.
-
-Beyond ``memory_bound`` held requests, new ones spill to disk (``Spill``). Their bytes
-are what Scrapy's ``request_from_dict`` restores (a pickled dict of the kind
-``Request.to_dict`` gives, as ``scrapy.squeues.PickleFifoDiskQueue`` writes under
-``JOBDIR``), so a spilled request comes back as the scheduler's own would, callbacks and
-all. They go as they are into ``queuelib``'s ``FifoDiskQueue`` (the queue that
-``PickleFifoDiskQueue`` wraps) after the time the request started waiting (8 bytes):
-serialising again would double the cost. One queue per origin that has spilled requests,
-under ``spill_root``. A request that cannot be serialised never gets there: the room
-keeps it in memory, as the scheduler does.
+Beyond ``memory_bound`` held requests, new ones spill to disk (``Spill``): their bytes, as
+``PickleFifoDiskQueue`` would write them under ``JOBDIR``, go as they are (after the time
+they started waiting) into queuelib's ``FifoDiskQueue``, one queue per origin; serialising
+again would double the cost. An unserialisable request stays in memory, as in the scheduler.
 """
 
 from __future__ import annotations
@@ -104,7 +90,7 @@ class WaitingRoom:
         return (len(held) if held else 0) + spilled + self._timed_per_origin.get(origin, 0)
 
     def origins(self) -> Iterator[str]:
-        """Origins with waiting requests (held or timed), each once."""
+        """Origins with waiting requests, each once."""
         yield from self._held
         seen = self._held.keys()
         for origin in self.spill.origins() if self.spill else ():
@@ -166,14 +152,6 @@ class WaitingRoom:
             logger.error("a held request could not be restored", exc_info=True)
             return None
 
-    def _restore(self, stored: list[_Stored]) -> list[Held]:
-        restored: list[Held] = []
-        for item, since in stored:
-            request = self._decode(item)
-            if request is not None:
-                restored.append((request, since))
-        return restored
-
     def _spilled(self, origin: str, blob: bytes, since: float) -> bool:
         if self.spill is None:
             if self._make_spill is None:
@@ -190,7 +168,11 @@ class WaitingRoom:
         if not queue and not spilled:
             return []
         self._held_count -= len(queue or ())
-        taken = self._restore([*(queue or ()), *spilled])
+        taken = [
+            (request, since)
+            for item, since in [*(queue or ()), *spilled]
+            if (request := self._decode(item)) is not None
+        ]
         self.keeper.forget(origin, [request for request, _ in taken])
         return taken
 
@@ -220,7 +202,9 @@ class WaitingRoom:
         due: list[tuple[str, Request, float]] = []
         while self._timed and self._timed[0][0] <= now:
             _, _, origin, request, since, _ = heapq.heappop(self._timed)
-            self._untime(origin)
+            self._timed_per_origin[origin] -= 1
+            if not self._timed_per_origin[origin]:
+                del self._timed_per_origin[origin]
             due.append((origin, request, since))
         for origin, request, _ in due:
             self.keeper.forget(origin, (request,))
@@ -228,13 +212,6 @@ class WaitingRoom:
             self._on_due(origin, request, since)
         if self._timed:
             self._arm(self._timed[0][0])
-
-    def _untime(self, origin: str) -> None:
-        left = self._timed_per_origin[origin] - 1
-        if left:
-            self._timed_per_origin[origin] = left
-        else:
-            del self._timed_per_origin[origin]
 
     def timed_reasons(self) -> dict[str, str]:
         """origin -> reason of its first timed request (for the periodic INFO line)."""
@@ -248,9 +225,8 @@ class WaitingRoom:
     def take_everything(
         self, *, forget: bool = True, restore: bool = True
     ) -> list[tuple[str, Request | bytes, float]]:
-        """Empty the room (at close). ``forget=False`` leaves the keeper's records, for
-        durable waiting that keeps them for another process. ``restore=False``: the
-        caller only counts them, so requests kept as bytes stay bytes."""
+        """Empty the room (at close). ``forget=False`` leaves the keeper's records (for
+        another process); ``restore=False``: the caller only counts, so bytes stay bytes."""
         stored: list[tuple[str, Request | bytes, float]] = []
         for origin, queue in self._held.items():
             stored.extend((origin, item, since) for item, since in queue)
