@@ -33,21 +33,6 @@ from scrapy_rep.robotstxt._matcher import (
 )
 from scrapy_rep.robotstxt._normalise import joined_needs_fixing, normalised_rules
 
-__all__ = [
-    "DEDUP_FROM",
-    "DEDUP_WILD_FROM",
-    "STEPS_FROM",
-    "WALK_STEP",
-    "compile_group",
-    "compile_steps",
-    "parents_steps",
-    "plain_literals",
-    "plain_literals_steps",
-    "prefix_parents",
-    "ranked_chain",
-]
-
-
 # from this many rules a group's repeated rules are dropped before compiling (a copy
 # still costs every compiling pass; looking for copies costs a set of all the
 # patterns, more than real groups, which repeat few rules, would save)

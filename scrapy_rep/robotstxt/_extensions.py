@@ -23,16 +23,6 @@ from scrapy_rep.robotstxt._issues import (
     IssueLog,
 )
 
-__all__ = [
-    "EXTENSION_FIELDS",
-    "INTERPRET",
-    "SIGNAL_KEYS",
-    "ExtensionLine",
-    "Extensions",
-    "interpret_steps",
-    "summarise",
-]
-
 # canonical field name -> spellings accepted (each as a prefix of the field name, as
 # Google's library matches its own fields); the first spelling is the canonical one
 EXTENSION_FIELDS: dict[str, tuple[bytes, ...]] = {

@@ -30,33 +30,6 @@ from operator import itemgetter
 from scrapy_rep.robotstxt._extensions import EXTENSION_FIELDS
 from scrapy_rep.robotstxt._issues import LINE_TOO_LONG, MAX_TEXT, IssueLog
 
-__all__ = [
-    "ALLOW",
-    "DISALLOW",
-    "EXT",
-    "EXT_NAMES",
-    "FIELD_START",
-    "HASH",
-    "KINDS",
-    "MAX_LINE",
-    "OTHER",
-    "SITEMAP",
-    "TYPO",
-    "UA",
-    "UA_TOKENS",
-    "cut_long_lines",
-    "field_kind",
-    "is_blank",
-    "is_markup",
-    "may_hold_field",
-    "prepare",
-    "product_token",
-    "split_line",
-    "token_key",
-    "ua_token",
-]
-
-
 # ASCII letters, digits, "-", "_", then (only when the value is not ASCII) any word
 # character: non-ASCII digits and numerics are cut off after the match (see _trim).
 _TOKEN = re.compile(r"[-\w]*")

@@ -26,27 +26,6 @@ from itertools import compress
 from operator import itemgetter
 from typing import NamedTuple, TypeAlias
 
-__all__ = [
-    "EMPTY_GROUP",
-    "GRAM",
-    "MANY_WILDCARDS",
-    "Group",
-    "ProbeIndex",
-    "Rules",
-    "best_rule",
-    "index_pays",
-    "literal_rule",
-    "match_pieces",
-    "merged_rules",
-    "pattern_at",
-    "pattern_matches",
-    "present_probes",
-    "probe_index",
-    "probe_index_steps",
-    "split_pattern",
-    "wild_rule",
-]
-
 
 def split_pattern(pattern: bytes) -> tuple[tuple[bytes, ...], bool]:
     """Pre-split a normalised pattern into literal pieces and an end anchor flag."""

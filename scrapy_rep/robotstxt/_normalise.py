@@ -30,22 +30,6 @@ from array import array
 from itertools import chain, compress, repeat
 from operator import itemgetter, ne, rshift
 
-__all__ = [
-    "JOINED_FIX",
-    "PLAIN_OK",
-    "SIMPLE_URL",
-    "as_text",
-    "joined_needs_fixing",
-    "normalise_path",
-    "normalise_path_bytes",
-    "normalise_pattern",
-    "normalised_rules",
-    "path_and_text",
-    "plain_path",
-    "url_path",
-]
-
-
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _HEX = b"0123456789ABCDEFabcdef"
 # the two octets after a "%" -> the canonical escape (or the character)
@@ -76,11 +60,10 @@ ESCAPE = (
 _NOT_URI_CLASS = rb'[\x00-\x20"<>\\^`{|}\x7f-\xff]'
 # something to change in a pattern (a "$" that is not the last octet included)
 _PATTERN_FIX = re.compile(ESCAPE + rb"|" + _NOT_URI_CLASS + rb"|\$(?!\Z)")
-# the same in patterns joined by "\n" (a "$" before the joiner is a final one)
-JOINED_FIX = re.compile(ESCAPE + rb"|[\x00-\x09\x0b-\x20\"<>\\^`{|}\x7f-\xff]|\$(?!\n|\Z)")
-# JOINED_FIX's three parts apart: the regex engine skips to a literal first octet
-# ("%", "$") at memchr speed, while the alternation is tried at every octet (about
-# 20 us for a group of a kilobyte: more than the rest of a first check)
+# the same in patterns joined by "\n" (a "$" before the joiner is a final one), as
+# three regexes: the regex engine skips to a literal first octet ("%", "$") at memchr
+# speed, while one alternation is tried at every octet (about 20 us for a group of a
+# kilobyte: more than the rest of a first check)
 _JOINED_ESCAPE = re.compile(ESCAPE)
 _JOINED_DOLLAR = re.compile(rb"\$(?!\n|\Z)")
 _JOINED_NOT_URI = re.compile(rb'[\x00-\x09\x0b-\x20"<>\\^`{|}\x7f-\xff]')
@@ -140,12 +123,10 @@ def _normalise(raw: bytes, keep: bytes) -> bytes:
 # octets that may need a pattern fixed: "%", "$", and those outside URIs but "\n"
 _MAYBE_FIX = b"%$" + _NOT_URI.replace(b"\n", b"")
 _SURE_OK = bytes(sorted(set(range(256)) - set(_MAYBE_FIX)))
-# octets of patterns (joined by "\n") that are plain prefixes needing no normalising
-PLAIN_OK = _SURE_OK.replace(b"*", b"")
 
 
 def _fixes(joined: bytes) -> list[re.Pattern[bytes]]:
-    """The parts of JOINED_FIX that can hit *joined*: C-level passes first (most
+    """The _JOINED_* regexes that can hit *joined*: C-level passes first (most
     files have no "%", no non-ASCII, only final "$"s), a regex only for a doubt."""
     rest = joined.translate(None, _SURE_OK)
     if not rest:

@@ -32,19 +32,6 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urldefrag, urljoin, urlsplit, urlunsplit
 
-__all__ = [
-    "HEAD_LIMIT",
-    "LINK_STEP_BYTES",
-    "NofollowLinks",
-    "PageDirectives",
-    "PageSource",
-    "head_may_name",
-    "header_directives",
-    "meta_directives",
-    "page_directives",
-    "parse_unavailable_after",
-]
-
 HEADER, META = "header", "meta"
 # Only the first 2 MiB of a page are searched for its head: a head is a few KiB, and a
 # hostile one (10,000 meta tags) is well inside; lower-casing 2 MiB costs about 2 ms.

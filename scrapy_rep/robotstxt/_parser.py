@@ -59,21 +59,6 @@ from scrapy_rep.robotstxt._lines import (
     ua_token,
 )
 
-__all__ = [
-    "DEFAULT_MAX_SIZE",
-    "INDEX_STEP",
-    "LINES_STEP",
-    "MAX_LINE",
-    "ParseResult",
-    "Run",
-    "fill_runs",
-    "fill_runs_at_once",
-    "parse",
-    "parse_steps",
-    "run_rules",
-]
-
-
 # RFC 9309 §2.5: crawlers must parse at least the first 500 KiB.
 DEFAULT_MAX_SIZE = 512_000
 

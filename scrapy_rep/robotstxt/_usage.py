@@ -39,23 +39,6 @@ from scrapy_rep.robotstxt._lines import MAX_LINE
 from scrapy_rep.robotstxt._matcher import pattern_matches
 from scrapy_rep.robotstxt._normalise import normalise_pattern
 
-__all__ = [
-    "LABELS",
-    "UNKNOWN",
-    "USE_LEVELS",
-    "N",
-    "Preference",
-    "Source",
-    "Statement",
-    "Usage",
-    "UsageIndex",
-    "Y",
-    "content_signal_statement",
-    "content_usage_statement",
-    "header_statement",
-    "usage_dictionary",
-]
-
 Y, N, UNKNOWN = "y", "n", "unknown"
 
 # draft-ietf-aipref-vocab §6.1 labels that a Content-Usage Dictionary can carry.
