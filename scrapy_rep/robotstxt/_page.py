@@ -32,6 +32,8 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urldefrag, urljoin, urlsplit, urlunsplit
 
+from scrapy_rep.robotstxt._normalise import as_text as _text
+
 HEADER, META = "header", "meta"
 # Only the first 2 MiB of a page are searched for its head: a head is a few KiB, and a
 # hostile one (10,000 meta tags) is well inside; lower-casing 2 MiB costs about 2 ms.
@@ -185,18 +187,12 @@ def _items(value: str) -> Iterator[str]:
         item = pieces[i]
         i += 1
         name, colon, rest = item.partition(":")
-        if colon and name.strip().lower() == UNAVAILABLE_AFTER:
-            pass
-        elif colon and item.count(":") >= 2:  # "token: unavailable_after: Wed, ..."
-            inner, _, rest2 = rest.partition(":")
+        if colon and name.strip().lower() != UNAVAILABLE_AFTER:
+            # "token: unavailable_after: Wed, ...": the date follows a second colon
+            inner, colon, rest = rest.partition(":")
             if inner.strip().lower() != UNAVAILABLE_AFTER:
-                yield item
-                continue
-            rest = rest2
-        else:
-            yield item
-            continue
-        if _WEEKDAY.fullmatch(rest.strip()) and i < len(pieces):
+                colon = ""
+        if colon and _WEEKDAY.fullmatch(rest.strip()) and i < len(pieces):
             item = f"{item},{pieces[i]}"
             i += 1
         yield item
@@ -311,22 +307,6 @@ class _Collector:
         )
 
 
-def _text(value: bytes | str) -> str:
-    if isinstance(value, str):
-        return value
-    return value.decode("utf-8", "replace")
-
-
-def header_directives(
-    lines: Iterable[bytes | str], token: str, *, now: dt.datetime | None = None
-) -> PageDirectives:
-    """The ``X-Robots-Tag`` field lines *lines* as they apply to the crawler *token*."""
-    collector = _Collector(token, now or _utcnow())
-    for line in lines:
-        collector.add_list(_text(line), HEADER, None, tokens=True)
-    return collector.result()
-
-
 # -- the head's meta tags --------------------------------------------------------------
 
 
@@ -366,20 +346,18 @@ def _attributes(tag: bytes) -> dict[bytes, bytes]:
     for match in _ATTRIBUTE.finditer(inner, start):
         name = match.group(1).lower()
         if name not in found:
-            value = match.group(2)
-            if value is None:
-                value = match.group(3)
-            if value is None:
-                value = match.group(4) or b""
-            found[name] = value
+            found[name] = _quoted_value(match, 2)
     return found
 
 
-def meta_directives(body: bytes, token: str, *, now: dt.datetime | None = None) -> PageDirectives:
-    """The ``<meta name="robots">`` and ``<meta name="TOKEN">`` tags of *body*'s head."""
-    collector = _Collector(token, now or _utcnow())
-    _read_meta(body, collector)
-    return collector.result()
+def _quoted_value(match: re.Match[bytes], first: int) -> bytes:
+    """An attribute's value from groups *first* ("..."), *first* + 1 ('...') and
+    *first* + 2 (unquoted) of *match*: the one that matched, or b"" for none."""
+    for group in (first, first + 1):
+        value = match.group(group)
+        if value is not None:
+            return value
+    return match.group(first + 2) or b""
 
 
 def head_may_name(body: bytes, token: str) -> bool:
@@ -394,13 +372,13 @@ def _head_may_name(head: bytes, token: bytes) -> bool:
     return b"robots" in head or bool(token and token in head)
 
 
-def _read_meta(body: bytes, collector: _Collector) -> None:
+def _meta_tags(body: bytes, token: bytes) -> Iterator[tuple[str, str]]:
+    """(name, content) of the meta tags in *body*'s head that name ``robots`` or
+    *token* (lower-cased), their values decoded."""
     head = _head(body)
-    token = collector.token.encode("utf-8", "replace")
     if not _head_may_name(head, token):
         return  # the common case: no meta tag can name us
     wanted = {b"robots", token}
-    read = 0
     pos = 0
     search = _META_OR_SKIP.search
     while True:
@@ -423,13 +401,8 @@ def _read_meta(body: bytes, collector: _Collector) -> None:
             continue
         attributes = _attributes(body[match.start() : pos])
         name = html.unescape(_text(attributes.get(b"name", b""))).strip()
-        if name.lower().encode("utf-8", "replace") not in wanted:
-            continue
-        read += 1
-        if read > MAX_META_TAGS:
-            collector.issue(f"more than {MAX_META_TAGS} robots meta tags: the rest are ignored")
-            return
-        collector.add_meta(name, html.unescape(_text(attributes.get(b"content", b""))))
+        if name.lower().encode("utf-8", "replace") in wanted:
+            yield name, html.unescape(_text(attributes.get(b"content", b"")))
 
 
 # -- everything ------------------------------------------------------------------------
@@ -449,26 +422,21 @@ def page_directives(
     *meta_tags* (name, content) pairs, when given, are the head's meta tags as an HTML
     parser already found them (the spider's own selector): *body* is then not read.
     At most ``MAX_META_TAGS`` of them that name ``robots`` or the token are read."""
-    collector = _Collector(token, now or _utcnow())
+    collector = _Collector(token, now or dt.datetime.now(dt.timezone.utc))
     for line in header_lines:
         collector.add_list(_text(line), HEADER, None, tokens=True)
-    if meta_tags is not None:
-        read = 0
-        for name, content in meta_tags:
-            if name.strip().lower() not in ("robots", collector.token):
-                continue
-            read += 1
-            if read > MAX_META_TAGS:
-                collector.issue(f"more than {MAX_META_TAGS} robots meta tags: the rest are ignored")
-                break
-            collector.add_meta(name, content)
-    elif body:
-        _read_meta(body, collector)
+    if meta_tags is None:
+        meta_tags = _meta_tags(body, collector.token.encode("utf-8", "replace")) if body else ()
+    read = 0
+    for name, content in meta_tags:
+        if name.strip().lower() not in ("robots", collector.token):
+            continue
+        read += 1
+        if read > MAX_META_TAGS:
+            collector.issue(f"more than {MAX_META_TAGS} robots meta tags: the rest are ignored")
+            break
+        collector.add_meta(name, content)
     return collector.result()
-
-
-def _utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
 
 
 # -- rel="nofollow" links --------------------------------------------------------------
@@ -544,7 +512,7 @@ class NofollowLinks:
             found = href_of(body, start + begin, start + end)
             if found is not None:
                 # (kept without its fragment: a link to /a#x is a link to /a)
-                followed.add(_href_value(found).partition(b"#")[0].strip())
+                followed.add(_quoted_value(found, 1).partition(b"#")[0].strip())
         self.pos = stop
         return self.done
 
@@ -608,12 +576,3 @@ class NofollowLinks:
             if raw in followed or html.escape(form, quote=False).encode() in followed:
                 return False
         return True
-
-
-def _href_value(match: re.Match[bytes]) -> bytes:
-    value = match.group(1)
-    if value is None:
-        value = match.group(2)
-    if value is None:
-        value = match.group(3) or b""
-    return value
