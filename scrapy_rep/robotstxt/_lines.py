@@ -163,11 +163,11 @@ def ua_token(value: bytes) -> str:
     return token
 
 
-def _to_bytes(content: bytes | bytearray | memoryview | str) -> bytes:
+def as_bytes(content: bytes | bytearray | memoryview | str) -> bytes:
     if isinstance(content, str):
         try:
             return content.encode("utf-8", "surrogateescape")
-        except UnicodeEncodeError:
+        except UnicodeEncodeError:  # a lone surrogate that surrogateescape did not make
             return content.encode("utf-8", "replace")
     return bytes(content)
 
@@ -190,7 +190,7 @@ def _limit(data: bytes, max_size: int, log: IssueLog) -> tuple[bytes, bool]:
 def prepare(
     content: bytes | bytearray | memoryview | str, max_size: int, log: IssueLog
 ) -> tuple[bytes, bool]:
-    data, truncated = _limit(_to_bytes(content), max_size, log)
+    data, truncated = _limit(as_bytes(content), max_size, log)
     # a UTF-8 BOM, or the start of one (Google's library skips each octet that
     # continues the BOM), is not part of the first line
     if data[:1] == b"\xef":

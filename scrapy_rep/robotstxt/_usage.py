@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeAlias
 
 from http_sf import Token
 from http_sf import parse as parse_structured
 
-from scrapy_rep.robotstxt._lines import MAX_LINE
+from scrapy_rep.robotstxt._lines import MAX_LINE, as_bytes
 from scrapy_rep.robotstxt._matcher import pattern_matches
 from scrapy_rep.robotstxt._normalise import normalise_pattern
 
@@ -226,15 +226,6 @@ MAX_SOURCE_TEXT = 512
 MAX_HEADER = MAX_LINE
 
 
-def _as_bytes(value: bytes | str) -> bytes:
-    if isinstance(value, bytes):
-        return value
-    try:
-        return value.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:  # a lone surrogate that surrogateescape did not make
-        return value.encode("utf-8", "replace")
-
-
 def _text(value: bytes) -> str:
     if len(value) > MAX_SOURCE_TEXT:
         return value[:MAX_SOURCE_TEXT].decode("utf-8", "replace") + "..."
@@ -284,25 +275,23 @@ def header_statement(values: Sequence[bytes]) -> Statement | None:
 # -- robots.txt rules ------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _Rules:
-    """Path-scoped statements of one kind, longest pattern first (b"" for a rule
-    written without a path: it matches every path, after all the others)."""
+# Path-scoped statements of one kind, longest pattern first (b"" for a rule written
+# without a path: it matches every path, after all the others)
+_Rules: TypeAlias = tuple[tuple[bytes, Statement], ...]
 
-    rules: tuple[tuple[bytes, Statement], ...]
 
-    def best(self, path: bytes) -> list[Statement]:
-        """The statements of the longest matching pattern(s) (draft-ietf-aipref-attach
-        §3.1: longest match as for Allow/Disallow; equally long ones all apply)."""
-        found: list[Statement] = []
-        length = -1
-        for pattern, statement in self.rules:
-            if len(pattern) < length:
-                break
-            if pattern_matches(pattern, path):
-                length = len(pattern)
-                found.append(statement)
-        return found
+def _best(rules: _Rules, path: bytes) -> list[Statement]:
+    """The statements of the longest matching pattern(s) (draft-ietf-aipref-attach
+    §3.1: longest match as for Allow/Disallow; equally long ones all apply)."""
+    found: list[Statement] = []
+    length = -1
+    for pattern, statement in rules:
+        if len(pattern) < length:
+            break
+        if pattern_matches(pattern, path):
+            length = len(pattern)
+            found.append(statement)
+    return found
 
 
 def _rules(lines: Iterable[Line], name: str) -> _Rules:
@@ -311,19 +300,17 @@ def _rules(lines: Iterable[Line], name: str) -> _Rules:
     for field_name, raw, line in lines:
         if field_name != name:
             continue
-        value = _as_bytes(raw)
+        value = as_bytes(raw)
         m = _PATH_AND_VALUE.fullmatch(value)
         # a rule without a path has a path of 0 octets (draft-ietf-aipref-attach-05
         # §3.1): it applies everywhere, and any written path, "/" too, is longer
         path, preference = (m.group(1), m.group(2)) if m else (b"", value)
         statement = reader(preference, line)
         # the source shows the whole line value, path included
-        statement = Statement(
-            statement.prefs, Source(statement.source.field, _text(value), line), statement.use
-        )
-        rules.append((normalise_pattern(path), statement))
+        source = replace(statement.source, value=_text(value))
+        rules.append((normalise_pattern(path), replace(statement, source=source)))
     rules.sort(key=lambda rule: -len(rule[0]))
-    return _Rules(tuple(rules))
+    return tuple(rules)
 
 
 class UsageIndex:
@@ -351,4 +338,4 @@ class UsageIndex:
 
     def usage(self, token: str | None, path: bytes) -> Usage:
         usage_rules, signal_rules = self._for(token)
-        return Usage.of([*usage_rules.best(path), *signal_rules.best(path)])
+        return Usage.of([*_best(usage_rules, path), *_best(signal_rules, path)])
