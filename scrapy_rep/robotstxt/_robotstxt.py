@@ -160,24 +160,11 @@ class RobotsTxt:
     def parse_steps(
         cls: type[_R], content: _Text, max_size: int = DEFAULT_MAX_SIZE, step: int = LINES_STEP
     ) -> Generator[None, None, _R]:
-        """:meth:`parse` in bounded steps, for a caller that must not stop for long
-        (an event loop): a generator, each ``next()`` of which parses at most *step*
-        lines or does one of the phases after them (each linear in the file, a few
-        ms for a 500 KiB file), and that returns the parsed file, the same as
-        :meth:`parse` gives::
-
-            steps = RobotsTxt.parse_steps(body)
-            while True:
-                try:
-                    next(steps)  # ... other work between steps ...
-                except StopIteration as done:
-                    robots = done.value
-                    break
-
-        (or ``robots = yield from RobotsTxt.parse_steps(body)`` in a generator).
-        The cyclic garbage collector stays paused from the first step to the last
-        for a large file, as in :meth:`parse`.
-        """
+        """:meth:`parse` in bounded steps, for a caller that must not stop for long (an
+        event loop, docs/rfc.md): each ``next()`` parses at most *step* lines or does
+        one phase after them, and the generator returns what :meth:`parse` gives
+        (``robots = yield from RobotsTxt.parse_steps(body)``). The garbage collector
+        stays paused from the first step to the last for a large file."""
         with paused_gc() if len(content) >= _LARGE else nullcontext():
             for res in parse_steps(content, max_size, step):
                 if res is None:
@@ -229,9 +216,8 @@ class RobotsTxt:
         return group  # type: ignore[return-value]  # (compiled now)
 
     def _compile_steps(self, token: str) -> Generator[None, None, None]:
-        """Compile *token*'s group (not compiled yet) and keep it, yielding between the
-        compile's passes: the one compile both a first check (run to its end) and
-        :meth:`prepare_steps` do."""
+        """Compile *token*'s group and keep it, yielding between the compile's passes
+        (for a first check, run to its end at once, and for :meth:`prepare_steps`)."""
         runs = self._groups[token]
         if not isinstance(runs, list):
             return  # (compiled meanwhile, by a query between steps)
@@ -258,20 +244,16 @@ class RobotsTxt:
         return sum(len(run.marks) for run in runs)
 
     def prepare(self, user_agent: _Text) -> None:
-        """Do the work of *user_agent*'s first check now: compile its group. Safe in
-        another thread while this thread or others query the object (see the class
-        docstring)."""
+        """Do the work of *user_agent*'s first check now: compile its group (safe in
+        another thread while others query the object)."""
         token = self._token(user_agent)
         if token is not None:
             self._group(token)
 
     def prepare_steps(self, user_agent: _Text) -> Generator[None, None, None]:
-        """:meth:`prepare` in bounded steps, for a caller that must not stop for long
-        (an event loop): a generator, each ``next()`` of which does one pass of the
-        compile (a few C-level calls over the group's rules, a few ms for 30,000
-        rules); the group is the same as :meth:`prepare` or a first check would have
-        built.  The object may be queried between steps: a query that needs the
-        group meanwhile builds it itself, and the steps then keep that."""
+        """:meth:`prepare` in bounded steps: each ``next()`` does one pass of the compile
+        (a few ms for 30,000 rules). A query between steps that needs the group builds
+        it itself, and the steps then keep that."""
         token = self._token(user_agent)
         if token is None or not isinstance(self._groups[token], list):
             return  # no group, or compiled already

@@ -69,16 +69,13 @@ class Source:
     value: str  # as written
     line: int | None = None  # robots.txt line number; None for the header
 
-    @property
-    def origin(self) -> str:
-        return "header" if self.line is None else "robots.txt"
-
     def describe(self) -> str:
         where = "response header" if self.line is None else f"robots.txt line {self.line}"
         return f"{where}: {self.field}: {self.value}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"from": self.origin, "line": self.line, "text": f"{self.field}: {self.value}"}
+        origin = "header" if self.line is None else "robots.txt"
+        return {"from": origin, "line": self.line, "text": f"{self.field}: {self.value}"}
 
 
 @dataclass(frozen=True, slots=True)
