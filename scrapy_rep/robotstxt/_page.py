@@ -64,6 +64,7 @@ _SKIP_END = {b"<!--": b"-->", b"<script": b"</script", b"<style": b"</style"}
 _ATTRIBUTE = re.compile(
     rb"""([^\s"'<>/=]+)(?:\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+)))?""", re.DOTALL
 )
+_TAG_NAME_END = re.compile(rb"[ \t\n\r\f/]")
 _HEAD_ENDS = (b"</head", b"<body", b"</HEAD", b"<BODY")
 _LINK = re.compile(rb"<(?:a|area)[\s/][^>]*>")
 _HREF = re.compile(rb"""[\s/]href\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))""", re.IGNORECASE)
@@ -78,9 +79,7 @@ class PageSource:
     scope: str  # "" (a token-less header line), "robots", or the product token as written
 
     def describe(self) -> str:
-        if self.where == HEADER:
-            return f"X-Robots-Tag: {self.text}"
-        return f"meta tag {self.text}"
+        return f"X-Robots-Tag: {self.text}" if self.where == HEADER else f"meta tag {self.text}"
 
     def to_json(self) -> dict[str, Any]:
         return {"from": self.where, "scope": self.scope or "*", "text": self.text}
@@ -336,14 +335,10 @@ def _attributes(tag: bytes) -> dict[bytes, bytes]:
     the first of a repeated attribute wins, as in HTML."""
     found: dict[bytes, bytes] = {}
     inner = tag[1:-1]
-    start = inner.find(b" ")  # (skip the tag's own name; a "/" or newline also ends it)
-    for sep in (b"\t", b"\n", b"\r", b"\f", b"/"):
-        at = inner.find(sep)
-        if at >= 0 and (start < 0 or at < start):
-            start = at
-    if start < 0:
+    name_end = _TAG_NAME_END.search(inner)  # (skip the tag's own name)
+    if name_end is None:
         return found
-    for match in _ATTRIBUTE.finditer(inner, start):
+    for match in _ATTRIBUTE.finditer(inner, name_end.start()):
         name = match.group(1).lower()
         if name not in found:
             found[name] = _quoted_value(match, 2)
@@ -548,20 +543,19 @@ class NofollowLinks:
         if "nofollow" not in rels:
             self.followed_hrefs.add(href.partition(b"#")[0])
             return
-        url = self._absolute(href)
+        url = self._url_key(urljoin(self.base_url, html.unescape(_text(href)).strip()))
         self.nofollow.setdefault(url, set()).add(href.partition(b"#")[0])
 
-    def _absolute(self, href: bytes) -> str:
-        url = urldefrag(urljoin(self.base_url, html.unescape(_text(href)).strip())).url
+    def _url_key(self, url: str) -> str:
+        """*url* without its fragment, spelt as the caller spells URLs."""
+        url = urldefrag(url).url
         return url if self.normalise is None else self.normalise(url)
 
     def nofollow_only(self, url: str) -> bool:
         """Whether the page links *url* (absolute) only with ``rel="nofollow"``; the scan
         must be done. A followed link to the same URL counts when it is written as one
         of the nofollow links writes it, as the absolute URL, or as its path."""
-        url = urldefrag(url).url
-        if self.normalise is not None:
-            url = self.normalise(url)
+        url = self._url_key(url)
         hrefs = self.nofollow.get(url)
         if hrefs is None:
             return False
