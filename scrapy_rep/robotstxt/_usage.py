@@ -1,28 +1,17 @@
 """Usage preferences: IETF AIPREF ``Content-Usage`` and Cloudflare ``Content-Signal``.
 
 Preferences say what a crawler may do with content, never whether it may fetch it:
-Allow and Disallow still decide fetching (draft-ietf-aipref-vocab §3.3, docs/usage.md).
-
-Sources, each a *statement of preference*:
-- ``Content-Usage: [path] <dictionary>`` rules of the chosen group
-  (draft-ietf-aipref-attach §3): the longest matching path wins, matched like
-  Allow/Disallow (RFC 9309 §2.2.2); only rules with identical paths are combined.
-  A value without a leading ``/`` has a path of 0 octets: it matches every URL and
-  is shorter than any written path, ``/`` included (draft-ietf-aipref-attach-05 §3.1).
-- ``Content-Signal: [path] search=yes, ai-train=no, ai-input=..., use=...`` lines of
-  the chosen group (Cloudflare's Content Signals); lines before any user-agent line
-  apply to every crawler (as crawler-commons reads them), and the parser lists each
-  in the file's diagnostics (see _issues).
-- The ``Content-Usage`` HTTP response header (draft-ietf-aipref-attach §2).
-
-The Content-Usage value is an RFC 9651 Dictionary parsed by ``http_sf``; the rules of
-draft-ietf-aipref-vocab §6: a label is allowed by the Token ``y``, refused by the Token
-``n``; anything else (absent, another type, another token) is unknown; parameters and
-unknown labels are ignored; a duplicate key keeps its last value (RFC 9651 §4.2.2);
-a Dictionary that fails to parse (an upper-case key, a trailing comma) says nothing.
-
-Statements combine per label (draft-ietf-aipref-vocab §5.1): any ``n`` wins, then any
-``y``, else unknown. Every answer keeps the statements that decided it.
+Allow and Disallow still decide fetching (draft-ietf-aipref-vocab §3.3). The rules, in
+full in docs/usage.md: ``Content-Usage: [path] <dictionary>`` rules of the chosen group
+(draft-ietf-aipref-attach §3), longest matching path first, matched like Allow/Disallow
+(a value without a leading ``/`` has a path of 0 octets); ``Content-Signal: [path]
+search=yes, ai-train=no, ...`` lines of the chosen group, and those before any
+user-agent line for every crawler (as crawler-commons reads them); the
+``Content-Usage`` response header (draft-ietf-aipref-attach §2). A Content-Usage value
+is an RFC 9651 Dictionary (``http_sf``) read by draft-ietf-aipref-vocab §6: ``y``
+allows a label, ``n`` refuses it, anything else is unknown, and a Dictionary that
+fails to parse says nothing. Statements combine per label (§5.1): any ``n`` wins, then
+any ``y``, else unknown; every answer keeps the statements that decided it.
 """
 
 from __future__ import annotations
