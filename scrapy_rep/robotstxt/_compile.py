@@ -1,16 +1,11 @@
 """Compiling a group (see _matcher.Group for the compiled form), in passes that can stop.
 
-A group of tens of thousands of rules takes about twenty C-level passes over its rules
-to compile, 1-3 ms each in pure Python, 30-45 ms in all: more than a crawl's event
-loop may wait (25 ms, docs/rfc.md).  compile_steps does the same passes as a
-generator that yields between them once the group is large, so that a caller can run
-them a few at a time between other work (see RobotsTxt.prepare_steps);
-compile_group runs them at once, with the same code.
-
-The literal rules become a sorted prefix forest: each distinct guard gets its
-parent, the position of its longest proper prefix among the guards (-1 for none), so
-that the guards a path starts with are one bisect and a short walk away (see
-_matcher.literal_rule).
+A group of tens of thousands of rules takes about twenty C-level passes to compile,
+1-3 ms each, 30-45 ms in all: more than a crawl's event loop may wait (25 ms,
+docs/rfc.md). So compile_steps yields between the passes of a large group (see
+RobotsTxt.prepare_steps); compile_group runs the same code at once. The literal rules
+become a sorted prefix forest: each distinct guard gets its parent, its longest proper
+prefix among the guards (see _matcher.literal_rule).
 """
 
 from __future__ import annotations
@@ -32,21 +27,6 @@ from scrapy_rep.robotstxt._matcher import (
     probe_index_steps,
 )
 from scrapy_rep.robotstxt._normalise import joined_needs_fixing, normalised_rules
-
-__all__ = [
-    "DEDUP_FROM",
-    "DEDUP_WILD_FROM",
-    "STEPS_FROM",
-    "WALK_STEP",
-    "compile_group",
-    "compile_steps",
-    "parents_steps",
-    "plain_literals",
-    "plain_literals_steps",
-    "prefix_parents",
-    "ranked_chain",
-]
-
 
 # from this many rules a group's repeated rules are dropped before compiling (a copy
 # still costs every compiling pass; looking for copies costs a set of all the
@@ -79,8 +59,8 @@ NORMALISE_OCTETS = 32_768
 def _normalised_steps(
     patterns: list[bytes], marks: array[int], originals: dict[int, str]
 ) -> Generator[None, None, tuple[list[bytes], bytes]]:
-    """normalised_rules, a slice of rules at a time (each pattern is normalised on its
-    own: the slices give exactly what one call gives)."""
+    """normalised_rules, a slice of rules at a time (the same result: each pattern is
+    normalised on its own)."""
     joined = b"\n".join(patterns)
     if not joined_needs_fixing(joined):
         return patterns, joined
@@ -98,14 +78,9 @@ def _normalised_steps(
 
 
 def _first_copies_steps(patterns: list[bytes], marks: array[int]) -> Generator[None, None, Rules]:
-    """*patterns* and *marks* without the rules that repeat an earlier one (the same
-    pattern and kind), in file order, yielding between its passes (each one C-level
-    pass).
-
-    A copy never decides where the first does not (same precedence, later line), but
-    a check that fails on it would try every copy, and every compile would carry it:
-    a file repeating one rule thousands of times would make each step slow.
-    """
+    """*patterns* and *marks* without the rules that repeat an earlier one (same pattern
+    and kind), yielding between its C-level passes. A copy never decides (same
+    precedence, later line), but a failing check would try every copy."""
     keys = list(zip(patterns, map(and_, marks, repeat(1)), strict=True))
     yield None
     first = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1), strict=True))
@@ -116,8 +91,7 @@ def _first_copies_steps(patterns: list[bytes], marks: array[int]) -> Generator[N
 
 
 def compile_group(runs: list[Rules], strings: dict[bytes, str], originals: dict[int, str]) -> Group:
-    """Compile the rules of all the runs (merged same-name groups) one crawler obeys,
-    at once: compile_steps run to its end."""
+    """compile_steps run to its end."""
     for found in compile_steps(runs, strings, originals):  # noqa: B007 (the last one)
         pass
     return found  # type: ignore[return-value]  # (the last item is the group)
@@ -126,16 +100,11 @@ def compile_group(runs: list[Rules], strings: dict[bytes, str], originals: dict[
 def compile_steps(
     runs: list[Rules], strings: dict[bytes, str], originals: dict[int, str]
 ) -> Iterator[Group | None]:
-    """Compile the rules of all the runs (merged same-name groups) one crawler obeys:
-    yields None between passes (only for a group of STEPS_FROM rules or more, or of
-    STEPS_FROM_OCTETS pattern octets: each pass a few C-level calls over the rules),
-    and the compiled group last.
-
-    Each run holds raw patterns and line marks as _parser makes them; *strings* dedupes
-    the probes (kept as str) across the groups of one file; *originals* receives
-    {line: pattern as written} for patterns that normalisation changed.  Most rules
-    are plain ASCII prefixes, so per-rule work is left to C-level sort/map calls.
-    """
+    """Compile the rules of the runs (merged same-name groups, RFC 9309 §2.2.1) one
+    crawler obeys: yields None between passes once the group has STEPS_FROM rules or
+    STEPS_FROM_OCTETS pattern octets, and the compiled group last. *strings* dedupes
+    the probes (as str) across a file's groups; *originals* receives {line: pattern as
+    written} for the patterns normalisation changed."""
     patterns, marks = merged_rules(runs)
     if not patterns:
         yield EMPTY_GROUP
@@ -313,15 +282,13 @@ def compile_steps(
 
 
 def _after(prefix: bytes) -> bytes | None:
-    """The least bytes string above every string that starts with *prefix* (None:
-    there is none)."""
+    """The least bytes above every bytes starting with *prefix* (None: there is none)."""
     stem = prefix.rstrip(b"\xff")
     return stem[:-1] + bytes((stem[-1] + 1,)) if stem else None
 
 
 def prefix_parents(guards: list[bytes]) -> array[int]:
-    """Each sorted guard's longest proper prefix among them (-1 for none): see
-    parents_steps, run at once."""
+    """parents_steps run at once."""
     found = array("i", [-1]) * len(guards)
     for _ in parents_steps(guards, found):
         pass
@@ -336,14 +303,10 @@ def parents_steps(guards: list[bytes], found: array[int]) -> Iterator[None]:
     """Fill *found* (-1 for each guard) with each sorted guard's longest proper prefix
     among them (-1 for none), yielding after every WALK_STEP guards walked.
 
-    In sorted order the guards that start with a guard follow it in one run (its
-    subtree), and a guard without a parent (a root) starts no run unless the next
-    guard starts with it: so only the runs are walked, one bisect each, and most
-    guards (roots of no run, in real files) are never visited in Python.  Within a
-    run a guard's parent is the guard before it when that is a prefix of it;
-    otherwise it is on the previous guard's chain of prefixes.  (Guards that are
-    prefixes of one another by the thousand, "/1", "/10", "/100", are walked in steps.)
-    """
+    In sorted order the guards that start with a guard follow it in one run, found
+    by one bisect: only runs are walked, so most guards are never visited in Python.
+    Within a run a guard's parent is the guard before it when that is a prefix of it,
+    else on the previous guard's chain of prefixes."""
     n = len(guards)
     child = list(map(bytes.startswith, guards[1:], guards[:-1]))
     end = 0
@@ -376,8 +339,7 @@ Literals: TypeAlias = tuple[tuple[bytes, ...], "array[int]", "array[int]"]
 def plain_literals(
     literal: list[int] | None, patterns: list[bytes], codes: list[int], packed: list[int]
 ) -> Literals:
-    """The literal rules (positions in *patterns*; None: all of them) as a sorted
-    prefix forest: plain_literals_steps run at once."""
+    """plain_literals_steps run at once."""
     for found in plain_literals_steps(literal, patterns, codes, packed):  # noqa: B007
         pass
     return found  # type: ignore[return-value]  # (the last item is the forest)
@@ -387,10 +349,8 @@ def plain_literals_steps(
     literal: list[int] | None, patterns: list[bytes], codes: list[int], packed: list[int]
 ) -> Iterator[Literals | None]:
     """The literal rules (positions in *patterns*; None: all of them) as a sorted
-    prefix forest, in mostly C-level calls: yields None between them (for a caller
-    that runs them in steps) and, last, the distinct guards in sorted order, each
-    one's parent (see prefix_parents) and their packed codes (of the deciding rule among
-    equal guards)."""
+    prefix forest, yielding None between C-level passes and, last, the distinct guards
+    sorted, each one's parent and the packed code of its deciding rule."""
     if literal is None:  # the common case: every rule is a plain prefix
         first = dict(zip(patterns, packed, strict=True))
         if len(first) == len(patterns):

@@ -13,7 +13,7 @@ combines the summaries of its runs (RFC 9309 §2.2.1: same-name groups merge).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import NamedTuple
 
 from scrapy_rep.robotstxt._issues import (
@@ -22,16 +22,6 @@ from scrapy_rep.robotstxt._issues import (
     SIGNAL_FOR_EVERYONE,
     IssueLog,
 )
-
-__all__ = [
-    "EXTENSION_FIELDS",
-    "INTERPRET",
-    "SIGNAL_KEYS",
-    "ExtensionLine",
-    "Extensions",
-    "interpret_steps",
-    "summarise",
-]
 
 # canonical field name -> spellings accepted (each as a prefix of the field name, as
 # Google's library matches its own fields); the first spelling is the canonical one
@@ -114,18 +104,15 @@ class Extensions:
             for key, flag in value.items():  # type: ignore[attr-defined]
                 self.signals.setdefault(key, flag)
 
-    def merged(self, other: Extensions) -> Extensions:
-        """*self* (new, empty) with a copy of *other*'s values."""
-        self.merge(other)
-        return self
-
-    def merge(self, other: Extensions) -> None:
+    def merge(self, other: Extensions) -> Extensions:
+        """*self* with *other*'s values where it has none (earlier lines win)."""
         if self.delay is None:
             self.delay = other.delay
         if self.rate is None:
             self.rate = other.rate
         for key, flag in other.signals.items():
             self.signals.setdefault(key, flag)
+        return self
 
 
 def summarise(lines: list[ExtensionLine], invalid: list[int]) -> Extensions:
@@ -144,6 +131,19 @@ def summarise(lines: list[ExtensionLine], invalid: list[int]) -> Extensions:
             invalid.append(line)
         else:
             found.add(field, parsed)
+    return found
+
+
+def _summarise_steps(
+    lines: list[ExtensionLine], invalid: list[int], step: int
+) -> Generator[None, None, Extensions]:
+    """summarise, *step* lines at a time (0: at once), yielding None before each slice."""
+    if not step or len(lines) <= step:
+        return summarise(lines, invalid)
+    found = Extensions()
+    for low in range(0, len(lines), step):
+        yield None
+        found.merge(summarise(lines[low : low + step], invalid))
     return found
 
 
@@ -172,10 +172,7 @@ def interpret_steps(
             summary = by_run.get(id(lines))
             if summary is None:
                 if step and len(lines) > step:
-                    summary = Extensions()
-                    for low in range(0, len(lines), step):
-                        yield None
-                        summary.merge(summarise(lines[low : low + step], invalid))
+                    summary = yield from _summarise_steps(lines, invalid, step)
                 else:
                     summary = summarise(lines, invalid)
                 by_run[id(lines)] = summary
@@ -184,7 +181,7 @@ def interpret_steps(
                 found = summary  # shared, read-only: most tokens have one group
             else:
                 if not own:
-                    found, own = Extensions().merged(found), True
+                    found, own = Extensions().merge(found), True
                 found.merge(summary)
         if found is not None:
             summaries[token] = found
@@ -195,13 +192,7 @@ def interpret_steps(
     preamble_summary = None
     if preamble:  # before any user-agent line only content signals apply, file-wide
         signals = [e for e in preamble if e.field == "content-signal"]
-        if not step or len(signals) <= step:
-            preamble_summary = summarise(signals, invalid)
-        else:
-            preamble_summary = Extensions()
-            for low in range(0, len(signals), step):
-                yield None
-                preamble_summary.merge(summarise(signals[low : low + step], invalid))
+        preamble_summary = yield from _summarise_steps(signals, invalid, step)
         outside = (e.line for e in preamble if e.field != "content-signal")
         log.found.extend((line, RULE_OUTSIDE_GROUP) for line in outside)
         # applied, but not as RFC 9309 §2.2 reads a line outside a group: a site owner

@@ -13,17 +13,6 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import TypeAlias, cast
 
-__all__ = [
-    "ISSUE_KINDS",
-    "MAX_ISSUES",
-    "MAX_TEXT",
-    "Issue",
-    "IssueLog",
-    "Pending",
-    "count_issues",
-    "materialise",
-]
-
 # kind -> what it means (kept in this order in reports)
 ISSUE_KINDS: dict[str, str] = {
     "size-limit": "the file is longer than the size limit: parsing stopped at this byte offset",

@@ -1,21 +1,14 @@
 """The parser's view of lines: the size limit, field names and user-agent tokens.
 
-Everything here is C-level or memoised, so that the parser's loop (_parser) does a
-constant, small amount of Python work per line:
+Everything here is C-level or memoised (bounded memos of field kinds and user-agent
+tokens), so that the parser's loop does a small, constant amount of work per line.
 
-- prepare() applies the size limit and skips a (partial) BOM;
-- field_kind() maps a field name as written to its kind through a bounded memo of
-  Google's case-insensitive prefix match (typos included);
-- ua_token() maps a user-agent value to its group key through a bounded memo.
-
-Product tokens (RFC 9309 §2.2.1): a crawler matches ``User-agent:`` lines by its
-*product token*, case-insensitively.  The RFC asks crawlers to use ``[a-zA-Z_-]``;
-real files and real crawlers also use digits (``MJ12bot``, ``360Spider``) and
-non-ASCII letters, so (docs/rfc.md) a token is the leading run of ASCII letters and
-digits, ``-``, ``_`` and non-ASCII letters, and a digit never ends it.  Google's
-library cuts at the first digit, which merges ``Agent1`` with ``Agent2``: this is an
-RFC-over-Google decision.  The same rule reduces both the file's ``User-agent`` values
-and the crawler's name, so ``User-agent: googlebot/2.1`` and ``googlebot*`` both mean
+Product tokens (RFC 9309 §2.2.1) are matched case-insensitively. The RFC asks for
+``[a-zA-Z_-]``; real files and crawlers also use digits (``MJ12bot``) and non-ASCII
+letters, so (docs/rfc.md) a token is the leading run of ASCII letters and digits,
+``-``, ``_`` and non-ASCII letters. Google's library cuts at the first digit, merging
+``Agent1`` with ``Agent2``: an RFC-over-Google decision. The same rule reduces the
+file's values and the crawler's name: ``googlebot/2.1`` and ``googlebot*`` both mean
 ``googlebot``.
 """
 
@@ -29,33 +22,6 @@ from operator import itemgetter
 
 from scrapy_rep.robotstxt._extensions import EXTENSION_FIELDS
 from scrapy_rep.robotstxt._issues import LINE_TOO_LONG, MAX_TEXT, IssueLog
-
-__all__ = [
-    "ALLOW",
-    "DISALLOW",
-    "EXT",
-    "EXT_NAMES",
-    "FIELD_START",
-    "HASH",
-    "KINDS",
-    "MAX_LINE",
-    "OTHER",
-    "SITEMAP",
-    "TYPO",
-    "UA",
-    "UA_TOKENS",
-    "cut_long_lines",
-    "field_kind",
-    "is_blank",
-    "is_markup",
-    "may_hold_field",
-    "prepare",
-    "product_token",
-    "split_line",
-    "token_key",
-    "ua_token",
-]
-
 
 # ASCII letters, digits, "-", "_", then (only when the value is not ASCII) any word
 # character: non-ASCII digits and numerics are cut off after the match (see _trim).
@@ -72,12 +38,9 @@ def _trim(token: str) -> str:
 
 
 def product_token(ua: str | bytes) -> str:
-    """Return the leading product token of *ua* (``""`` when there is none).
-
-    ``"MyBot/1.2 (+http://x)"`` -> ``"MyBot"``, ``"MJ12bot/v1.4"`` -> ``"MJ12bot"``.
-    Leading whitespace is skipped, since a header value copied with its padding
-    should still name the crawler.
-    """
+    """The leading product token of *ua* (``""`` for none): ``"MyBot/1.2 (+http://x)"``
+    -> ``"MyBot"``. Leading whitespace is skipped (a header value copied with its
+    padding still names the crawler)."""
     if isinstance(ua, (bytes, bytearray, memoryview)):
         ua = bytes(ua).decode("utf-8", "replace")
     elif not isinstance(ua, str):
@@ -92,11 +55,8 @@ def product_token(ua: str | bytes) -> str:
 
 @lru_cache(maxsize=512)
 def token_key(ua: str) -> str:
-    """The lower-cased product token of *ua*, the key that groups are stored under.
-
-    Cached because a crawler asks with the same few user-agent strings millions of
-    times; the cache is bounded so arbitrary input cannot grow it without limit.
-    """
+    """The lower-cased product token of *ua*, the key groups are stored under (cached,
+    bounded: a crawler asks with the same few user agents millions of times)."""
     return product_token(ua).lower()
 
 
@@ -190,11 +150,11 @@ def ua_token(value: bytes) -> str:
     return token
 
 
-def _to_bytes(content: bytes | bytearray | memoryview | str) -> bytes:
+def as_bytes(content: bytes | bytearray | memoryview | str) -> bytes:
     if isinstance(content, str):
         try:
             return content.encode("utf-8", "surrogateescape")
-        except UnicodeEncodeError:
+        except UnicodeEncodeError:  # a lone surrogate that surrogateescape did not make
             return content.encode("utf-8", "replace")
     return bytes(content)
 
@@ -217,7 +177,7 @@ def _limit(data: bytes, max_size: int, log: IssueLog) -> tuple[bytes, bool]:
 def prepare(
     content: bytes | bytearray | memoryview | str, max_size: int, log: IssueLog
 ) -> tuple[bytes, bool]:
-    data, truncated = _limit(_to_bytes(content), max_size, log)
+    data, truncated = _limit(as_bytes(content), max_size, log)
     # a UTF-8 BOM, or the start of one (Google's library skips each octet that
     # continues the BOM), is not part of the first line
     if data[:1] == b"\xef":

@@ -1,18 +1,10 @@
 """Pattern matching and compiled groups (RFC 9309 §2.2.2, §2.2.3).
 
-Everything here works on *normalised* strings: both the rule patterns and the URL
-path are brought to one canonical percent-encoding before they are compared (see
-_normalise), so that equal URIs compare equal whatever escaping the site or the
-crawler used.
-
-Matching never backtracks: a pattern is split on ``*`` once, and a URL is checked by
-placing each literal piece at its leftmost possible position with ``str.find``.
-Greedy leftmost placement is optimal for ``*`` (any run of characters), so the
-worst case is O(len(pattern) * len(path)) and typical cases are a few C-level
-``find`` calls.
-
-A group of many wildcard rules also keeps their probes in an index (ProbeIndex),
-so that a check finds which of them occur in the path in one multi-pattern pass.
+Patterns and paths are compared *normalised* (see _normalise). Matching never
+backtracks: a pattern is split on ``*`` once, and each literal piece is placed at its
+leftmost position with ``find``; greedy leftmost placement is optimal for ``*``, so
+the worst case is O(len(pattern) * len(path)). A group of many wildcard rules keeps
+their probes in an index (ProbeIndex): one multi-pattern pass per check.
 """
 
 from __future__ import annotations
@@ -26,27 +18,6 @@ from itertools import compress
 from operator import itemgetter
 from typing import NamedTuple, TypeAlias
 
-__all__ = [
-    "EMPTY_GROUP",
-    "GRAM",
-    "MANY_WILDCARDS",
-    "Group",
-    "ProbeIndex",
-    "Rules",
-    "best_rule",
-    "index_pays",
-    "literal_rule",
-    "match_pieces",
-    "merged_rules",
-    "pattern_at",
-    "pattern_matches",
-    "present_probes",
-    "probe_index",
-    "probe_index_steps",
-    "split_pattern",
-    "wild_rule",
-]
-
 
 def split_pattern(pattern: bytes) -> tuple[tuple[bytes, ...], bool]:
     """Pre-split a normalised pattern into literal pieces and an end anchor flag."""
@@ -57,13 +28,10 @@ def split_pattern(pattern: bytes) -> tuple[tuple[bytes, ...], bool]:
 
 
 def match_pieces(pieces: tuple[bytes, ...], anchored: bool, path: bytes) -> bool:
-    """Whether the pattern given by split_pattern matches *path* from its start.
-
-    The first piece must be a prefix; each middle piece is placed at its leftmost
-    occurrence after the previous one (leaving the most room for the rest, so no
-    other placement can succeed where this one fails); the last piece must occur
-    after that, at the very end when anchored.
-    """
+    """Whether the pattern given by split_pattern matches *path* from its start: the
+    first piece a prefix, each middle one at its leftmost occurrence after the one
+    before (leaving the most room for the rest), the last after that (at the end when
+    anchored)."""
     first = pieces[0]
     if not path.startswith(first):
         return False
@@ -82,31 +50,19 @@ def match_pieces(pieces: tuple[bytes, ...], anchored: bool, path: bytes) -> bool
     return not last or path.find(last, pos) >= 0
 
 
-# ---------------------------------------------------------------------------
-# Which of a group's many wildcard probes occur in a path: one multi-pattern pass.
+# -- which of a group's many wildcard probes occur in a path: one multi-pattern pass --
 #
 # A wildcard rule is matched in full only when its probe (its longest literal piece
-# after the first "*", see _compile.compile_steps) occurs in the path.  Looking for
-# each probe in turn costs one substring search per rule on every check: with tens of
-# thousands of wildcard rules (a hostile file) that is 100-400 ms per check, and a
-# search for "a…Xa…" in "aaaa…" is itself quadratic in CPython's default search.
-#
-# So a group with many wildcard rules keeps its distinct probes in an index, and a
-# check asks it once for the set of probes present in the path:
-#
+# after the first "*") occurs in the path. One substring search per rule costs 100-400
+# ms per check with tens of thousands of wildcard rules (a hostile file), so such a
+# group keeps its distinct probes in an index, asked once per check:
 # - a probe of at most GRAM octets is present exactly when it is one of the path's
-#   substrings of its length: the set of those is built in C (one slice per position
-#   and length) and intersected with the probes of that length;
+#   substrings of its length (a set built in C, intersected with the probes);
 # - a longer probe can be present only if each of its GRAM-grams at a stride of GRAM
-#   (and its last one) is among the path's GRAM-grams: one C-level subset test per
-#   probe; only the probes that pass are searched for.
-#
-# Per check that is O(GRAM x path length) for the short probes plus one subset test per
-# long probe, whatever the number of rules: ~1-3 ms for 30,000 probes and a 2,080
-# character path, instead of 200 ms.  (A long probe built so that every gram of it is
-# in the path while the probe is not still costs one substring search: the one
-# residual case, which benchmarks/bench_adversarial.py measures.)
-# ---------------------------------------------------------------------------
+#   (and its last one) is among the path's: one C-level subset test per probe, and
+#   only the probes that pass are searched for.
+# That is ~1-3 ms for 30,000 probes and a 2,080 character path, instead of 200 ms (a
+# probe built to pass the grams test still costs one search: bench_adversarial.py).
 
 GRAM = 8
 # from this many wildcard rules in a group, checks use the index (below it, one
@@ -132,8 +88,8 @@ SEARCH, SLICE, GRAM_TEST = 60, 60, 100
 
 def index_pays(index: ProbeIndex, length: int) -> bool:
     """Whether the index is cheaper than a substring search per rule for a path of
-    *length* (short URLs against a few hundred rules: rather not).  Where it is not,
-    the searches cost at most a few ms even when built to be slow."""
+    *length* (where it is not, the searches cost a few ms at most, even when built to
+    be slow)."""
     short, long, _, rules = index
     # (a long probe can cost its length times the path's in CPython's search: counted
     # as twice the path, so that a few hundred such probes take the index)
@@ -210,26 +166,19 @@ def present_probes(index: ProbeIndex, text: str) -> frozenset[str] | set[str]:
     return found
 
 
-# ---------------------------------------------------------------------------
-# Compiled groups.
+# -- compiled groups --
 #
-# A group's rules are kept as a few flat tuples rather than one object per rule
-# (a parsed file stays a few KiB), sorted by precedence so that the first rule
-# that matches is the deciding one (RFC 9309 §2.2.2: longest pattern, allow on a
-# tie).  Precedence and line share one integer per rule in an array:
+# A group's rules are a few flat tuples and arrays, not one object per rule (a parsed
+# file stays a few KiB). Each rule has one integer code:
 #     code = precedence << 33 | line << 1 | disallow,
-#     precedence = 2 * len(pattern) - disallow   (so allow wins a tie).
-#
-# Plain-prefix rules ("literals") and wildcard rules are kept apart.  A URL path
-# can match a rule only if it starts with the rule's "guard" (the pattern itself
-# for a literal, the part before the first "*" for a wildcard).  The distinct
-# guards of each kind are kept sorted, with each one's parent (its longest proper
-# prefix among them): the guards a path starts with are then one guard and its
-# ancestors, found by one bisect and a short walk (see literal_rule).  Wildcard
-# rules sit in one bucket per guard, by precedence; a rule also needs its "probe",
-# the longest literal piece after the first "*", somewhere in the path before the
-# general matcher runs.
-# ---------------------------------------------------------------------------
+#     precedence = 2 * len(pattern) - disallow
+# so the longest pattern wins and allow wins a tie (RFC 9309 §2.2.2). A path can
+# match a rule only if it starts with the rule's "guard" (a literal's pattern, a
+# wildcard rule's part before its first "*"). The distinct guards of each kind are
+# sorted, each with its parent (its longest proper prefix among them): the guards a
+# path starts with are one bisect and a short walk away (see literal_rule). Wildcard
+# rules sit in one bucket per guard, by precedence, each also needing its probe in
+# the path before the general matcher runs.
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,23 +224,17 @@ Rules: TypeAlias = tuple[list[bytes], "array[int]"]
 
 
 def merged_rules(runs: list[Rules]) -> Rules:
-    """Patterns and line marks of all the runs (merged same-name groups), in file order.
-
-    A single run's own lists are returned, not copies: callers copy before changing.
-    """
+    """Patterns and line marks of all the runs (merged same-name groups), in file
+    order; a single run's own lists, not copies (callers copy before changing)."""
     if len(runs) == 1:
         return runs[0]
     return [p for r in runs for p in r[0]], array("q", [m for r in runs for m in r[1]])
 
 
 def literal_rule(group: Group, path: bytes) -> int:
-    """Position of the deciding literal rule for *path*, or -1.
-
-    The guards that *path* starts with are the ancestors (prefixes) of one guard,
-    and the largest guard not above *path* in sort order is either one of them or
-    shares with *path* every one of them: so one bisect and a short walk up the
-    chain of prefixes find the longest, in C calls but for the walk.
-    """
+    """Position of the deciding literal rule for *path*, or -1: the largest guard not
+    above *path* in sort order is one of the guards *path* starts with or shares all
+    of them, so one bisect and a walk up its prefixes find the longest."""
     lits = group.literals
     n = bisect_right(lits, path) - 1
     parents = group.literal_parents
@@ -317,13 +260,9 @@ def pattern_matches(full: bytes, path: bytes) -> bool:
 
 
 def wild_rule(group: Group, path: bytes, best: int, text: str | None = None) -> int:
-    """The deciding rule for *path* given *best*, its deciding literal rule (or -1).
-
-    *text* is *path* as str, if the caller has it (probes are str: see compile_group).
-
-    Walks the wildcard guards that *path* starts with (as literal_rule does) and, in
-    each one's bucket, tries the rules that would outrank the best so far.
-    """
+    """The deciding rule for *path* given *best*, its deciding literal rule (or -1):
+    walks the wildcard guards *path* starts with, trying in each bucket the rules that
+    would outrank the best so far. *text*: *path* as str, if the caller has it."""
     guards = group.wild_guards
     k = bisect_right(guards, path) - 1
     if k < 0:
@@ -375,11 +314,8 @@ def wild_rule(group: Group, path: bytes, best: int, text: str | None = None) -> 
 
 
 def best_rule(group: Group, path: bytes, text: str | None = None) -> int:
-    """Position (in the group's codes) of the deciding rule for *path*, or -1.
-
-    *text* is *path* as str, if the caller has it.  RobotsTxt.allowed() inlines this
-    (the hot path of a crawl's checks); explain() calls it.
-    """
+    """Position (in the group's codes) of the deciding rule for *path*, or -1 (*text*:
+    *path* as str, if the caller has it). RobotsTxt.allowed() inlines this."""
     best = literal_rule(group, path)
     wild = group.wild_guards
     if not wild or not path.startswith(wild):
@@ -394,10 +330,8 @@ def best_rule(group: Group, path: bytes, text: str | None = None) -> int:
 
 
 def pattern_at(group: Group, n: int) -> bytes:
-    """The stored pattern of rule *n*: for explanations, not on any hot path.
-
-    A literal is stored without trailing "*"s; its precedence says how many.
-    """
+    """The stored pattern of rule *n*, for explanations (a literal is stored without
+    trailing "*"s: its precedence says how many)."""
     lits = group.literals
     if n >= len(lits):
         return group.wild_patterns[n - len(lits)]

@@ -13,13 +13,10 @@ so that equal URIs compare equal whatever escaping the site or the crawler used:
   and "$" are literals ("%2A", "%24") that must not look like pattern syntax
   (RFC 9309 §2.2.3 says %2A and %24 in a rule match them).
 
-No regex callback per escape: each distinct octet to escape is one bytes.replace, and
-so is each distinct escape to change when there are few; otherwise one split on "%"
-and C-level dictionary look-ups canonicalise them all.
-
-A URL is compared by its path and query: allowed() takes the common URL (plain
-ASCII, http(s) or path-only, nothing to escape) in one regex call (SIMPLE_URL); anything
-else goes through plain_path().
+No regex callback per escape: each distinct octet to escape, and each distinct escape
+to change when there are few, is one bytes.replace (else a split on "%" and C-level
+look-ups). A URL is compared by its path and query: SIMPLE_URL takes the common URL in
+one regex call; anything else goes through plain_path().
 """
 
 from __future__ import annotations
@@ -29,22 +26,6 @@ import sys
 from array import array
 from itertools import chain, compress, repeat
 from operator import itemgetter, ne, rshift
-
-__all__ = [
-    "JOINED_FIX",
-    "PLAIN_OK",
-    "SIMPLE_URL",
-    "as_text",
-    "joined_needs_fixing",
-    "normalise_path",
-    "normalise_path_bytes",
-    "normalise_pattern",
-    "normalised_rules",
-    "path_and_text",
-    "plain_path",
-    "url_path",
-]
-
 
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _HEX = b"0123456789ABCDEFabcdef"
@@ -76,11 +57,10 @@ ESCAPE = (
 _NOT_URI_CLASS = rb'[\x00-\x20"<>\\^`{|}\x7f-\xff]'
 # something to change in a pattern (a "$" that is not the last octet included)
 _PATTERN_FIX = re.compile(ESCAPE + rb"|" + _NOT_URI_CLASS + rb"|\$(?!\Z)")
-# the same in patterns joined by "\n" (a "$" before the joiner is a final one)
-JOINED_FIX = re.compile(ESCAPE + rb"|[\x00-\x09\x0b-\x20\"<>\\^`{|}\x7f-\xff]|\$(?!\n|\Z)")
-# JOINED_FIX's three parts apart: the regex engine skips to a literal first octet
-# ("%", "$") at memchr speed, while the alternation is tried at every octet (about
-# 20 us for a group of a kilobyte: more than the rest of a first check)
+# the same in patterns joined by "\n" (a "$" before the joiner is a final one), as
+# three regexes: the regex engine skips to a literal first octet ("%", "$") at memchr
+# speed, while one alternation is tried at every octet (about 20 us for a group of a
+# kilobyte: more than the rest of a first check)
 _JOINED_ESCAPE = re.compile(ESCAPE)
 _JOINED_DOLLAR = re.compile(rb"\$(?!\n|\Z)")
 _JOINED_NOT_URI = re.compile(rb'[\x00-\x09\x0b-\x20"<>\\^`{|}\x7f-\xff]')
@@ -140,12 +120,10 @@ def _normalise(raw: bytes, keep: bytes) -> bytes:
 # octets that may need a pattern fixed: "%", "$", and those outside URIs but "\n"
 _MAYBE_FIX = b"%$" + _NOT_URI.replace(b"\n", b"")
 _SURE_OK = bytes(sorted(set(range(256)) - set(_MAYBE_FIX)))
-# octets of patterns (joined by "\n") that are plain prefixes needing no normalising
-PLAIN_OK = _SURE_OK.replace(b"*", b"")
 
 
 def _fixes(joined: bytes) -> list[re.Pattern[bytes]]:
-    """The parts of JOINED_FIX that can hit *joined*: C-level passes first (most
+    """The _JOINED_* regexes that can hit *joined*: C-level passes first (most
     files have no "%", no non-ASCII, only final "$"s), a regex only for a doubt."""
     rest = joined.translate(None, _SURE_OK)
     if not rest:
@@ -200,12 +178,9 @@ _JOINED_OK = _PATTERN_OK + b"\n$"
 
 def _normalised_joined(joined: bytes) -> bytes:
     """Patterns joined by "\n", each in canonical form (normalise_pattern of each),
-    in C-level passes over them all: no call per pattern or per escape.
-
-    Nothing normalisation does crosses a joiner: an escape needs two hex digits after
-    its "%" ("\n" is none, as the end of a pattern is none), octets are escaped one
-    by one ("\n" is not among them: no pattern holds one), and a "$" followed by
-    "\n" or the end is a pattern's last octet, the only one that anchors."""
+    in C-level passes over them all. Nothing crosses a joiner: an escape needs two hex
+    digits ("\n" is none), "\n" is never escaped (no pattern holds one), and a "$"
+    before "\n" or the end is a pattern's last octet, the only one that anchors."""
     if 0x25 in joined:
         joined = _escapes(joined)
     rest = joined.translate(None, _JOINED_OK)
@@ -227,12 +202,9 @@ def _normalised_joined(joined: bytes) -> bytes:
 def normalised_rules(
     patterns: list[bytes], marks: array[int], originals: dict[int, str]
 ) -> tuple[list[bytes], bytes]:
-    """*patterns* in canonical form (a new list if any changed) and joined by "\n".
-
-    All the patterns are normalised at once, joined (see _normalised_joined), and the
-    ones that changed found by one C-level comparison; *originals* receives
-    {line: pattern as written} for those.
-    """
+    """*patterns* in canonical form (a new list if any changed) and joined by "\n",
+    normalised at once (see _normalised_joined); *originals* receives {line: pattern
+    as written} for those that changed."""
     raw = b"\n".join(patterns)
     if not joined_needs_fixing(raw):
         return patterns, raw
@@ -261,13 +233,11 @@ def normalised_rules(
 # then the path and query as group 1 (the fragment is never sent to a server).
 _AUTHORITY = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.\-]*:)?//[^/?#]*([^#]*)")
 
-
-# plain_path's fast path: path and query of an absolute or path-only URL, of any
-# scheme and with or without a fragment, that needs no normalisation (ASCII, no "%",
-# no "*" or "$"), in one regex call.
 # characters that keep a URL off the fast paths: "%", "*", "$", and those that may not
 # appear in a URI (they are escaped: see _normalise), non-ASCII included
 _SPECIAL = r'%*$\x00-\x20"<>\\^`{|}\x7f-\U0010ffff'
+# plain_path's fast path: path and query of an absolute or path-only URL of any scheme
+# that needs no normalisation, with or without a fragment
 _PLAIN = re.compile(r"(?:(?:[A-Za-z][A-Za-z0-9+.\-]*:)?//[^/?#]*)?([^#" + _SPECIAL + r"]*)(?:#|\Z)")
 
 
@@ -291,20 +261,15 @@ def plain_path(url: str) -> bytes:
 
 
 def normalise_path(path: str) -> bytes:
-    """Canonical form of a URL path+query, comparable with normalise_pattern output.
-
-    Patterns and paths are kept as ASCII bytes: a bytes object is 16 bytes smaller
-    than the equivalent str, which adds up over hundreds of thousands of rules.
-    """
+    """Canonical form of a URL path+query, comparable with normalise_pattern output
+    (bytes: 16 octets smaller than a str, over hundreds of thousands of rules)."""
     return normalise_path_bytes(path.encode("utf-8", "surrogatepass"))
 
 
 def url_path(url: str) -> str:
-    """The path plus ``?query`` of *url* (no fragment); an empty path is ``/``.
-
-    *url* may be absolute (``https://h/p?q``), network-path (``//h/p``) or a path.
-    Anything else is taken as a path missing its leading slash.
-    """
+    """The path plus ``?query`` of *url* (no fragment; an empty path is ``/``): *url*
+    absolute, network-path (``//h/p``) or a path; anything else is a path missing its
+    leading slash."""
     if url[:1] == "/" and url[1:2] != "/":
         hash_at = url.find("#")
         return url if hash_at < 0 else url[:hash_at]
@@ -320,9 +285,8 @@ def as_text(value: str | bytes | bytearray | memoryview) -> str:
 
 
 def path_and_text(url: str | bytes | bytearray | memoryview) -> tuple[bytes, str | None]:
-    """The normalised path+query of *url* (plain_path) and, for the common URL (plain
-    ASCII http(s) or path-only: one regex call), the same as str, else None.
-    RobotsTxt.allowed() inlines this (the hot path of a crawl's checks)."""
+    """The normalised path+query of *url* (plain_path) and, for the common URL
+    (SIMPLE_URL), the same as str, else None. RobotsTxt.allowed() inlines this."""
     m = SIMPLE_URL.match(url) if url.__class__ is str else None
     if m is not None:
         text: str = m[1]

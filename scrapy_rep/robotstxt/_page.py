@@ -32,18 +32,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urldefrag, urljoin, urlsplit, urlunsplit
 
-__all__ = [
-    "HEAD_LIMIT",
-    "LINK_STEP_BYTES",
-    "NofollowLinks",
-    "PageDirectives",
-    "PageSource",
-    "head_may_name",
-    "header_directives",
-    "meta_directives",
-    "page_directives",
-    "parse_unavailable_after",
-]
+from scrapy_rep.robotstxt._normalise import as_text as _text
 
 HEADER, META = "header", "meta"
 # Only the first 2 MiB of a page are searched for its head: a head is a few KiB, and a
@@ -75,6 +64,7 @@ _SKIP_END = {b"<!--": b"-->", b"<script": b"</script", b"<style": b"</style"}
 _ATTRIBUTE = re.compile(
     rb"""([^\s"'<>/=]+)(?:\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+)))?""", re.DOTALL
 )
+_TAG_NAME_END = re.compile(rb"[ \t\n\r\f/]")
 _HEAD_ENDS = (b"</head", b"<body", b"</HEAD", b"<BODY")
 _LINK = re.compile(rb"<(?:a|area)[\s/][^>]*>")
 _HREF = re.compile(rb"""[\s/]href\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))""", re.IGNORECASE)
@@ -89,9 +79,7 @@ class PageSource:
     scope: str  # "" (a token-less header line), "robots", or the product token as written
 
     def describe(self) -> str:
-        if self.where == HEADER:
-            return f"X-Robots-Tag: {self.text}"
-        return f"meta tag {self.text}"
+        return f"X-Robots-Tag: {self.text}" if self.where == HEADER else f"meta tag {self.text}"
 
     def to_json(self) -> dict[str, Any]:
         return {"from": self.where, "scope": self.scope or "*", "text": self.text}
@@ -198,18 +186,12 @@ def _items(value: str) -> Iterator[str]:
         item = pieces[i]
         i += 1
         name, colon, rest = item.partition(":")
-        if colon and name.strip().lower() == UNAVAILABLE_AFTER:
-            pass
-        elif colon and item.count(":") >= 2:  # "token: unavailable_after: Wed, ..."
-            inner, _, rest2 = rest.partition(":")
+        if colon and name.strip().lower() != UNAVAILABLE_AFTER:
+            # "token: unavailable_after: Wed, ...": the date follows a second colon
+            inner, colon, rest = rest.partition(":")
             if inner.strip().lower() != UNAVAILABLE_AFTER:
-                yield item
-                continue
-            rest = rest2
-        else:
-            yield item
-            continue
-        if _WEEKDAY.fullmatch(rest.strip()) and i < len(pieces):
+                colon = ""
+        if colon and _WEEKDAY.fullmatch(rest.strip()) and i < len(pieces):
             item = f"{item},{pieces[i]}"
             i += 1
         yield item
@@ -324,22 +306,6 @@ class _Collector:
         )
 
 
-def _text(value: bytes | str) -> str:
-    if isinstance(value, str):
-        return value
-    return value.decode("utf-8", "replace")
-
-
-def header_directives(
-    lines: Iterable[bytes | str], token: str, *, now: dt.datetime | None = None
-) -> PageDirectives:
-    """The ``X-Robots-Tag`` field lines *lines* as they apply to the crawler *token*."""
-    collector = _Collector(token, now or _utcnow())
-    for line in lines:
-        collector.add_list(_text(line), HEADER, None, tokens=True)
-    return collector.result()
-
-
 # -- the head's meta tags --------------------------------------------------------------
 
 
@@ -369,30 +335,24 @@ def _attributes(tag: bytes) -> dict[bytes, bytes]:
     the first of a repeated attribute wins, as in HTML."""
     found: dict[bytes, bytes] = {}
     inner = tag[1:-1]
-    start = inner.find(b" ")  # (skip the tag's own name; a "/" or newline also ends it)
-    for sep in (b"\t", b"\n", b"\r", b"\f", b"/"):
-        at = inner.find(sep)
-        if at >= 0 and (start < 0 or at < start):
-            start = at
-    if start < 0:
+    name_end = _TAG_NAME_END.search(inner)  # (skip the tag's own name)
+    if name_end is None:
         return found
-    for match in _ATTRIBUTE.finditer(inner, start):
+    for match in _ATTRIBUTE.finditer(inner, name_end.start()):
         name = match.group(1).lower()
         if name not in found:
-            value = match.group(2)
-            if value is None:
-                value = match.group(3)
-            if value is None:
-                value = match.group(4) or b""
-            found[name] = value
+            found[name] = _quoted_value(match, 2)
     return found
 
 
-def meta_directives(body: bytes, token: str, *, now: dt.datetime | None = None) -> PageDirectives:
-    """The ``<meta name="robots">`` and ``<meta name="TOKEN">`` tags of *body*'s head."""
-    collector = _Collector(token, now or _utcnow())
-    _read_meta(body, collector)
-    return collector.result()
+def _quoted_value(match: re.Match[bytes], first: int) -> bytes:
+    """An attribute's value from groups *first* ("..."), *first* + 1 ('...') and
+    *first* + 2 (unquoted) of *match*: the one that matched, or b"" for none."""
+    for group in (first, first + 1):
+        value = match.group(group)
+        if value is not None:
+            return value
+    return match.group(first + 2) or b""
 
 
 def head_may_name(body: bytes, token: str) -> bool:
@@ -407,13 +367,13 @@ def _head_may_name(head: bytes, token: bytes) -> bool:
     return b"robots" in head or bool(token and token in head)
 
 
-def _read_meta(body: bytes, collector: _Collector) -> None:
+def _meta_tags(body: bytes, token: bytes) -> Iterator[tuple[str, str]]:
+    """(name, content) of the meta tags in *body*'s head that name ``robots`` or
+    *token* (lower-cased), their values decoded."""
     head = _head(body)
-    token = collector.token.encode("utf-8", "replace")
     if not _head_may_name(head, token):
         return  # the common case: no meta tag can name us
     wanted = {b"robots", token}
-    read = 0
     pos = 0
     search = _META_OR_SKIP.search
     while True:
@@ -436,13 +396,8 @@ def _read_meta(body: bytes, collector: _Collector) -> None:
             continue
         attributes = _attributes(body[match.start() : pos])
         name = html.unescape(_text(attributes.get(b"name", b""))).strip()
-        if name.lower().encode("utf-8", "replace") not in wanted:
-            continue
-        read += 1
-        if read > MAX_META_TAGS:
-            collector.issue(f"more than {MAX_META_TAGS} robots meta tags: the rest are ignored")
-            return
-        collector.add_meta(name, html.unescape(_text(attributes.get(b"content", b""))))
+        if name.lower().encode("utf-8", "replace") in wanted:
+            yield name, html.unescape(_text(attributes.get(b"content", b"")))
 
 
 # -- everything ------------------------------------------------------------------------
@@ -462,26 +417,21 @@ def page_directives(
     *meta_tags* (name, content) pairs, when given, are the head's meta tags as an HTML
     parser already found them (the spider's own selector): *body* is then not read.
     At most ``MAX_META_TAGS`` of them that name ``robots`` or the token are read."""
-    collector = _Collector(token, now or _utcnow())
+    collector = _Collector(token, now or dt.datetime.now(dt.timezone.utc))
     for line in header_lines:
         collector.add_list(_text(line), HEADER, None, tokens=True)
-    if meta_tags is not None:
-        read = 0
-        for name, content in meta_tags:
-            if name.strip().lower() not in ("robots", collector.token):
-                continue
-            read += 1
-            if read > MAX_META_TAGS:
-                collector.issue(f"more than {MAX_META_TAGS} robots meta tags: the rest are ignored")
-                break
-            collector.add_meta(name, content)
-    elif body:
-        _read_meta(body, collector)
+    if meta_tags is None:
+        meta_tags = _meta_tags(body, collector.token.encode("utf-8", "replace")) if body else ()
+    read = 0
+    for name, content in meta_tags:
+        if name.strip().lower() not in ("robots", collector.token):
+            continue
+        read += 1
+        if read > MAX_META_TAGS:
+            collector.issue(f"more than {MAX_META_TAGS} robots meta tags: the rest are ignored")
+            break
+        collector.add_meta(name, content)
     return collector.result()
-
-
-def _utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
 
 
 # -- rel="nofollow" links --------------------------------------------------------------
@@ -557,7 +507,7 @@ class NofollowLinks:
             found = href_of(body, start + begin, start + end)
             if found is not None:
                 # (kept without its fragment: a link to /a#x is a link to /a)
-                followed.add(_href_value(found).partition(b"#")[0].strip())
+                followed.add(_quoted_value(found, 1).partition(b"#")[0].strip())
         self.pos = stop
         return self.done
 
@@ -593,20 +543,19 @@ class NofollowLinks:
         if "nofollow" not in rels:
             self.followed_hrefs.add(href.partition(b"#")[0])
             return
-        url = self._absolute(href)
+        url = self._url_key(urljoin(self.base_url, html.unescape(_text(href)).strip()))
         self.nofollow.setdefault(url, set()).add(href.partition(b"#")[0])
 
-    def _absolute(self, href: bytes) -> str:
-        url = urldefrag(urljoin(self.base_url, html.unescape(_text(href)).strip())).url
+    def _url_key(self, url: str) -> str:
+        """*url* without its fragment, spelt as the caller spells URLs."""
+        url = urldefrag(url).url
         return url if self.normalise is None else self.normalise(url)
 
     def nofollow_only(self, url: str) -> bool:
         """Whether the page links *url* (absolute) only with ``rel="nofollow"``; the scan
         must be done. A followed link to the same URL counts when it is written as one
         of the nofollow links writes it, as the absolute URL, or as its path."""
-        url = urldefrag(url).url
-        if self.normalise is not None:
-            url = self.normalise(url)
+        url = self._url_key(url)
         hrefs = self.nofollow.get(url)
         if hrefs is None:
             return False
@@ -621,12 +570,3 @@ class NofollowLinks:
             if raw in followed or html.escape(form, quote=False).encode() in followed:
                 return False
         return True
-
-
-def _href_value(match: re.Match[bytes]) -> bytes:
-    value = match.group(1)
-    if value is None:
-        value = match.group(2)
-    if value is None:
-        value = match.group(3) or b""
-    return value

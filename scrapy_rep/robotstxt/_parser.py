@@ -1,18 +1,12 @@
 """robots.txt bytes -> groups of rules (RFC 9309 §2.1-§2.2, Google's leniencies).
 
-The parser works on bytes so that invalid UTF-8 can never stop it: field names are
-ASCII, rule values stay raw octets until matching normalises them (non-ASCII and
-invalid octets become %XX, as RFC 9309 §2.2.2 and Google's library do), and only
-sitemap URLs and extension values are decoded (UTF-8, bad sequences replaced).
-
-Lines are split once in C (bytes.splitlines), so line numbers are just a counter,
-and a loop with constant work per line assigns the fields to groups: linear time
-whatever the mix of lines.  A rule line written "Field: value" costs the loop one
-partition, one memo lookup and two appends (its raw value and line mark, to
-file-wide lists); comments, blanks and empty values are dealt with once the loop is
-done, in C-level passes over all the values (fill_runs), which give each user-agent
-run its patterns joined in one bytes object: no Python work per rule.  What is not
-taken as written is recorded as it goes (_issues).
+It works on bytes so that invalid UTF-8 can never stop it: rule values stay raw
+octets until matching normalises them (RFC 9309 §2.2.2), and only sitemap URLs and
+extension values are decoded (bad sequences replaced). Lines are split once in C, and
+a loop with constant work per line assigns the fields to groups (linear whatever the
+mix): a rule line "Field: value" costs one partition, one memo look-up and two
+appends; comments, blanks and empty values are dealt with after the loop, in C-level
+passes over all the values (fill_runs). Issues are recorded as it goes (_issues).
 """
 
 from __future__ import annotations
@@ -58,21 +52,6 @@ from scrapy_rep.robotstxt._lines import (
     split_line,
     ua_token,
 )
-
-__all__ = [
-    "DEFAULT_MAX_SIZE",
-    "INDEX_STEP",
-    "LINES_STEP",
-    "MAX_LINE",
-    "ParseResult",
-    "Run",
-    "fill_runs",
-    "fill_runs_at_once",
-    "parse",
-    "parse_steps",
-    "run_rules",
-]
-
 
 # RFC 9309 §2.5: crawlers must parse at least the first 500 KiB.
 DEFAULT_MAX_SIZE = 512_000
@@ -138,12 +117,8 @@ def parse_steps(
     content: bytes | bytearray | memoryview | str, max_size: int, step: int = LINES_STEP
 ) -> Iterator[ParseResult | None]:
     """Parse *content*, yielding None after every *step* lines and between the phases
-    after the line loop (0: no pause at all), and the ParseResult last.
-
-    The lines are taken a slice at a time by an outer loop, so a parse with pauses
-    costs no more per line than one without (parse runs this with *step* 0: one
-    slice).  Every pause leaves the work done so far in this generator's frame.
-    """
+    after the line loop (0: no pause at all), and the ParseResult last. The lines are
+    taken a slice at a time, so pauses cost nothing per line."""
     res = ParseResult()
     log = IssueLog()
     issue = log.found.append
@@ -354,10 +329,8 @@ _BEFORE = itemgetter(0)
 
 class Run:
     """Rules of one user-agent run: its patterns joined by "\n" (no pattern holds
-    one: lines are split on it), and per rule its line mark, line * 2 + (0 for
-    allow, 1 for disallow); compiling turns these into precedence codes (see
-    _matcher).  One bytes object per run instead of one per rule, and a slotted
-    object (48 octets): a parsed file is kept while its origin is crawled.  The
+    one), and per rule its line mark, line * 2 + (1 for disallow). One bytes object
+    per run, not one per rule: a parsed file is kept while its origin is crawled. The
     parser registers a run before its rules are known and fills it at the end."""
 
     __slots__ = ("marks", "patterns")
@@ -375,10 +348,9 @@ def run_rules(run: Run) -> tuple[list[bytes], array[int]]:
 def fill_runs_at_once(
     runs: list[Run], starts: list[int], values: list[bytes], marks: list[int], typecode: str
 ) -> int | None:
-    """fill_runs for most files, at once (a plain function: no generator to start
-    and resume): when no value holds a comment, none is empty once stripped and
-    none names an index.html, fill the runs and return the number of rules; else
-    None, and nothing is changed."""
+    """fill_runs for most files, with no generator to run: when no value holds a
+    comment, is empty once stripped or names an index.html, fill the runs and return
+    the number of rules; else None, and nothing is changed."""
     patterns = list(map(bytes.strip, values))
     if not all(patterns):
         return None
@@ -412,11 +384,9 @@ def fill_runs(
     step: int,
 ) -> Generator[None, None, int]:
     """Cut every rule value at a comment, strip it, drop the empty ones (an empty
-    value means "no restriction", RFC 9309 §2.2.2), add the index.html rules (see
-    _index_rules: *originals* receives their lines), and fill each run with its patterns
-    joined and its line marks (*marks*, one per value, kept in arrays of
-    *typecode*); return the number of rules kept (the index.html rules not
-    counted).  Yields between the passes when *step* (a pause for parse_steps)."""
+    value means "no restriction", RFC 9309 §2.2.2), add the index.html rules
+    (*originals* receives their lines), and fill each run; return the number of rules
+    kept (the index.html rules not counted). Yields between the passes when *step*."""
     patterns = list(map(bytes.strip, values))
     if step:
         yield None
@@ -463,8 +433,7 @@ def _index_rules(
     step: int,
 ) -> Generator[None, None, tuple[list[bytes], array[int], list[int]]]:
     """Google/Protego: "allow: /dir/index.htm[l]" also allows "/dir/" itself, as the
-    extra rule "allow: /dir/$" right after it (and the same line).  Yields after
-    every INDEX_STEP rules (a pause for parse_steps)."""
+    extra rule "allow: /dir/$" right after it (same line). Yields every INDEX_STEP."""
     fixed: list[bytes] = []
     fixed_marks = array(marks.typecode)
     at = dict.fromkeys(starts, 0)  # old position -> new (runs can start together)

@@ -42,15 +42,9 @@ _MARK = (1 << 33) - 1  # the line mark part of a rule's code (see _matcher)
 @contextmanager
 def paused_gc() -> Iterator[None]:
     """The cyclic garbage collector paused while a large file is parsed or a large
-    group compiled.
-
-    A 500 KiB file becomes tens of thousands of small containers (lists, tuples, runs)
-    that all survive: each 700 of them start a collection, and the older generations
-    are collected again and again as they grow, which in a crawl's large heap costs
-    more than the parse itself (a file of 18,285 user-agent lines parses 2-3x faster
-    without). The engine makes no reference cycles, so pausing the collector loses
-    nothing; it runs again, as configured, once the work is done.
-    """
+    group compiled: its tens of thousands of surviving containers would start
+    collection after collection of a crawl's large heap (a file of 18,285 user-agent
+    lines parses 2-3x faster without). The engine makes no reference cycles."""
     if not gc.isenabled():
         yield
         return
@@ -120,10 +114,12 @@ class RobotsTxt:
         "truncated",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, parsed: ParseResult | None = None) -> None:
+        """An empty robots.txt (everything allowed), or the parser's *parsed* result."""
+        res = ParseResult() if parsed is None else parsed
         self._usage: UsageIndex | None = None  # usage preferences, built on first use
         # token -> its group: the parser's runs until compiled (see _compile)
-        self._groups: dict[str, Group | list[Run]] = {}
+        self._groups: dict[str, Group | list[Run]] = res.groups  # type: ignore[assignment]
         # (the last user agent asked about, its compiled group or None: allow all),
         # one tuple swapped whole, so that threads sharing the object never see one
         # agent paired with another's group
@@ -133,20 +129,20 @@ class RobotsTxt:
         self._decisions: dict[str, dict[int, Decision]] | None = None
         # token -> its extension values (Crawl-delay, ...); the preamble's (lines
         # before any user-agent line); the raw lines of each (see _extensions)
-        self._extensions: dict[str, Extensions] | None = None
-        self._preamble_summary: Extensions | None = None
-        self._extension_lines: dict[str, list[list[ExtensionLine]]] | None = None
-        self._preamble: list[ExtensionLine] | None = None
+        self._extensions: dict[str, Extensions] | None = res.summaries or None
+        self._preamble_summary: Extensions | None = res.preamble_summary
+        self._extension_lines: dict[str, list[list[ExtensionLine]]] | None = res.extensions or None
+        self._preamble: list[ExtensionLine] | None = res.preamble or None
         # line -> pattern as written, where explain() cannot rebuild it
-        self._originals: dict[int, str] | None = None
-        self.sitemaps: list[str] = []
-        self.truncated = False
-        self.rule_count = 0
+        self._originals: dict[int, str] | None = res.originals or None
+        self.sitemaps: list[str] = res.sitemaps
+        self.truncated = res.truncated
+        self.rule_count = res.rule_count
         #: what the parser did not take as written, in line order (the first
         #: _issues.MAX_ISSUES), and the count of every kind (all of them)
-        self._issues: tuple[Issue, ...] | Pending | None = None
+        self._issues: tuple[Issue, ...] | Pending | None = res.issues
         # None: not counted yet (or no issue): counted on demand from _issues
-        self._issue_counts: dict[str, int] | None = None
+        self._issue_counts: dict[str, int] | None = res.issue_counts
 
     # -- parsing ---------------------------------------------------------------------
 
@@ -158,55 +154,22 @@ class RobotsTxt:
         else:
             with paused_gc():  # (tens of thousands of containers: see paused_gc)
                 res = parse(content, max_size)
-        return cls._parsed(res)
+        return cls(res)
 
     @classmethod
     def parse_steps(
         cls: type[_R], content: _Text, max_size: int = DEFAULT_MAX_SIZE, step: int = LINES_STEP
     ) -> Generator[None, None, _R]:
-        """:meth:`parse` in bounded steps, for a caller that must not stop for long
-        (an event loop): a generator, each ``next()`` of which parses at most *step*
-        lines or does one of the phases after them (each linear in the file, a few
-        ms for a 500 KiB file), and that returns the parsed file, the same as
-        :meth:`parse` gives::
-
-            steps = RobotsTxt.parse_steps(body)
-            while True:
-                try:
-                    next(steps)  # ... other work between steps ...
-                except StopIteration as done:
-                    robots = done.value
-                    break
-
-        (or ``robots = yield from RobotsTxt.parse_steps(body)`` in a generator).
-        The cyclic garbage collector stays paused from the first step to the last
-        for a large file, as in :meth:`parse`.
-        """
+        """:meth:`parse` in bounded steps, for a caller that must not stop for long (an
+        event loop, docs/rfc.md): each ``next()`` parses at most *step* lines or does
+        one phase after them, and the generator returns what :meth:`parse` gives
+        (``robots = yield from RobotsTxt.parse_steps(body)``). The garbage collector
+        stays paused from the first step to the last for a large file."""
         with paused_gc() if len(content) >= _LARGE else nullcontext():
             for res in parse_steps(content, max_size, step):
                 if res is None:
                     yield
-        return cls._parsed(res)  # type: ignore[arg-type]  # (the last item)
-
-    @classmethod
-    def _parsed(cls: type[_R], res: ParseResult) -> _R:
-        self = cls.__new__(cls)  # every slot is set here: no defaults to throw away
-        self._usage = None
-        self._memo = _NO_MEMO
-        self._explained = None
-        self._decisions = None
-        self._groups = res.groups  # type: ignore[assignment]  # (runs only, so far)
-        self._originals = res.originals or None
-        self._extensions = res.summaries or None
-        self._preamble_summary = res.preamble_summary
-        self._extension_lines = res.extensions or None
-        self._preamble = res.preamble or None
-        self._issues = res.issues
-        self._issue_counts = res.issue_counts
-        self.sitemaps = res.sitemaps
-        self.truncated = res.truncated
-        self.rule_count = res.rule_count
-        return self
+        return cls(res)  # (the last item is the ParseResult)
 
     # -- diagnostics -----------------------------------------------------------------
 
@@ -253,9 +216,8 @@ class RobotsTxt:
         return group  # type: ignore[return-value]  # (compiled now)
 
     def _compile_steps(self, token: str) -> Generator[None, None, None]:
-        """Compile *token*'s group (not compiled yet) and keep it, yielding between the
-        compile's passes: the one compile both a first check (run to its end) and
-        :meth:`prepare_steps` do."""
+        """Compile *token*'s group and keep it, yielding between the compile's passes
+        (for a first check, run to its end at once, and for :meth:`prepare_steps`)."""
         runs = self._groups[token]
         if not isinstance(runs, list):
             return  # (compiled meanwhile, by a query between steps)
@@ -282,20 +244,16 @@ class RobotsTxt:
         return sum(len(run.marks) for run in runs)
 
     def prepare(self, user_agent: _Text) -> None:
-        """Do the work of *user_agent*'s first check now: compile its group. Safe in
-        another thread while this thread or others query the object (see the class
-        docstring)."""
+        """Do the work of *user_agent*'s first check now: compile its group (safe in
+        another thread while others query the object)."""
         token = self._token(user_agent)
         if token is not None:
             self._group(token)
 
     def prepare_steps(self, user_agent: _Text) -> Generator[None, None, None]:
-        """:meth:`prepare` in bounded steps, for a caller that must not stop for long
-        (an event loop): a generator, each ``next()`` of which does one pass of the
-        compile (a few C-level calls over the group's rules, a few ms for 30,000
-        rules); the group is the same as :meth:`prepare` or a first check would have
-        built.  The object may be queried between steps: a query that needs the
-        group meanwhile builds it itself, and the steps then keep that."""
+        """:meth:`prepare` in bounded steps: each ``next()`` does one pass of the compile
+        (a few ms for 30,000 rules). A query between steps that needs the group builds
+        it itself, and the steps then keep that."""
         token = self._token(user_agent)
         if token is None or not isinstance(self._groups[token], list):
             return  # no group, or compiled already
@@ -464,9 +422,7 @@ class RobotsTxt:
 
         None apply to a URL the crawler may not fetch (draft-ietf-aipref-attach §3.1).
         """
-        if (self._extension_lines is None and self._preamble is None) or not self.allowed(
-            url, user_agent
-        ):
+        if not self.declares_usage or not self.allowed(url, user_agent):
             return Usage()
         index = self._usage
         if index is None:

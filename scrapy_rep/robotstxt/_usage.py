@@ -1,60 +1,32 @@
 """Usage preferences: IETF AIPREF ``Content-Usage`` and Cloudflare ``Content-Signal``.
 
 Preferences say what a crawler may do with content, never whether it may fetch it:
-Allow and Disallow still decide fetching (draft-ietf-aipref-vocab §3.3, docs/usage.md).
-
-Sources, each a *statement of preference*:
-- ``Content-Usage: [path] <dictionary>`` rules of the chosen group
-  (draft-ietf-aipref-attach §3): the longest matching path wins, matched like
-  Allow/Disallow (RFC 9309 §2.2.2); only rules with identical paths are combined.
-  A value without a leading ``/`` has a path of 0 octets: it matches every URL and
-  is shorter than any written path, ``/`` included (draft-ietf-aipref-attach-05 §3.1).
-- ``Content-Signal: [path] search=yes, ai-train=no, ai-input=..., use=...`` lines of
-  the chosen group (Cloudflare's Content Signals); lines before any user-agent line
-  apply to every crawler (as crawler-commons reads them), and the parser lists each
-  in the file's diagnostics (see _issues).
-- The ``Content-Usage`` HTTP response header (draft-ietf-aipref-attach §2).
-
-The Content-Usage value is an RFC 9651 Dictionary parsed by ``http_sf``; the rules of
-draft-ietf-aipref-vocab §6: a label is allowed by the Token ``y``, refused by the Token
-``n``; anything else (absent, another type, another token) is unknown; parameters and
-unknown labels are ignored; a duplicate key keeps its last value (RFC 9651 §4.2.2);
-a Dictionary that fails to parse (an upper-case key, a trailing comma) says nothing.
-
-Statements combine per label (draft-ietf-aipref-vocab §5.1): any ``n`` wins, then any
-``y``, else unknown. Every answer keeps the statements that decided it.
+Allow and Disallow still decide fetching (draft-ietf-aipref-vocab §3.3). The rules, in
+full in docs/usage.md: ``Content-Usage: [path] <dictionary>`` rules of the chosen group
+(draft-ietf-aipref-attach §3), longest matching path first, matched like Allow/Disallow
+(a value without a leading ``/`` has a path of 0 octets); ``Content-Signal: [path]
+search=yes, ai-train=no, ...`` lines of the chosen group, and those before any
+user-agent line for every crawler (as crawler-commons reads them); the
+``Content-Usage`` response header (draft-ietf-aipref-attach §2). A Content-Usage value
+is an RFC 9651 Dictionary (``http_sf``) read by draft-ietf-aipref-vocab §6: ``y``
+allows a label, ``n`` refuses it, anything else is unknown, and a Dictionary that
+fails to parse says nothing. Statements combine per label (§5.1): any ``n`` wins, then
+any ``y``, else unknown; every answer keeps the statements that decided it.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeAlias
 
 from http_sf import Token
 from http_sf import parse as parse_structured
 
-from scrapy_rep.robotstxt._lines import MAX_LINE
+from scrapy_rep.robotstxt._lines import MAX_LINE, as_bytes
 from scrapy_rep.robotstxt._matcher import pattern_matches
 from scrapy_rep.robotstxt._normalise import normalise_pattern
-
-__all__ = [
-    "LABELS",
-    "UNKNOWN",
-    "USE_LEVELS",
-    "N",
-    "Preference",
-    "Source",
-    "Statement",
-    "Usage",
-    "UsageIndex",
-    "Y",
-    "content_signal_statement",
-    "content_usage_statement",
-    "header_statement",
-    "usage_dictionary",
-]
 
 Y, N, UNKNOWN = "y", "n", "unknown"
 
@@ -86,16 +58,13 @@ class Source:
     value: str  # as written
     line: int | None = None  # robots.txt line number; None for the header
 
-    @property
-    def origin(self) -> str:
-        return "header" if self.line is None else "robots.txt"
-
     def describe(self) -> str:
         where = "response header" if self.line is None else f"robots.txt line {self.line}"
         return f"{where}: {self.field}: {self.value}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"from": self.origin, "line": self.line, "text": f"{self.field}: {self.value}"}
+        origin = "header" if self.line is None else "robots.txt"
+        return {"from": origin, "line": self.line, "text": f"{self.field}: {self.value}"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,15 +212,6 @@ MAX_SOURCE_TEXT = 512
 MAX_HEADER = MAX_LINE
 
 
-def _as_bytes(value: bytes | str) -> bytes:
-    if isinstance(value, bytes):
-        return value
-    try:
-        return value.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:  # a lone surrogate that surrogateescape did not make
-        return value.encode("utf-8", "replace")
-
-
 def _text(value: bytes) -> str:
     if len(value) > MAX_SOURCE_TEXT:
         return value[:MAX_SOURCE_TEXT].decode("utf-8", "replace") + "..."
@@ -301,25 +261,23 @@ def header_statement(values: Sequence[bytes]) -> Statement | None:
 # -- robots.txt rules ------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _Rules:
-    """Path-scoped statements of one kind, longest pattern first (b"" for a rule
-    written without a path: it matches every path, after all the others)."""
+# Path-scoped statements of one kind, longest pattern first (b"" for a rule written
+# without a path: it matches every path, after all the others)
+_Rules: TypeAlias = tuple[tuple[bytes, Statement], ...]
 
-    rules: tuple[tuple[bytes, Statement], ...]
 
-    def best(self, path: bytes) -> list[Statement]:
-        """The statements of the longest matching pattern(s) (draft-ietf-aipref-attach
-        §3.1: longest match as for Allow/Disallow; equally long ones all apply)."""
-        found: list[Statement] = []
-        length = -1
-        for pattern, statement in self.rules:
-            if len(pattern) < length:
-                break
-            if pattern_matches(pattern, path):
-                length = len(pattern)
-                found.append(statement)
-        return found
+def _best(rules: _Rules, path: bytes) -> list[Statement]:
+    """The statements of the longest matching pattern(s) (draft-ietf-aipref-attach
+    §3.1: longest match as for Allow/Disallow; equally long ones all apply)."""
+    found: list[Statement] = []
+    length = -1
+    for pattern, statement in rules:
+        if len(pattern) < length:
+            break
+        if pattern_matches(pattern, path):
+            length = len(pattern)
+            found.append(statement)
+    return found
 
 
 def _rules(lines: Iterable[Line], name: str) -> _Rules:
@@ -328,19 +286,17 @@ def _rules(lines: Iterable[Line], name: str) -> _Rules:
     for field_name, raw, line in lines:
         if field_name != name:
             continue
-        value = _as_bytes(raw)
+        value = as_bytes(raw)
         m = _PATH_AND_VALUE.fullmatch(value)
         # a rule without a path has a path of 0 octets (draft-ietf-aipref-attach-05
         # §3.1): it applies everywhere, and any written path, "/" too, is longer
         path, preference = (m.group(1), m.group(2)) if m else (b"", value)
         statement = reader(preference, line)
         # the source shows the whole line value, path included
-        statement = Statement(
-            statement.prefs, Source(statement.source.field, _text(value), line), statement.use
-        )
-        rules.append((normalise_pattern(path), statement))
+        source = replace(statement.source, value=_text(value))
+        rules.append((normalise_pattern(path), replace(statement, source=source)))
     rules.sort(key=lambda rule: -len(rule[0]))
-    return _Rules(tuple(rules))
+    return tuple(rules)
 
 
 class UsageIndex:
@@ -368,4 +324,4 @@ class UsageIndex:
 
     def usage(self, token: str | None, path: bytes) -> Usage:
         usage_rules, signal_rules = self._for(token)
-        return Usage.of([*usage_rules.best(path), *signal_rules.best(path)])
+        return Usage.of([*_best(usage_rules, path), *_best(signal_rules, path)])

@@ -11,8 +11,6 @@ from scrapy_rep.robotstxt import NofollowLinks, PageDirectives, page_directives
 from scrapy_rep.robotstxt._page import (
     MAX_ITEMS,
     MAX_META_TAGS,
-    header_directives,
-    meta_directives,
     parse_unavailable_after,
 )
 
@@ -20,11 +18,11 @@ NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 
 
 def headers(*lines: str | bytes, token: str = "MyBot") -> PageDirectives:
-    return header_directives(lines, token, now=NOW)
+    return page_directives(lines, None, token, now=NOW)
 
 
 def meta(body: bytes, token: str = "MyBot") -> PageDirectives:
-    return meta_directives(body, token, now=NOW)
+    return page_directives((), body, token, now=NOW)
 
 
 # -- X-Robots-Tag ------------------------------------------------------------------------
