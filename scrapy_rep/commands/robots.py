@@ -43,13 +43,14 @@ from scrapy_rep.commands.evaluate import (
 )
 from scrapy_rep.commands.output import (
     COPY_FILE,
+    EXIT_ALLOWED,
     EXIT_USAGE,
+    EXIT_WAITING,
     SOURCE_FILE,
     OriginReport,
     Report,
     StoredState,
     UrlResult,
-    page_exit_status,
     render_json,
     render_page_json,
     render_page_text,
@@ -418,7 +419,7 @@ class RobotsCommand(ScrapyCommand):
             return
         results = [page_result(url, answers.get(url), token) for url in urls]
         print(render_page_json(token, results) if as_json else render_page_text(token, results))
-        self.exitcode = page_exit_status(results)
+        self.exitcode = EXIT_WAITING if any(r.error for r in results) else EXIT_ALLOWED
 
     # -- --forget --------------------------------------------------------------------
 
