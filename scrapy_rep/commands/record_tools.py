@@ -71,6 +71,14 @@ class Records:
     copies: list[dict[str, Any]] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
 
+    @property
+    def copy_count(self) -> int:
+        return len({copy["sha256"] for copy in self.copies})
+
+    def print_problems(self, out: IO[str]) -> None:
+        for problem in self.problems:
+            print(("error: " if problem.fatal else "note: ") + str(problem), file=out)
+
 
 def _lines(path: Path, problems: list[Problem]) -> Any:
     """(line number, raw bytes) of each whole line of a gzip file of one or more
@@ -309,22 +317,21 @@ def _redecide(
     if state in (STATE_FALLBACK, STATE_UNREACHABLE, STATE_ALLOW_ALL):
         expected = why != "fallback-disallow"
         if expected != recorded:
-            return f"{said} with state {state} ({why}), which {_says(expected)}"
+            return f"{said} with state {state} ({why}), which {'allows' if expected else 'forbids'}"
         return None
     robots = _robots(decision, records, parsed)
     if isinstance(robots, str):
         return robots
     again = robots.explain(decision.url, context["k"])
     if again.allowed != recorded or again.line != context.get("l"):
-        line = context.get("l")
-        where = f" by line {line}: {context.get('r')}" if line is not None else f" ({why})"
-        now = (
-            f" by line {again.line}: {again.rule}"
-            if again.line is not None
-            else f" ({again.reason})"
-        )
+        where = _by(context.get("l"), context.get("r"), why)
+        now = _by(again.line, again.rule, again.reason)
         return f"{said}{where}; re-decided {'allowed' if again.allowed else 'forbidden'}{now}"
     return None
+
+
+def _by(line: int | None, rule: str | None, reason: str | None) -> str:
+    return f" by line {line}: {rule}" if line is not None else f" ({reason})"
 
 
 def _redecide_usage(
@@ -342,31 +349,24 @@ def _redecide_usage(
     return None
 
 
-def _says(allowed: bool) -> str:
-    return "allows" if allowed else "forbids"
-
-
 def run_verify(paths: list[Path], out: IO[str]) -> int:
     records = read_records(paths)
     result = verify(records)
-    fatal = [p for p in records.problems if p.fatal]
-    for problem in records.problems:
-        print(("error: " if problem.fatal else "note: ") + str(problem), file=out)
+    records.print_problems(out)
     for mismatch in result.mismatches:
         print(f"MISMATCH {mismatch}", file=out)
     others = ", ".join(f"{n} {what}" for what, n in sorted(result.not_redecided.items()))
     total = result.reproduced + len(result.mismatches)
     print(
         f"verify: {len(paths)} file(s), {len(records.headers)} run(s), "
-        f"{len({c['sha256'] for c in records.copies})} robots.txt copies; "
+        f"{records.copy_count} robots.txt copies; "
         f"{total} decision(s) re-decided: {result.reproduced} reproduced, "
         f"{len(result.mismatches)} mismatched"
         + (f"; not re-decidable: {others}" if others else ""),
         file=out,
     )
-    if result.mismatches or fatal:
-        return EXIT_MISMATCH
-    return EXIT_OK
+    fatal = any(problem.fatal for problem in records.problems)
+    return EXIT_MISMATCH if result.mismatches or fatal else EXIT_OK
 
 
 # -- report ------------------------------------------------------------------------------
@@ -420,7 +420,7 @@ def render_report(records: Records, sources: list[str]) -> str:
         parts.append(f"<div class='total {css}'><b>{totals[verdict]}</b>{e(label)}</div>")
     parts.append(
         f"<div class='total'><b>{len(origins)}</b>origins</div>"
-        f"<div class='total'><b>{len({c['sha256'] for c in records.copies})}</b>"
+        f"<div class='total'><b>{records.copy_count}</b>"
         "robots.txt copies</div></div>"
     )
     parts.append("<h2>Decisions over time</h2>")
@@ -546,8 +546,7 @@ def run_report(paths: list[Path], output: str | None, out: IO[str]) -> int:
         print("error: give the report's file with -o report.html", file=out)
         return EXIT_USAGE
     records = read_records(paths)
-    for problem in records.problems:
-        print(("error: " if problem.fatal else "note: ") + str(problem), file=out)
+    records.print_problems(out)
     page = render_report(records, [str(p) for p in paths])
     try:
         Path(output).write_text(page, encoding="utf-8")
