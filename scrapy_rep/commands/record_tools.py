@@ -141,9 +141,7 @@ def _read_one(path: Path, records: Records) -> None:
     name = str(path)
     problems = records.problems
     header: dict[str, Any] | None = None
-    contexts: dict[int, dict[str, Any]] = {}
-    copies: dict[int, dict[str, Any]] = {}
-    usages: dict[int, dict[str, Any]] = {}
+    declared: dict[str, dict[int, dict[str, Any]]] = {}  # kind (x, c, p) -> number -> line
     try:
         lines = list(_lines(path, problems))
     except OSError as exc:
@@ -167,27 +165,26 @@ def _read_one(path: Path, records: Records) -> None:
                     return
                 header = doc
                 records.headers.append(doc)
-                contexts, copies, usages = {}, {}, {}  # (numbers restart per run)
+                declared = {"x": {}, "c": {}, "p": {}}  # (numbers restart per run)
                 continue
             if header is None:
                 problems.append(Problem(name, number, "a record line before any header"))
                 return
-            if "v" in doc:
-                _decision(name, number, doc, header, contexts, copies, usages, records)
-            elif "x" in doc:
-                contexts[int(doc["x"])] = doc
-            elif "c" in doc:
-                copies[int(doc["c"])] = doc
+            # a decision line also refers to x and p, a context line to c: "v" first
+            kind = next((kind for kind in "vxcp" if kind in doc), None)
+            if kind == "v":
+                _decision(name, number, doc, header, declared, records)
+            elif kind is not None:
+                declared[kind][int(doc[kind])] = doc
+            else:
+                problems.append(Problem(name, number, "a line of no known kind"))
+            if kind == "c":
                 body = doc.get("body")
                 if body is not None:
                     records.bodies[doc["sha256"]] = body.encode("utf-8")
                 elif "body_b64" in doc:
                     records.bodies[doc["sha256"]] = base64.b64decode(doc["body_b64"])
                 records.copies.append(doc)
-            elif "p" in doc:
-                usages[int(doc["p"])] = doc
-            else:
-                problems.append(Problem(name, number, "a line of no known kind"))
         except (KeyError, TypeError, ValueError, binascii.Error) as exc:
             problems.append(Problem(name, number, f"malformed line ({exc!r})"))
 
@@ -197,28 +194,22 @@ def _decision(
     number: int,
     doc: dict[str, Any],
     header: dict[str, Any],
-    contexts: dict[int, dict[str, Any]],
-    copies: dict[int, dict[str, Any]],
-    usages: dict[int, dict[str, Any]],
+    declared: dict[str, dict[int, dict[str, Any]]],
     records: Records,
 ) -> None:
-    verdict = doc["v"]
-    context = contexts.get(int(doc["x"])) if "x" in doc else None
+    context = declared["x"].get(int(doc["x"])) if "x" in doc else None
     if "x" in doc and context is None:
         records.problems.append(Problem(name, number, f"refers to x={doc['x']}, never declared"))
         return
-    copy = copies.get(int(context["c"])) if context is not None and "c" in context else None
+    copy = declared["c"].get(int(context["c"])) if context is not None and "c" in context else None
     if context is not None and "c" in context and copy is None:
         records.problems.append(
             Problem(name, number, f"refers to c={context['c']}, never declared")
         )
         return
     url = doc.get("u")
-    origin = ""
-    if copy is not None:
-        origin = copy["o"]
-    elif context is not None:
-        origin = context["o"]
+    deciding = copy if copy is not None else context
+    origin = "" if deciding is None else deciding["o"]
     if isinstance(url, str) and url.startswith("/"):
         url = origin + url  # (a path: of the origin that decided it)
     elif isinstance(url, str):
@@ -227,21 +218,12 @@ def _decision(
         url = "(unknown URL)"
         origin = doc.get("o") or ""
     if "p" in doc:
-        doc = {**doc, "usage": usages.get(int(doc["p"]))}
+        doc = {**doc, "usage": declared["p"].get(int(doc["p"]))}
     doc["_enforce"] = header.get("enforce", True)
     doc["_max_size"] = header.get("max_size")
+    at = float(header["start"]) + float(doc["t"])
     records.decisions.append(
-        Decision(
-            name,
-            number,
-            verdict,
-            float(header["start"]) + float(doc["t"]),
-            str(url),
-            origin,
-            doc,
-            context,
-            copy,
-        )
+        Decision(name, number, doc["v"], at, str(url), origin, doc, context, copy)
     )
 
 
