@@ -86,8 +86,9 @@ def evaluate_origin(
     now: float,
     *,
     refresh: bool = False,
-) -> tuple[OriginReport, OriginRecord, OriginRecord]:
-    """The report of what a crawl would do; the record it acts on; the refreshed record.
+) -> tuple[OriginReport, Evaluation, OriginRecord]:
+    """The report of what a crawl would do; what applies now (or, while the origin waits,
+    once the wait ends); the refreshed record.
 
     The refreshed record (the fetch put through the policy on top of what is stored)
     is what ``--refresh`` writes, and what a crawl uses once it fetches again.
@@ -120,8 +121,7 @@ def evaluate_origin(
         report.stored_differs = outcome.kind != UNREACHABLE and (
             (previous.kind, previous.body) != (outcome.kind, outcome.body)
         )
-    _plan(report, record, policy, config, now, uses_stored)
-    return report, record, refreshed
+    return report, _plan(report, record, policy, config, now, uses_stored), refreshed
 
 
 def _plan(
@@ -131,7 +131,7 @@ def _plan(
     config: Config,
     now: float,
     uses_stored: bool,
-) -> None:
+) -> Evaluation:
     evaluation = policy.evaluate(record, now)
     if not evaluation.ready:
         # Unreachable and still within REP_UNREACHABLE_WAIT: what applies once it ends.
@@ -145,7 +145,7 @@ def _plan(
         report.after_wait_source = later.source
         if later.source == STALE:
             report.copy_fetched_at = record.fetched_at
-        return
+        return later
     report.source = evaluation.source
     report.kind = evaluation.kind
     if evaluation.source == FALLBACK:
@@ -156,14 +156,7 @@ def _plan(
         report.copy_expires_at = record.expires_at if evaluation.source == FRESH else None
     else:
         report.copy = COPY_FETCHED
-
-
-def evaluation_of(record: OriginRecord, policy: RobotsPolicy, now: float) -> Evaluation:
-    """What applies now, or, while the origin waits, once the wait ends."""
-    evaluation = policy.evaluate(record, now)
-    if evaluation.ready or record.unreachable_since is None:
-        return evaluation
-    return policy.evaluate(record, record.unreachable_since + policy.config.unreachable_wait)
+    return evaluation
 
 
 def parse_copy(report: OriginReport, body: bytes, token: str, config: Config) -> RobotsTxt:

@@ -140,7 +140,7 @@ class OriginReport:
     content_signals: dict[str, bool] = field(default_factory=dict)
     sitemaps: list[str] = field(default_factory=list)
     urls: list[UrlResult] = field(default_factory=list)
-    # what the parser did not take as written (see record_issues)
+    # what the parser did not take as written (filled in by parse_copy)
     issues: list[dict[str, Any]] = field(default_factory=list)
     issue_counts: dict[str, int] = field(default_factory=dict)
 

@@ -12,6 +12,7 @@ import sys
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
@@ -89,10 +90,7 @@ def _lines(path: Path, problems: list[Problem]) -> Any:
     decompressor = zlib.decompressobj(31)
     started = False  # whether the current member has had any data
     with path.open("rb") as raw:
-        while True:
-            chunk = raw.read(_CHUNK)
-            if not chunk:
-                break
+        for chunk in iter(partial(raw.read, _CHUNK), b""):
             while chunk:
                 started = True
                 try:

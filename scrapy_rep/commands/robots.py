@@ -26,7 +26,6 @@ from twisted.internet.defer import DeferredList
 
 from scrapy_rep.commands.evaluate import (
     evaluate_origin,
-    evaluation_of,
     fresh_verdict,
     page_result,
     parse_copy,
@@ -354,13 +353,12 @@ class RobotsCommand(ScrapyCommand):
         for origin in origins:
             outcome = outcomes.get(origin) or FetchOutcome(UNREACHABLE, "not fetched")
             state = None if stored is None else stored[origin]
-            report, record, refreshed = evaluate_origin(
+            report, evaluation, refreshed = evaluate_origin(
                 origin, outcome, state, policy, config, now, refresh=refresh
             )
             if store is not None:
                 store.put(origin, refreshed)
                 report.stored = StoredState(store.describe(), refreshed)
-            evaluation = evaluation_of(record, policy, now)
             robots: RobotsTxt | None = None
             if evaluation.kind == RULES:
                 robots = parse_copy(report, evaluation.body, token, config)
