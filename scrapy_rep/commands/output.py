@@ -163,24 +163,22 @@ class OriginReport:
 
     def to_json(self, now: float) -> dict[str, Any]:
         rate = self.request_rate
+        deciding = self.action == DECIDE
+        after_wait = {"copy": self.after_wait_copy, "kind": self.after_wait_kind}
         return {
             "origin": self.origin,
             "robots_url": self.robots_url,
             "fetch": self.fetch_json(),
             "crawl": {
                 "action": self.action,
-                "copy": self.copy if self.action == DECIDE else None,
-                "kind": self.kind if self.action == DECIDE else None,
-                "source": self.source if self.action == DECIDE else None,
+                "copy": self.copy if deciding else None,
+                "kind": self.kind if deciding else None,
+                "source": self.source if deciding else None,
                 "uses_stored": self.uses_stored,
                 "copy_fetched_at": iso(self.copy_fetched_at),
                 "copy_expires_at": iso(self.copy_expires_at),
                 "wait_until": iso(self.wait_until),
-                "after_wait": (
-                    None
-                    if self.action == DECIDE
-                    else {"copy": self.after_wait_copy, "kind": self.after_wait_kind}
-                ),
+                "after_wait": None if deciding else after_wait,
             },
             "stored": None if self.stored is None else self.stored.to_json(now),
             "stored_differs": self.stored_differs,
