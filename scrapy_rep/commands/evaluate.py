@@ -1,15 +1,14 @@
 """What a crawl would do with each URL now (from a fetch outcome and the stored record),
 and the page-level directives of a downloaded page (``--page``, docs/page.md).
 
-The verdict ``scrapy robots`` prints is the crawl's, not the fresh copy's: a crawl whose
-store holds a copy that is still fresh (or an unreachable spell whose next try is not
-due) does not fetch robots.txt at all and applies what is stored (RFC 9309 2.4 caching,
-docs/behaviour.md). The freshly fetched copy is what ``--refresh`` would store; when it
-says something else, its verdict is shown beside the crawl's.
+The verdict shown is the crawl's: a crawl whose store holds a copy still fresh (or an
+unreachable spell whose next try is not due) applies it without fetching (RFC 9309 2.4
+caching, docs/behaviour.md); the fetched copy's verdict is shown beside it when it differs.
 """
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -28,7 +27,6 @@ from scrapy_rep.commands.output import (
     PageResult,
     UrlResult,
     Verdict,
-    record_issues,
 )
 from scrapy_rep.crawl.decide import (
     REASON_ALLOW_ALL,
@@ -79,15 +77,6 @@ def url_problem(url: str) -> str | None:
     return None
 
 
-def crawl_uses_stored(
-    previous: OriginRecord | None, policy: RobotsPolicy, now: float, *, refresh: bool
-) -> bool:
-    """Whether a crawl starting now would act on the stored record without fetching."""
-    if previous is None or refresh:
-        return False
-    return not policy.evaluate(previous, now).fetch_due
-
-
 def evaluate_origin(
     origin: str,
     outcome: FetchOutcome,
@@ -97,15 +86,19 @@ def evaluate_origin(
     now: float,
     *,
     refresh: bool = False,
-) -> tuple[OriginReport, OriginRecord, OriginRecord]:
-    """The report of what a crawl would do; the record it acts on; the refreshed record.
+) -> tuple[OriginReport, Evaluation, OriginRecord]:
+    """The report of what a crawl would do; what applies now (or, while the origin waits,
+    once the wait ends); the refreshed record.
 
     The refreshed record (the fetch put through the policy on top of what is stored)
     is what ``--refresh`` writes, and what a crawl uses once it fetches again.
     """
     previous = None if stored is None else stored.record
     refreshed = policy.after_fetch(previous, outcome, now)
-    uses_stored = crawl_uses_stored(previous, policy, now, refresh=refresh)
+    # a crawl starting now acts on the stored record without fetching
+    uses_stored = (
+        previous is not None and not refresh and not policy.evaluate(previous, now).fetch_due
+    )
     record = previous if uses_stored and previous is not None else refreshed
     report = OriginReport(
         origin=origin,
@@ -125,12 +118,10 @@ def evaluate_origin(
         # Only a fetch that brought a copy can differ from the stored copy: a failed
         # fetch (503 now, 503 stored) has no copy to compare, and --refresh would
         # store no rules from it.
-        report.stored_differs = outcome.kind != UNREACHABLE and (previous.kind, previous.body) != (
-            outcome.kind,
-            outcome.body,
+        report.stored_differs = outcome.kind != UNREACHABLE and (
+            (previous.kind, previous.body) != (outcome.kind, outcome.body)
         )
-    _plan(report, record, policy, config, now, uses_stored)
-    return report, record, refreshed
+    return report, _plan(report, record, policy, config, now, uses_stored), refreshed
 
 
 def _plan(
@@ -140,7 +131,7 @@ def _plan(
     config: Config,
     now: float,
     uses_stored: bool,
-) -> None:
+) -> Evaluation:
     evaluation = policy.evaluate(record, now)
     if not evaluation.ready:
         # Unreachable and still within REP_UNREACHABLE_WAIT: what applies once it ends.
@@ -154,7 +145,7 @@ def _plan(
         report.after_wait_source = later.source
         if later.source == STALE:
             report.copy_fetched_at = record.fetched_at
-        return
+        return later
     report.source = evaluation.source
     report.kind = evaluation.kind
     if evaluation.source == FALLBACK:
@@ -165,14 +156,7 @@ def _plan(
         report.copy_expires_at = record.expires_at if evaluation.source == FRESH else None
     else:
         report.copy = COPY_FETCHED
-
-
-def evaluation_of(record: OriginRecord, policy: RobotsPolicy, now: float) -> Evaluation:
-    """What applies now, or, while the origin waits, once the wait ends."""
-    evaluation = policy.evaluate(record, now)
-    if evaluation.ready or record.unreachable_since is None:
-        return evaluation
-    return policy.evaluate(record, record.unreachable_since + policy.config.unreachable_wait)
+    return evaluation
 
 
 def parse_copy(report: OriginReport, body: bytes, token: str, config: Config) -> RobotsTxt:
@@ -188,7 +172,8 @@ def parse_copy(report: OriginReport, body: bytes, token: str, config: Config) ->
     report.request_rate = robots.request_rate(token)
     report.content_signals = robots.content_signals(token)
     report.sitemaps = list(robots.sitemaps)
-    record_issues(report, robots)
+    report.issues = [issue.as_dict() for issue in robots.issues]
+    report.issue_counts = dict(robots.issue_counts)
     return robots
 
 
@@ -240,17 +225,11 @@ def usage_of(url: str, token: str, robots: RobotsTxt | None) -> dict[str, Any] |
     return None if robots is None else robots.usage(url, token).to_json()
 
 
+_COMPARED = attrgetter("verdict", "reason", "line", "rule")
+
+
 def _if_differs(fresh: Verdict | None, now: Verdict) -> Verdict | None:
-    if fresh is None:
-        return None
-    if (fresh.verdict, fresh.reason, fresh.line, fresh.rule) == (
-        now.verdict,
-        now.reason,
-        now.line,
-        now.rule,
-    ):
-        return None
-    return fresh
+    return None if fresh is None or _COMPARED(fresh) == _COMPARED(now) else fresh
 
 
 def fresh_verdict(
@@ -295,16 +274,3 @@ def page_result(url: str, answer: Any, token: str) -> PageResult:
         result.rel_counts = dict(links.rel_counts)
         result.nofollow_only = sorted(u for u in links.nofollow if links.nofollow_only(u))
     return result
-
-
-__all__ = [
-    "crawl_uses_stored",
-    "evaluate_origin",
-    "evaluation_of",
-    "fresh_verdict",
-    "page_result",
-    "parse_copy",
-    "url_problem",
-    "url_result",
-    "verdict",
-]

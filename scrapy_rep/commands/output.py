@@ -12,10 +12,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from scrapy_rep.robotstxt import MAX_ISSUES
+
 if TYPE_CHECKING:
     from scrapy_rep.policy.records import OriginRecord
     from scrapy_rep.policy.robots_policy import FetchOutcome
-    from scrapy_rep.robotstxt import RobotsTxt
     from scrapy_rep.robotstxt._page import PageDirectives
 
 # Per-URL verdicts.
@@ -95,9 +96,8 @@ class StoredState:
         record = self.record
         doc: dict[str, Any] = {"store": self.store, "state": self.state(now), "note": self.note}
         if record is None:
-            doc.update(dict.fromkeys(("kind", "fetched_at", "expires_at", "unreachable_since")))
-            doc.update(next_retry_at=None, failures=0, last_outcome=None)
-            return doc
+            keys = ("kind", "fetched_at", "expires_at", "unreachable_since", "next_retry_at")
+            return {**doc, **dict.fromkeys(keys), "failures": 0, "last_outcome": None}
         doc.update(
             kind=record.kind,
             fetched_at=iso(record.fetched_at),
@@ -140,7 +140,7 @@ class OriginReport:
     content_signals: dict[str, bool] = field(default_factory=dict)
     sitemaps: list[str] = field(default_factory=list)
     urls: list[UrlResult] = field(default_factory=list)
-    # what the parser did not take as written (see record_issues)
+    # what the parser did not take as written (filled in by parse_copy)
     issues: list[dict[str, Any]] = field(default_factory=list)
     issue_counts: dict[str, int] = field(default_factory=dict)
 
@@ -163,24 +163,22 @@ class OriginReport:
 
     def to_json(self, now: float) -> dict[str, Any]:
         rate = self.request_rate
+        deciding = self.action == DECIDE
+        after_wait = {"copy": self.after_wait_copy, "kind": self.after_wait_kind}
         return {
             "origin": self.origin,
             "robots_url": self.robots_url,
             "fetch": self.fetch_json(),
             "crawl": {
                 "action": self.action,
-                "copy": self.copy if self.action == DECIDE else None,
-                "kind": self.kind if self.action == DECIDE else None,
-                "source": self.source if self.action == DECIDE else None,
+                "copy": self.copy if deciding else None,
+                "kind": self.kind if deciding else None,
+                "source": self.source if deciding else None,
                 "uses_stored": self.uses_stored,
                 "copy_fetched_at": iso(self.copy_fetched_at),
                 "copy_expires_at": iso(self.copy_expires_at),
                 "wait_until": iso(self.wait_until),
-                "after_wait": (
-                    None
-                    if self.action == DECIDE
-                    else {"copy": self.after_wait_copy, "kind": self.after_wait_kind}
-                ),
+                "after_wait": None if deciding else after_wait,
             },
             "stored": None if self.stored is None else self.stored.to_json(now),
             "stored_differs": self.stored_differs,
@@ -244,13 +242,6 @@ def when(timestamp: float | None) -> str:
 # -- issues of a parsed file (the parser's report, like Google's robots.txt report) --
 
 TEXT_ISSUES = 20  # issue lines printed as text; --json lists all the parser keeps
-MAX_ISSUES = 1000  # (scrapy_rep.robotstxt.MAX_ISSUES)
-
-
-def record_issues(report: OriginReport, robots: RobotsTxt) -> None:
-    """Copy the issues of *robots* (the copy that decides) into *report*."""
-    report.issues = [issue.as_dict() for issue in robots.issues]
-    report.issue_counts = dict(robots.issue_counts)
 
 
 def issue_lines(origin: OriginReport) -> list[str]:
@@ -269,10 +260,6 @@ def issue_lines(origin: OriginReport) -> list[str]:
         shown = min(TEXT_ISSUES, len(origin.issues))
         found.append(f"    ... and {total - shown} more (--json lists up to {MAX_ISSUES})")
     return found
-
-
-def render_json(report: Report) -> str:
-    return json.dumps(report.to_json(), indent=2, ensure_ascii=False)
 
 
 # -- the report as text ----------------------------------------------------------------
@@ -393,6 +380,10 @@ def usage_text(usage: dict[str, Any]) -> str | None:
     return ", ".join(parts)
 
 
+def render_json(report: Report) -> str:
+    return json.dumps(report.to_json(), indent=2, ensure_ascii=False)
+
+
 def render_text(report: Report) -> str:
     lines: list[str] = []
     label = "robots.txt file" if report.source == "file" else "origin"
@@ -493,10 +484,6 @@ class PageResult:
             "rel": dict(self.rel_counts),
             "nofollow_only_links": list(self.nofollow_only),
         }
-
-
-def page_exit_status(results: list[PageResult]) -> int:
-    return EXIT_WAITING if any(r.error for r in results) else EXIT_ALLOWED
 
 
 def render_page_json(token: str, results: list[PageResult]) -> str:

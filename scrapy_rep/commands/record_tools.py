@@ -12,6 +12,7 @@ import sys
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
@@ -71,6 +72,14 @@ class Records:
     copies: list[dict[str, Any]] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
 
+    @property
+    def copy_count(self) -> int:
+        return len({copy["sha256"] for copy in self.copies})
+
+    def print_problems(self, out: IO[str]) -> None:
+        for problem in self.problems:
+            print(("error: " if problem.fatal else "note: ") + str(problem), file=out)
+
 
 def _lines(path: Path, problems: list[Problem]) -> Any:
     """(line number, raw bytes) of each whole line of a gzip file of one or more
@@ -81,10 +90,7 @@ def _lines(path: Path, problems: list[Problem]) -> Any:
     decompressor = zlib.decompressobj(31)
     started = False  # whether the current member has had any data
     with path.open("rb") as raw:
-        while True:
-            chunk = raw.read(_CHUNK)
-            if not chunk:
-                break
+        for chunk in iter(partial(raw.read, _CHUNK), b""):
             while chunk:
                 started = True
                 try:
@@ -133,9 +139,7 @@ def _read_one(path: Path, records: Records) -> None:
     name = str(path)
     problems = records.problems
     header: dict[str, Any] | None = None
-    contexts: dict[int, dict[str, Any]] = {}
-    copies: dict[int, dict[str, Any]] = {}
-    usages: dict[int, dict[str, Any]] = {}
+    declared: dict[str, dict[int, dict[str, Any]]] = {}  # kind (x, c, p) -> number -> line
     try:
         lines = list(_lines(path, problems))
     except OSError as exc:
@@ -159,27 +163,26 @@ def _read_one(path: Path, records: Records) -> None:
                     return
                 header = doc
                 records.headers.append(doc)
-                contexts, copies, usages = {}, {}, {}  # (numbers restart per run)
+                declared = {"x": {}, "c": {}, "p": {}}  # (numbers restart per run)
                 continue
             if header is None:
                 problems.append(Problem(name, number, "a record line before any header"))
                 return
-            if "v" in doc:
-                _decision(name, number, doc, header, contexts, copies, usages, records)
-            elif "x" in doc:
-                contexts[int(doc["x"])] = doc
-            elif "c" in doc:
-                copies[int(doc["c"])] = doc
+            # a decision line also refers to x and p, a context line to c: "v" first
+            kind = next((kind for kind in "vxcp" if kind in doc), None)
+            if kind == "v":
+                _decision(name, number, doc, header, declared, records)
+            elif kind is not None:
+                declared[kind][int(doc[kind])] = doc
+            else:
+                problems.append(Problem(name, number, "a line of no known kind"))
+            if kind == "c":
                 body = doc.get("body")
                 if body is not None:
                     records.bodies[doc["sha256"]] = body.encode("utf-8")
                 elif "body_b64" in doc:
                     records.bodies[doc["sha256"]] = base64.b64decode(doc["body_b64"])
                 records.copies.append(doc)
-            elif "p" in doc:
-                usages[int(doc["p"])] = doc
-            else:
-                problems.append(Problem(name, number, "a line of no known kind"))
         except (KeyError, TypeError, ValueError, binascii.Error) as exc:
             problems.append(Problem(name, number, f"malformed line ({exc!r})"))
 
@@ -189,28 +192,22 @@ def _decision(
     number: int,
     doc: dict[str, Any],
     header: dict[str, Any],
-    contexts: dict[int, dict[str, Any]],
-    copies: dict[int, dict[str, Any]],
-    usages: dict[int, dict[str, Any]],
+    declared: dict[str, dict[int, dict[str, Any]]],
     records: Records,
 ) -> None:
-    verdict = doc["v"]
-    context = contexts.get(int(doc["x"])) if "x" in doc else None
+    context = declared["x"].get(int(doc["x"])) if "x" in doc else None
     if "x" in doc and context is None:
         records.problems.append(Problem(name, number, f"refers to x={doc['x']}, never declared"))
         return
-    copy = copies.get(int(context["c"])) if context is not None and "c" in context else None
+    copy = declared["c"].get(int(context["c"])) if context is not None and "c" in context else None
     if context is not None and "c" in context and copy is None:
         records.problems.append(
             Problem(name, number, f"refers to c={context['c']}, never declared")
         )
         return
     url = doc.get("u")
-    origin = ""
-    if copy is not None:
-        origin = copy["o"]
-    elif context is not None:
-        origin = context["o"]
+    deciding = copy if copy is not None else context
+    origin = "" if deciding is None else deciding["o"]
     if isinstance(url, str) and url.startswith("/"):
         url = origin + url  # (a path: of the origin that decided it)
     elif isinstance(url, str):
@@ -219,21 +216,12 @@ def _decision(
         url = "(unknown URL)"
         origin = doc.get("o") or ""
     if "p" in doc:
-        doc = {**doc, "usage": usages.get(int(doc["p"]))}
+        doc = {**doc, "usage": declared["p"].get(int(doc["p"]))}
     doc["_enforce"] = header.get("enforce", True)
     doc["_max_size"] = header.get("max_size")
+    at = float(header["start"]) + float(doc["t"])
     records.decisions.append(
-        Decision(
-            name,
-            number,
-            verdict,
-            float(header["start"]) + float(doc["t"]),
-            str(url),
-            origin,
-            doc,
-            context,
-            copy,
-        )
+        Decision(name, number, doc["v"], at, str(url), origin, doc, context, copy)
     )
 
 
@@ -309,22 +297,21 @@ def _redecide(
     if state in (STATE_FALLBACK, STATE_UNREACHABLE, STATE_ALLOW_ALL):
         expected = why != "fallback-disallow"
         if expected != recorded:
-            return f"{said} with state {state} ({why}), which {_says(expected)}"
+            return f"{said} with state {state} ({why}), which {'allows' if expected else 'forbids'}"
         return None
     robots = _robots(decision, records, parsed)
     if isinstance(robots, str):
         return robots
     again = robots.explain(decision.url, context["k"])
     if again.allowed != recorded or again.line != context.get("l"):
-        line = context.get("l")
-        where = f" by line {line}: {context.get('r')}" if line is not None else f" ({why})"
-        now = (
-            f" by line {again.line}: {again.rule}"
-            if again.line is not None
-            else f" ({again.reason})"
-        )
+        where = _by(context.get("l"), context.get("r"), why)
+        now = _by(again.line, again.rule, again.reason)
         return f"{said}{where}; re-decided {'allowed' if again.allowed else 'forbidden'}{now}"
     return None
+
+
+def _by(line: int | None, rule: str | None, reason: str | None) -> str:
+    return f" by line {line}: {rule}" if line is not None else f" ({reason})"
 
 
 def _redecide_usage(
@@ -342,31 +329,24 @@ def _redecide_usage(
     return None
 
 
-def _says(allowed: bool) -> str:
-    return "allows" if allowed else "forbids"
-
-
 def run_verify(paths: list[Path], out: IO[str]) -> int:
     records = read_records(paths)
     result = verify(records)
-    fatal = [p for p in records.problems if p.fatal]
-    for problem in records.problems:
-        print(("error: " if problem.fatal else "note: ") + str(problem), file=out)
+    records.print_problems(out)
     for mismatch in result.mismatches:
         print(f"MISMATCH {mismatch}", file=out)
     others = ", ".join(f"{n} {what}" for what, n in sorted(result.not_redecided.items()))
     total = result.reproduced + len(result.mismatches)
     print(
         f"verify: {len(paths)} file(s), {len(records.headers)} run(s), "
-        f"{len({c['sha256'] for c in records.copies})} robots.txt copies; "
+        f"{records.copy_count} robots.txt copies; "
         f"{total} decision(s) re-decided: {result.reproduced} reproduced, "
         f"{len(result.mismatches)} mismatched"
         + (f"; not re-decidable: {others}" if others else ""),
         file=out,
     )
-    if result.mismatches or fatal:
-        return EXIT_MISMATCH
-    return EXIT_OK
+    fatal = any(problem.fatal for problem in records.problems)
+    return EXIT_MISMATCH if result.mismatches or fatal else EXIT_OK
 
 
 # -- report ------------------------------------------------------------------------------
@@ -420,7 +400,7 @@ def render_report(records: Records, sources: list[str]) -> str:
         parts.append(f"<div class='total {css}'><b>{totals[verdict]}</b>{e(label)}</div>")
     parts.append(
         f"<div class='total'><b>{len(origins)}</b>origins</div>"
-        f"<div class='total'><b>{len({c['sha256'] for c in records.copies})}</b>"
+        f"<div class='total'><b>{records.copy_count}</b>"
         "robots.txt copies</div></div>"
     )
     parts.append("<h2>Decisions over time</h2>")
@@ -546,8 +526,7 @@ def run_report(paths: list[Path], output: str | None, out: IO[str]) -> int:
         print("error: give the report's file with -o report.html", file=out)
         return EXIT_USAGE
     records = read_records(paths)
-    for problem in records.problems:
-        print(("error: " if problem.fatal else "note: ") + str(problem), file=out)
+    records.print_problems(out)
     page = render_report(records, [str(p) for p in paths])
     try:
         Path(output).write_text(page, encoding="utf-8")

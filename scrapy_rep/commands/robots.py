@@ -1,17 +1,11 @@
 """``scrapy robots URL [URL ...]``: what a crawl would do with URLs, and why.
 
-Without ``--file`` each distinct origin's robots.txt is fetched by a real, tiny Scrapy
-crawl, through ``RobotsFetcher`` like the middleware does, so proxies, TLS, headers,
-download handlers and settings (``-s DOWNLOAD_TIMEOUT=...``) apply, and the same
-status, redirect and size rules give the same outcome a crawl would get. The verdict is
-then what a crawl with the configured store would do now (commands/evaluate.py): the
-stored copy while it is fresh, else the fetched one put through ``RobotsPolicy``. The
-fetched copy's verdict stands beside it when it differs.
-
-The store is read without writing: an SQLite file is opened read-only and one that does
-not exist is not created; other stores are only asked ``get``. ``--refresh`` stores the
-fetched copy and ``--forget`` clears origins; nothing else writes. ``--page`` downloads
-pages instead (docs/page.md).
+Without ``--file`` each origin's robots.txt is fetched by a tiny Scrapy crawl through
+``RobotsFetcher``, so proxies, TLS, download handlers, settings and the status, redirect
+and size rules give the outcome a crawl would get; the verdict is what a crawl with the
+configured store would do now (commands/evaluate.py). The store is only read (an SQLite
+file read-only, never created; other stores only asked ``get``) except by ``--refresh``
+and ``--forget``. ``--page`` downloads pages instead (docs/page.md).
 """
 
 from __future__ import annotations
@@ -32,7 +26,6 @@ from twisted.internet.defer import DeferredList
 
 from scrapy_rep.commands.evaluate import (
     evaluate_origin,
-    evaluation_of,
     fresh_verdict,
     page_result,
     parse_copy,
@@ -43,13 +36,14 @@ from scrapy_rep.commands.evaluate import (
 )
 from scrapy_rep.commands.output import (
     COPY_FILE,
+    EXIT_ALLOWED,
     EXIT_USAGE,
+    EXIT_WAITING,
     SOURCE_FILE,
     OriginReport,
     Report,
     StoredState,
     UrlResult,
-    page_exit_status,
     render_json,
     render_page_json,
     render_page_text,
@@ -259,10 +253,12 @@ class RobotsCommand(ScrapyCommand):
             raise UsageError("give --refresh or --forget, not both")
         if opts.page and (opts.file is not None or opts.refresh or opts.forget):
             raise UsageError("--page reads pages, not robots.txt: no --file, --refresh, --forget")
-        try:
-            config = Config.from_settings(self.settings)
+        try:  # a bad setting or store place is a usage error (exit status 2), as in a crawl
+            self._check(args, opts, Config.from_settings(self.settings))
         except SettingError as exc:
             raise UsageError(str(exc), print_help=False) from None
+
+    def _check(self, args: list[str], opts: argparse.Namespace, config: Config) -> None:
         if opts.forget:
             self._forget(args, config, as_json=opts.json)
             return
@@ -299,25 +295,19 @@ class RobotsCommand(ScrapyCommand):
         return token
 
     @staticmethod
-    def _origins(urls: list[str]) -> list[tuple[str, str]]:
-        """(url, origin) per URL, or a UsageError that says what is wrong with one."""
-        pairs: list[tuple[str, str]] = []
+    def _origins(urls: list[str], *, paths_too: bool = False) -> list[str]:
+        """The origin of each URL, or a UsageError that says what is wrong with one
+        (``paths_too``: bare paths such as /private/x pass, for --file)."""
         for url in urls:
-            problem = url_problem(url)
+            problem = None if paths_too and url.startswith("/") else url_problem(url)
             if problem is not None:
                 raise UsageError(problem, print_help=False)
-            origin = origin_of(url)
-            assert origin is not None
-            pairs.append((url, origin))
-        return pairs
+        return [origin for url in urls if (origin := origin_of(url)) is not None]
 
     # -- --file ----------------------------------------------------------------------
 
     def _check_file(self, path: Path, urls: list[str], token: str, config: Config) -> Report:
-        for url in urls:
-            problem = None if url.startswith("/") else url_problem(url)  # paths are fine here
-            if problem is not None:
-                raise UsageError(problem, print_help=False)
+        self._origins(urls, paths_too=True)
         try:
             body = path.read_bytes()
         except OSError as exc:
@@ -347,56 +337,44 @@ class RobotsCommand(ScrapyCommand):
     ) -> Report | None:
         assert self.settings is not None
         by_url = self._origins(urls)
-        origins = list(dict.fromkeys(origin for _, origin in by_url))
+        origins = list(dict.fromkeys(by_url))
         # Read the store before fetching, so the state shown is what a crawl starting
         # now would find; a store place the crawl would refuse is refused here too.
-        try:
-            store = open_for_writing(self.settings, config, "--refresh") if refresh else None
-            stored = read_store(self.settings, config, origins)
-        except SettingError as exc:
-            raise UsageError(str(exc), print_help=False) from None
-        outcomes = self._fetch_all(origins)
-        if outcomes is None:
+        store = open_for_writing(self.settings, config, "--refresh") if refresh else None
+        stored = read_store(self.settings, config, origins)
+        outcomes: dict[str, FetchOutcome] = {}
+        if not self._one_shot("robots.txt fetch", _RobotsFetchSpider, origins, outcomes):
             if store is not None:
                 store.close()
             return None
         now = time.time()
         policy = RobotsPolicy(config)
-        reports: dict[str, OriginReport] = {}
-        contexts: dict[str, tuple[RobotsTxt | None, FetchOutcome, OriginRecord]] = {}
+        found: dict[str, tuple[OriginReport, RobotsTxt | None, FetchOutcome, OriginRecord]] = {}
         for origin in origins:
             outcome = outcomes.get(origin) or FetchOutcome(UNREACHABLE, "not fetched")
             state = None if stored is None else stored[origin]
-            report, record, refreshed = evaluate_origin(
+            report, evaluation, refreshed = evaluate_origin(
                 origin, outcome, state, policy, config, now, refresh=refresh
             )
             if store is not None:
                 store.put(origin, refreshed)
                 report.stored = StoredState(store.describe(), refreshed)
-            evaluation = evaluation_of(record, policy, now)
             robots: RobotsTxt | None = None
             if evaluation.kind == RULES:
                 robots = parse_copy(report, evaluation.body, token, config)
-            reports[origin] = report
-            contexts[origin] = (robots, outcome, refreshed)
+            found[origin] = (report, robots, outcome, refreshed)
         if store is not None:
             store.close()
         results: list[UrlResult] = []
-        for url, origin in by_url:  # in command-line order
-            report = reports[origin]
-            robots, outcome, refreshed = contexts[origin]
+        for url, origin in zip(urls, by_url, strict=True):  # in command-line order
+            report, robots, outcome, refreshed = found[origin]
             fresh = None
             if report.uses_stored:
                 fresh = fresh_verdict(url, token, outcome, refreshed, policy, config, now)
             result = url_result(url, origin, report, robots, token, fresh)
             report.urls.append(result)
             results.append(result)
-        return Report(token, "fetch", list(reports.values()), results, now=now)
-
-    def _fetch_all(self, origins: list[str]) -> dict[str, FetchOutcome] | None:
-        outcomes: dict[str, FetchOutcome] = {}
-        started = self._one_shot("robots.txt fetch", _RobotsFetchSpider, origins, outcomes)
-        return outcomes if started else None
+        return Report(token, "fetch", [entry[0] for entry in found.values()], results, now=now)
 
     def _one_shot(self, what: str, spider: type[OneShotSpider], *args: Any) -> bool:
         """Run one internal crawl; False (exit status 2) when it did not start."""
@@ -418,37 +396,32 @@ class RobotsCommand(ScrapyCommand):
             return
         results = [page_result(url, answers.get(url), token) for url in urls]
         print(render_page_json(token, results) if as_json else render_page_text(token, results))
-        self.exitcode = page_exit_status(results)
+        self.exitcode = EXIT_WAITING if any(r.error for r in results) else EXIT_ALLOWED
 
     # -- --forget --------------------------------------------------------------------
 
     def _forget(self, args: list[str], config: Config, *, as_json: bool) -> None:
         assert self.settings is not None
-        origins = list(dict.fromkeys(origin for _, origin in self._origins(args)))
-        try:
-            store: RobotsStorage = open_for_writing(self.settings, config, "--forget")
-        except SettingError as exc:
-            raise UsageError(str(exc), print_help=False) from None
+        origins = list(dict.fromkeys(self._origins(args)))
+        store = open_for_writing(self.settings, config, "--forget")
         now = time.time()
         try:
             description = store.describe()
-            forgotten = [(origin, forget(store, origin)) for origin in origins]
+            had: dict[str, str] = {}
+            for origin in origins:
+                # what it held; RobotsStorage.forget leaves an empty record by default,
+                # which a crawl reads as unknown (it fetches robots.txt first)
+                had[origin] = StoredState(description, store.get(origin)).state(now)
+                store.forget(origin)
         finally:
             store.close()
         if as_json:
-            doc = {
-                "version": 1,
-                "store": description,
-                "forgotten": [
-                    {"origin": origin, "had": StoredState(description, held).state(now)}
-                    for origin, held in forgotten
-                ],
-            }
+            forgotten = [{"origin": origin, "had": state} for origin, state in had.items()]
+            doc = {"version": 1, "store": description, "forgotten": forgotten}
             print(json.dumps(doc, indent=2))
             return
-        for origin, held in forgotten:
-            had = StoredState(description, held).state(now)
-            what = "nothing stored" if had == "none" else f"removed its {had} state"
+        for origin, state in had.items():
+            what = "nothing stored" if state == "none" else f"removed its {state} state"
             print(f"{origin}: {what} ({description})")
 
 
@@ -470,15 +443,18 @@ def read_store(
     if not store_configured(settings):
         return None
     kind = config.store_place.kind
+    found: dict[str, StoredState] | StoredState
     if kind == "memory":
-        state = StoredState("memory", note="a memory store keeps nothing between runs")
-        return dict.fromkeys(origins, state)
-    if kind == "sqlite":
-        return _read_sqlite(config, origins)
-    return _read_other(settings, config, origins)
+        found = StoredState("memory", note="a memory store keeps nothing between runs")
+    elif kind == "sqlite":
+        found = _read_sqlite(config, origins)
+    else:
+        found = _read_other(settings, config, origins)
+    # one StoredState: the same note for every origin
+    return dict.fromkeys(origins, found) if isinstance(found, StoredState) else found
 
 
-def _read_sqlite(config: Config, origins: list[str]) -> dict[str, StoredState]:
+def _read_sqlite(config: Config, origins: list[str]) -> dict[str, StoredState] | StoredState:
     from scrapy_rep.storage.base import record_limit
     from scrapy_rep.storage.factory import check_sqlite_place
     from scrapy_rep.storage.sqlite_store import SqliteStorage, read_records_read_only
@@ -486,34 +462,31 @@ def _read_sqlite(config: Config, origins: list[str]) -> dict[str, StoredState]:
     spec, place = config.storage, config.store_place
     path = SqliteStorage.path_of(place, create=False)
     if path is None:
-        state = StoredState("sqlite", note="no project data directory")
-        return dict.fromkeys(origins, state)
+        return StoredState("sqlite", note="no project data directory")
     if place.location or path.parent.exists():
         # As the crawl would refuse it; only the default's data dir is made by Scrapy.
         check_sqlite_place(path, spec)
     description = f"sqlite {path}"
     if not path.exists():
         # Opening it with SqliteStorage would create it: the command must not.
-        state = StoredState(description, note=f"{path} does not exist")
-        return dict.fromkeys(origins, state)
+        return StoredState(description, note=f"{path} does not exist")
     try:
         records = read_records_read_only(path, origins, record_limit(config.max_size))
     except (sqlite3.Error, ValueError, OverflowError) as exc:
-        state = StoredState(description, note=f"cannot read the store: {exc}")
-        return dict.fromkeys(origins, state)
-    result: dict[str, StoredState] = {}
-    for origin in origins:
-        if origin not in records:
-            result[origin] = StoredState(description)
-        else:
-            record = records[origin]
-            result[origin] = StoredState(description, record, "" if record else "unreadable entry")
-    return result
+        return StoredState(description, note=f"cannot read the store: {exc}")
+    # an origin without a row has no record; one whose row does not decode maps to None
+    unreadable = {origin for origin, record in records.items() if record is None}
+    return {
+        origin: StoredState(
+            description, records.get(origin), "unreadable entry" if origin in unreadable else ""
+        )
+        for origin in origins
+    }
 
 
 def _read_other(
     settings: BaseSettings, config: Config, origins: list[str]
-) -> dict[str, StoredState]:
+) -> dict[str, StoredState] | StoredState:
     """Redis or a custom class: through the store interface, calling only ``get``."""
     from scrapy_rep.storage.factory import create_storage
 
@@ -526,16 +499,14 @@ def _read_other(
         secret_free = scrub(str(exc), secrets_of(config.storage))
         spec = config.storage
         shown = mask_url(spec) if config.store_place.kind == "redis" else spec
-        state = StoredState(shown, note=f"cannot open the store: {secret_free}")
-        return dict.fromkeys(origins, state)
+        return StoredState(shown, note=f"cannot open the store: {secret_free}")
     try:
         found = {origin: store.get(origin) for origin in origins}
         description = store.describe()
         if store.degraded:
             # Redis answers from an empty process-local fallback during an outage: say
             # so, rather than report that the store holds nothing.
-            state = StoredState(description, note="the store is unreachable")
-            return dict.fromkeys(origins, state)
+            return StoredState(description, note="the store is unreachable")
         return {origin: StoredState(description, found[origin]) for origin in origins}
     finally:
         store.close()
@@ -553,17 +524,6 @@ def open_for_writing(settings: BaseSettings, config: Config, option: str) -> Rob
     if config.store_place.kind == "memory":
         raise SettingError(f"{option}: a memory store keeps nothing between runs")
     return create_storage(config, settings)
-
-
-def forget(store: RobotsStorage, origin: str) -> OriginRecord | None:
-    """Remove what ``store`` holds for ``origin``; returns what it held.
-
-    ``RobotsStorage.forget``: by default an empty record, which a crawl reads as unknown
-    (it fetches robots.txt first); a store may delete the entry for real.
-    """
-    held = store.get(origin)
-    store.forget(origin)
-    return held
 
 
 __all__ = ["RobotsCommand"]

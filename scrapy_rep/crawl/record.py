@@ -11,6 +11,7 @@ once on their own line and referred to by a small number, which keeps a decision
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import datetime
 import fcntl
@@ -26,6 +27,7 @@ import threading
 import weakref
 import zlib
 from importlib import metadata
+from operator import itemgetter
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -56,14 +58,7 @@ SCHEMA_FILE = Path(__file__).resolve().parent.parent / "record.schema.json"
 
 # Verdicts ("v" of a decision line; docs/record.md "Decisions")
 ALLOWED, FORBIDDEN, RELEASED, DROPPED_AT_CLOSE, USAGE_REFUSED, PAGE = "AFWDUP"
-VERDICT_NAMES = {
-    ALLOWED: "allowed",
-    FORBIDDEN: "forbidden",
-    RELEASED: "waited, then released",
-    DROPPED_AT_CLOSE: "dropped at close",
-    USAGE_REFUSED: "usage refused",
-    PAGE: "page directives",
-}
+VERDICTS = (ALLOWED, FORBIDDEN, RELEASED, DROPPED_AT_CLOSE, USAGE_REFUSED, PAGE)
 # States of a copy, or of a decision made without one (docs/record.md "Copies")
 STATE_RULES, STATE_ALLOW_ALL, STATE_STALE = "rules", "allow-all", "stale"
 STATE_FALLBACK, STATE_UNREACHABLE = "fallback", "unreachable"
@@ -96,7 +91,7 @@ def package_version() -> str:
 
 
 class NullRecorder:
-    """REP_RECORD unset: every hook does nothing."""
+    """The hooks, doing nothing (REP_RECORD unset); Recorder's run on the reactor thread."""
 
     enabled = False
 
@@ -107,10 +102,10 @@ class NullRecorder:
         evaluation: Evaluation,
         record: OriginRecord | None,
     ) -> None:
-        pass
+        """A robots.txt decision (the request's ``robotstxt_decision`` meta)."""
 
     def usage(self, request: Request, usage: Usage, purposes: Sequence[str]) -> None:
-        pass
+        """Usage preferences that robots.txt states for the request just decided."""
 
     def usage_refused(
         self, request: Request, usage: Usage, refused: Sequence[str], cause: str, dropped: bool
@@ -131,14 +126,16 @@ class NullRecorder:
         dropped_requests: int = 0,
         dropped_items: int = 0,
     ) -> None:
-        pass
+        """Page-level directives (robots meta tag, X-Robots-Tag) that applied to a
+        response: ``directives`` maps each directive to its source(s), as
+        ``response.meta["rep_page"]`` holds them; what enforcing them dropped."""
 
     def close(self) -> None:
         pass
 
 
 class Recorder(NullRecorder):
-    """Writes the record of one crawl process. Its hooks run on the reactor thread."""
+    """Writes the record of one crawl process."""
 
     enabled = True
 
@@ -201,7 +198,6 @@ class Recorder(NullRecorder):
         evaluation: Evaluation,
         record: OriginRecord | None,
     ) -> None:
-        """A robots.txt decision (the request's ``robotstxt_decision`` meta)."""
         origin = decision["origin"]
         context = self._context(origin, decision, evaluation, record)
         url = request.url
@@ -209,18 +205,11 @@ class Recorder(NullRecorder):
         if not rest.startswith("/"):
             rest = url  # (a full URL never starts with "/": readers tell them apart)
         self._last = (id(request), context)
-        self._add(
-            (
-                ALLOWED if decision["allowed"] else FORBIDDEN,
-                self.clock() - self.started,
-                context,
-                rest,
-                decision["waited"],
-            )
-        )
+        verdict = ALLOWED if decision["allowed"] else FORBIDDEN
+        elapsed = self.clock() - self.started
+        self._add((verdict, elapsed, context, rest, decision["waited"]))
 
     def usage(self, request: Request, usage: Usage, purposes: Sequence[str]) -> None:
-        """Usage preferences that robots.txt states for the request just decided."""
         batch = self._batch
         if not batch or self._last[0] != id(request) or batch[-1][0] != ALLOWED:
             return  # (its batch already went to the writer: a rare split, not recorded)
@@ -232,17 +221,10 @@ class Recorder(NullRecorder):
         self, request: Request, usage: Usage, refused: Sequence[str], cause: str, dropped: bool
     ) -> None:
         context = self._last[1] if self._last[0] == id(request) else None
+        elapsed = self.clock() - self.started
+        usage_id = self._usage_number(usage, ())
         self._add(
-            (
-                USAGE_REFUSED,
-                self.clock() - self.started,
-                request.url,
-                self._usage_number(usage, ()),
-                list(refused),
-                cause,
-                dropped,
-                context,
-            )
+            (USAGE_REFUSED, elapsed, request.url, usage_id, list(refused), cause, dropped, context)
         )
 
     def released(self, request: Request, waited: float) -> None:
@@ -262,20 +244,8 @@ class Recorder(NullRecorder):
         dropped_requests: int = 0,
         dropped_items: int = 0,
     ) -> None:
-        """Page-level directives (robots meta tag, X-Robots-Tag) that applied to a
-        response: ``directives`` maps each directive to its source(s), as
-        ``response.meta["rep_page"]`` holds them; what enforcing them dropped."""
-        self._add(
-            (
-                PAGE,
-                self.clock() - self.started,
-                url,
-                token,
-                dict(directives),
-                dropped_requests,
-                dropped_items,
-            )
-        )
+        elapsed = self.clock() - self.started
+        self._add((PAGE, elapsed, url, token, dict(directives), dropped_requests, dropped_items))
 
     # -- interning ---------------------------------------------------------------------
 
@@ -290,12 +260,11 @@ class Recorder(NullRecorder):
         evaluation: Evaluation,
         record: OriginRecord | None,
     ) -> int:
-        source = evaluation.source
         if not evaluation.ready:
             state = STATE_UNREACHABLE
-        elif source == FALLBACK:
+        elif evaluation.source == FALLBACK:
             state = STATE_FALLBACK
-        elif source == STALE:
+        elif evaluation.source == STALE:
             state = STATE_STALE
         else:
             state = STATE_RULES if evaluation.kind == RULES else STATE_ALLOW_ALL
@@ -305,64 +274,24 @@ class Recorder(NullRecorder):
             expires = record.expires_at if record is not None else None
             known = self._copies.get(origin)
             if known is None or known[0] != fetched or known[1] != expires or known[2] != state:
-                declared = self._new_copy(origin, record, state, evaluation)
-                known = (fetched, expires, state, declared)
-                if len(self._copies) >= MAX_INTERNED:
-                    self._copies.clear()
-                self._copies[origin] = known
+                declared = self._number()
+                url, status = self._fetched.get(origin) or (robots_url(origin), None)
+                outcome = record.last_outcome if record is not None else ""
+                if status is None and outcome.isdigit():
+                    status = int(outcome)
+                body = evaluation.body  # hashed and written by the writer thread
+                self._add(
+                    ("c", declared, origin, url, status, fetched, expires, state, body, outcome)
+                )
+                known = _bounded(self._copies)[origin] = (fetched, expires, state, declared)
             copy = known[3]
-        key = (
-            copy or origin,
-            state,
-            decision["product_token"],
-            decision["line"],
-            decision["reason"],
-            decision["source"],
-        )
+        token, line, rule, reason, source = _CONTEXT_FIELDS(decision)
+        key = (copy or origin, state, token, line, reason, source)
         number = self._contexts.get(key)
         if number is None:
-            if len(self._contexts) >= MAX_INTERNED:
-                self._contexts.clear()
-            number = self._contexts[key] = self._number()
-            self._add(
-                (
-                    "x",
-                    number,
-                    copy,
-                    origin,
-                    state,
-                    decision["product_token"],
-                    decision["line"],
-                    decision["rule"],
-                    list(decision["groups"]),
-                    decision["reason"],
-                    decision["source"],
-                )
-            )
-        return number
-
-    def _new_copy(
-        self, origin: str, record: OriginRecord | None, state: str, evaluation: Evaluation
-    ) -> int:
-        number = self._number()
-        final_url, status = self._fetched.get(origin) or (robots_url(origin), None)
-        outcome = record.last_outcome if record is not None else ""
-        if status is None and outcome.isdigit():
-            status = int(outcome)
-        self._add(
-            (
-                "c",
-                number,
-                origin,
-                final_url,
-                status,
-                record.fetched_at if record is not None else None,
-                record.expires_at if record is not None else None,
-                state,
-                evaluation.body,  # hashed and written by the writer thread
-                outcome,
-            )
-        )
+            number = _bounded(self._contexts)[key] = self._number()
+            groups = list(decision["groups"])
+            self._add(("x", number, copy, origin, state, token, line, rule, groups, reason, source))
         return number
 
     def _usage_number(self, usage: Usage, purposes: Sequence[str]) -> int:
@@ -373,19 +302,13 @@ class Recorder(NullRecorder):
         last_usage, last_purposes, last_number = self._last_usage
         if usage is last_usage and tuple(purposes) == last_purposes:
             return last_number
-        number = self._usage_number_of(usage, purposes)
-        self._last_usage = (usage, tuple(purposes), number)
-        return number
-
-    def _usage_number_of(self, usage: Usage, purposes: Sequence[str]) -> int:
         doc = usage.to_json()
         key = (json.dumps(doc, sort_keys=True), tuple(purposes))
         number = self._usages.get(key)
         if number is None:
-            if len(self._usages) >= MAX_INTERNED:
-                self._usages.clear()
-            number = self._usages[key] = self._number()
+            number = _bounded(self._usages)[key] = self._number()
             self._add(("p", number, doc, list(purposes)))
+        self._last_usage = (usage, tuple(purposes), number)
         return number
 
     # -- batches -----------------------------------------------------------------------
@@ -448,9 +371,7 @@ class Recorder(NullRecorder):
         # a robots.txt fetch: where its redirects ended, and its status
         origin = origin if isinstance(origin, str) else origin_of_memo(request.url)
         if origin is not None and response.status not in (301, 302, 303, 307, 308):
-            if len(self._fetched) >= MAX_INTERNED:
-                self._fetched.clear()
-            self._fetched[origin] = (response.url, response.status)
+            _bounded(self._fetched)[origin] = (response.url, response.status)
 
     def close(self) -> None:
         """Write what is left, wait for the writer, and put the totals in the stats."""
@@ -586,7 +507,7 @@ class _Writer:
                 try:
                     doc["body"] = body.decode("utf-8")
                 except UnicodeDecodeError:
-                    doc["body_b64"] = _b64(body)
+                    doc["body_b64"] = base64.b64encode(body).decode("ascii")
         elif kind == "p":
             doc = {"p": entry[1], "usage": entry[2], "purposes": entry[3]}
         elif kind == USAGE_REFUSED:
@@ -611,8 +532,18 @@ class _Writer:
         return json.dumps(doc, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
+_CONTEXT_FIELDS = itemgetter("product_token", "line", "rule", "reason", "source")
+
+
+def _bounded(table: dict[Any, Any]) -> dict[Any, Any]:
+    """``table``, emptied first once it holds MAX_INTERNED entries (bounded memory)."""
+    if len(table) >= MAX_INTERNED:
+        table.clear()
+    return table
+
+
 def _decision_count(batch: Iterable[tuple[Any, ...]]) -> int:
-    return sum(1 for entry in batch if entry[0] in VERDICT_NAMES)
+    return sum(1 for entry in batch if entry[0] in VERDICTS)
 
 
 def _held_url(blob: bytes) -> str | None:
@@ -622,19 +553,6 @@ def _held_url(blob: bytes) -> str | None:
         return str(doc["url"])
     except Exception:
         return None
-
-
-def _b64(body: bytes) -> str:
-    import base64
-
-    return base64.b64encode(body).decode("ascii")
-
-
-def make_recorder(crawler: Crawler, config: Config, clock: Callable[[], float]) -> NullRecorder:
-    """A new recorder: a NullRecorder unless REP_RECORD is set (use ``recorder_for``)."""
-    if config.record is None:
-        return NullRecorder()
-    return Recorder(crawler, config, clock)
 
 
 # One recorder per crawler: the downloader middleware (robots.txt decisions) and the
@@ -648,5 +566,6 @@ def recorder_for(crawler: Crawler, config: Config, clock: Callable[[], float]) -
     The downloader middleware closes it at spider_closed."""
     recorder = _RECORDERS.get(crawler)
     if recorder is None:
-        recorder = _RECORDERS[crawler] = make_recorder(crawler, config, clock)
+        recorder = NullRecorder() if config.record is None else Recorder(crawler, config, clock)
+        _RECORDERS[crawler] = recorder
     return recorder

@@ -37,13 +37,6 @@ def _origin_line(rt: OriginRuntime) -> str:
     )
 
 
-def _was_unreachable(totals: SummaryTotals) -> str:
-    """The unreachable spells of the whole crawl (recovered ones too), as the stats
-    count them: a 503 that turned 200 is "0 unreachable" at close, not never."""
-    spells = totals.unreachable_spells
-    return f"{spells} time(s) (robotstxt/unreachable)" if spells else "0"
-
-
 def log_summary(
     runtimes: list[OriginRuntime],
     evicted: SummaryTotals,
@@ -63,11 +56,15 @@ def log_summary(
             rt.origin,
         ),
     )[:MAX_LISTED_ORIGINS]
+    # The unreachable spells of the whole crawl (recovered ones too), as the stats count
+    # them: a 503 that turned 200 is "0 unreachable" at close, not never.
+    spells = totals.unreachable_spells
+    was_unreachable = f"{spells} time(s) (robotstxt/unreachable)" if spells else "0"
     lines = [
         f"scrapy-rep summary: {totals.origins} origin(s): {totals.states[RULES]} with rules, "
         f"{totals.states[ALLOW_ALL]} allow-all, {totals.states['unreachable']} unreachable, "
         f"{totals.states['unknown']} unknown (no answer before the spider closed); "
-        f"turned unreachable during the crawl: {_was_unreachable(totals)}; "
+        f"turned unreachable during the crawl: {was_unreachable}; "
         f"stale copies used: {totals.stale_used}; "
         f"requests forbidden: {totals.dropped}, delayed: {totals.delayed}, dropped at close: "
         f"{totals.dropped_at_close}, handed back: {totals.handed_back}; "
@@ -92,7 +89,9 @@ def log_usage_refusals(
     if not refusals:
         return
     verb = "would be dropped (audit)" if audit else "dropped"
-    totals = {cause: sum(c.get(cause, 0) for c in refusals.values()) for cause in USAGE_CAUSES}
+    totals = {
+        cause: sum(c.get(cause, 0) for c in refusals.values()) for cause in ("robots", "header")
+    }
     ranked = sorted(refusals.items(), key=lambda item: (-sum(item[1].values()), item[0]))
     lines = [
         f"scrapy-rep usage preferences: {sum(totals.values())} request(s) {verb} for a "
@@ -107,9 +106,6 @@ def log_usage_refusals(
         lines.append(f"  ... and {len(ranked) - MAX_LISTED_ORIGINS} more origin(s)")
     logger.info("\n".join(lines))
     stats.set_value("rep/usage/refused_origins", len(refusals))
-
-
-USAGE_CAUSES = ("robots", "header")
 
 
 def log_page_directives(per_origin: Mapping[str, Mapping[str, int]], *, mode: str) -> None:
