@@ -29,10 +29,8 @@ class Addon:
     once and only scrapy-rep decides. ``ROBOTSTXT_OBEY`` stays the switch."""
 
     def update_settings(self, settings: BaseSettings) -> None:
-        # replace_in_component_priority_dict raises KeyError here: the stock class is
-        # in DOWNLOADER_MIDDLEWARES_BASE, not DOWNLOADER_MIDDLEWARES.
-        # Disabling it by its import path, the key the base dict uses, works on every
-        # supported Scrapy (2.14 ignores a class key set to None for a path key).
+        # Disabled by its import path, the key of DOWNLOADER_MIDDLEWARES_BASE (so
+        # replace_in_component_priority_dict raises KeyError; 2.14 ignores a class key).
         ours = _resolve(OUR_PATH)
         middlewares = settings.getdict("DOWNLOADER_MIDDLEWARES")
         for key in list(middlewares):
@@ -41,8 +39,7 @@ class Addon:
             if _resolve(key) is _resolve(STOCK_PATH):
                 del middlewares[key]  # the stock class by another key: one key is enough
             elif middlewares[key] is not None:
-                # A project's subclass of the stock middleware would fetch robots.txt a
-                # second time and drop requests by the stock rules (docs/compat.md).
+                # A subclass would fetch robots.txt twice and drop by the stock rules.
                 middlewares[key] = None
                 logger.info(
                     "scrapy-rep add-on: disabled %s (a subclass of Scrapy's "

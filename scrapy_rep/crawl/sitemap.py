@@ -1,11 +1,9 @@
 """SitemapSpider's own robots.txt request, answered from scrapy-rep's copy (docs/compat.md).
 
-A ``SitemapSpider`` whose ``sitemap_urls`` name a robots.txt requests that file itself
-(``compat.is_sitemap_spider_request``) to read its ``Sitemap:`` lines; with robots.txt obeyed,
-the site would be asked for it twice (Scrapy issue #3967). The spider's request is held
-like any request of an undecided origin, so by the time it reaches the downloader
-scrapy-rep has the file: a fresh copy answers it and the site sees one request. The
-sitemaps it lists are ordinary requests, decided by the rules as usual.
+A ``SitemapSpider`` whose ``sitemap_urls`` name a robots.txt requests that file itself,
+so the site would be asked for it twice (Scrapy issue #3967). The request is held like
+any of an undecided origin, so by the time it reaches the downloader a fresh copy
+answers it and the site sees one request.
 """
 
 from __future__ import annotations
@@ -52,8 +50,7 @@ class SitemapRobotsCopy:
         parts = urlparse_cached(request)
         if parts.path != "/robots.txt" or parts.query:
             return None
-        # Only a fresh copy: an expired one is being refetched, and the spider wants the
-        # file as it is now (it then downloads it itself).
+        # Only a fresh copy: the spider wants the file as it is now.
         if evaluation.source != FRESH or record is None:
             return None
         if evaluation.kind == RULES:
