@@ -104,8 +104,6 @@ class PageDirectivesMiddleware:
             }[self.mode],
         )
 
-    # -- reading -----------------------------------------------------------------------
-
     def process_spider_input(self, response: Response, spider: Spider | None = None) -> None:
         request = response.request
         if request is None or response.meta.get("dont_obey_robotstxt"):

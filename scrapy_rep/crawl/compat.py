@@ -45,8 +45,7 @@ STOCK_PATH = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
 
 
 def _engine_slot(crawler: Crawler) -> Any:
-    # why: the engine keeps its scheduler, its wake-up call and its closing state only on
-    # ``ExecutionEngine._slot`` (None before the spider opens)
+    # why: the engine keeps its scheduler, wake-up and closing state only on ``_slot``
     return getattr(crawler.engine, "_slot", None)
 
 
@@ -69,8 +68,7 @@ def engine_takes_requests(crawler: Crawler) -> bool:
 
 def wake_engine(crawler: Crawler) -> None:
     """Have the engine pull from the scheduler now, not at its next heartbeat (5 s)."""
-    # why: ``engine._slot.nextcall`` is the engine's own wake-up; no public call wakes it
-    # without scheduling a request
+    # why: ``engine._slot.nextcall``: no public call wakes it without scheduling a request
     nextcall = getattr(_engine_slot(crawler), "nextcall", None)
     if nextcall is not None:
         nextcall.schedule()
@@ -79,8 +77,7 @@ def wake_engine(crawler: Crawler) -> None:
 def reschedule(crawler: Crawler, request: Request) -> None:
     """Put a released request into the scheduler without a second ``request_scheduled``
     (its receivers saw it when it was held); the caller checks ``engine_takes_requests``."""
-    # why: a copy of the part of ``ExecutionEngine._schedule_request`` after the signal,
-    # on ``engine._slot.scheduler``; Scrapy has no call that schedules without announcing
+    # why: no call schedules without announcing: ``_schedule_request`` after its signal
     engine: Any = crawler.engine
     slot = engine._slot
     if not slot.scheduler.enqueue_request(request):
@@ -93,8 +90,7 @@ def reschedule(crawler: Crawler, request: Request) -> None:
 def not_scheduled(reason: str) -> Failure:
     """What a ``request_scheduled`` receiver returns to keep a request out of the
     scheduler without a traceback (whose frames would form a cycle around the request)."""
-    # why: ``ExecutionEngine._schedule_request`` drops a request when any receiver's
-    # result is a Failure of IgnoreRequest; only raising it is documented
+    # why: ``_schedule_request`` drops on a Failure of IgnoreRequest; only raising is documented
     return Failure(IgnoreRequest(reason))  # type: ignore[no-untyped-call]
 
 
@@ -183,8 +179,7 @@ def new_slot_timing(downloader: Any, key: str) -> tuple[float, float]:
 
 def keep_new_slot_timing(downloader: Any, key: str, delay: float, jitter: float) -> None:
     """Make every slot Scrapy makes for ``key`` from now on start with this timing."""
-    # why: ``Downloader.per_slot_settings`` is what a new slot reads, so the timing
-    # survives the slot being collected after 60 s idle
+    # why: ``Downloader.per_slot_settings`` is what a new slot reads
     settings = downloader.per_slot_settings.setdefault(key, {})
     settings["delay"] = delay
     if hasattr(downloader, "_jitter"):  # Scrapy 2.19+
@@ -237,8 +232,7 @@ _EPOCH_2001 = 978_307_200.0  # a wall-clock stamp is larger; a monotonic one (up
 def slot_ready_in(slot: Any) -> float:
     """Seconds until a live slot lets its next download go, at the longest its jitter
     allows."""
-    # why: ``Slot.lastseen`` is stamped with time.monotonic() since Scrapy 2.19 and with
-    # time.time() before; the delay and jitter are the slot's fields
+    # why: ``Slot.lastseen`` is time.monotonic() since Scrapy 2.19, time.time() before
     if not slot.lastseen:
         return 0.0
     longest = float(slot.delay) * (1 + slot_jitter(slot))
@@ -250,8 +244,7 @@ def slot_ready_in(slot: Any) -> float:
 def counter_on_stats_dict(stats: Any) -> Callable[..., None] | None:
     """``count(key, n)``: what Scrapy's own ``StatsCollector.inc_value`` does, without
     Scrapy 2.19's per-access wrapper; None for a collector that overrides ``inc_value``."""
-    # why: the counts live in ``StatsCollector._stats``, read through
-    # object.__getattribute__ because the collector's own wraps every access
+    # why: the counts live in ``_stats``, read past the collector's own __getattribute__
     if getattr(type(stats), "inc_value", None) is not StatsCollector.inc_value:
         return None
     get_attribute = object.__getattribute__
@@ -283,23 +276,20 @@ def request_field_readers() -> dict[str, Callable[[Request], Any]]:
 
 def has_receivers(crawler: Crawler, signal: object) -> bool:
     """Whether any live receiver is connected to ``signal``."""
-    # why: pydispatch's ``getAllReceivers``/``liveReceivers`` are how
-    # scrapy.utils.signal finds the receivers it calls; SignalManager has no such query
+    # why: SignalManager has no such query; scrapy.utils.signal asks pydispatch this way
     receivers = getAllReceivers(crawler.signals.sender, signal)
     return any(True for _ in liveReceivers(receivers))
 
 
 def is_sitemap_spider_request(request: Request) -> bool:
     """Whether SitemapSpider made ``request`` to read a sitemap or a robots.txt."""
-    # why: SitemapSpider marks its own requests only by its private callback
-    # ``_parse_sitemap``
+    # why: SitemapSpider marks its requests only by its private callback ``_parse_sitemap``
     return getattr(request.callback, "__name__", None) == "_parse_sitemap"
 
 
 def command_line() -> list[str]:
     """This process's command line as it was started."""
-    # why: ``scrapy.cmdline`` pops the command name from ``sys.argv`` and records it
-    # nowhere a component can read; ``sys.orig_argv`` (Python 3.10+) keeps it
+    # why: ``scrapy.cmdline`` pops the command name from ``sys.argv``; ``sys.orig_argv`` keeps it
     return [str(arg) for arg in getattr(sys, "orig_argv", sys.argv)]
 
 

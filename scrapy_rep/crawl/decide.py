@@ -83,8 +83,6 @@ class Decider:
         self.token_for = self.tokens.token_for
         self.slot_delays = SlotDelays(crawler, config.max_crawl_delay)
 
-    # -- verdicts ----------------------------------------------------------------------
-
     def parsed(self, rt: OriginRuntime, body: bytes) -> RobotsTxt:
         """The parsed copy of *body*: the origin's (made by decide() just before), else
         parsed here (a small file)."""
@@ -154,12 +152,7 @@ class Decider:
     async def parsed_for(self, origin: str, body: bytes, request: Request) -> RobotsTxt:
         """The parsed copy of *body* ready for *request*'s crawler, as decide() gets it:
         what ``robots_parsed`` receivers get, so their queries cost the reactor nothing."""
-        rt = self.origins.get(origin)
-        token = self.token_for(request)
-        robots = self._ready(rt, body, token)
-        if robots is None:
-            robots = await self.robots_for(rt, body, token)
-        return robots
+        return await self.robots_for(self.origins.get(origin), body, self.token_for(request))
 
     async def decide(self, request: Request, evaluation: Evaluation, rt: OriginRuntime) -> None:
         """Record the decision on the request; raise IgnoreRequest to drop it. Awaits

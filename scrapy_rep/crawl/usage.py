@@ -83,8 +83,6 @@ class UsageKeeper:
             ", ".join(self.purposes) or "none declared (REP_PURPOSES)",
         )
 
-    # -- purposes ----------------------------------------------------------------------
-
     def purposes_for(self, request: Request) -> tuple[str, ...]:
         raw = request.meta.get(PURPOSES_META_KEY)
         if raw is None:

@@ -1,8 +1,5 @@
-"""All scrapy-rep settings, read once into a frozen, validated ``Config``.
-
-Every setting is read here and nowhere else. A bad value raises ``SettingError``,
-which names the setting, at start-up rather than half-way through a crawl.
-"""
+"""All scrapy-rep settings, read here once into a frozen, validated ``Config``: a bad
+value raises ``SettingError``, naming the setting, at start-up, not half-way through."""
 
 from __future__ import annotations
 
@@ -25,9 +22,7 @@ class SettingError(ValueError):
     """A scrapy-rep (or related Scrapy) setting has a value we cannot use."""
 
 
-# -- readers: (raw value, setting name, default) -> value, or SettingError -----------
-# A reader gets what the settings hold for one name (None when unset) and the default
-# that applies; the bounds a value must keep are given where ``Config`` names the reader.
+# -- readers: (raw value or None, setting name, default) -> value, or SettingError -----
 
 Reader = Callable[[Any, str, Any], Any]
 
@@ -187,13 +182,9 @@ def storage_spec(raw: Any, name: str = "REP_STORAGE", default: Any = "sqlite") -
 
 @dataclass(frozen=True, slots=True)
 class StorePlace:
-    """``REP_STORAGE`` parsed once: which kind of store, and where it is.
-
-    ``kind`` is ``memory``, ``sqlite``, ``redis`` or ``class``; ``location`` is the
-    SQLite file as written after ``sqlite:`` ("" for the project data dir), the Redis
-    URL (with its password: never log it, ``describe()`` masks it) or the class import
-    path. The storage factory and the crawl read these and never the setting's text.
-    """
+    """``REP_STORAGE`` parsed once: ``kind`` (``memory``, ``sqlite``, ``redis`` or
+    ``class``) and ``location`` (the SQLite file after ``sqlite:``, "" for the project
+    data dir; the Redis URL, with its password: never log it; the class import path)."""
 
     kind: str
     location: str = field(default="", repr=False)
@@ -309,15 +300,11 @@ class Config:
     # line or a traceback may print (the store modules mask it where they log it).
     storage: str = setting("REP_STORAGE", "sqlite", storage_spec, repr=False)
     memory_max_origins: int = setting("REP_MEMORY_MAX_ORIGINS", 100_000, integer(minimum=1))
-    # Estimated bytes of robots.txt copies (bodies and parsed rules) that origins keep in
-    # RAM; beyond it the least recently used idle origins drop theirs and read the store
-    # again on their next request. 64 MiB: about 8,000 origins of the corpus's mean size
-    # (4 KB), 30,000 of its median; the runtimes themselves stay bounded by count.
+    # Estimated bytes of robots.txt copies kept in RAM. 64 MiB: about 8,000 origins of
+    # the corpus's mean size (4 KB), 30,000 of its median.
     memory_max_bytes: int = setting("REP_MEMORY_MAX_BYTES", 64 * 2**20, integer(minimum=0))
-    # Fetch leases in a shared store (docs/storage.md): a lease lasts REP_LEASE_TTL
-    # seconds and the running fetch renews it, so a holder that dies blocks its origin
-    # for at most that long whatever DOWNLOAD_TIMEOUT is. REP_LEASE_TIMEOUT is its old
-    # name, still honoured when REP_LEASE_TTL is unset.
+    # A fetch lease in a shared store (docs/storage.md), renewed while the fetch runs: a
+    # dead holder blocks its origin this long at most. REP_LEASE_TIMEOUT: its old name.
     lease_ttl: float = setting(
         "REP_LEASE_TTL", 30.0, number(positive=True), fallback="REP_LEASE_TIMEOUT"
     )
@@ -330,26 +317,20 @@ class Config:
     usage_mode: str = setting("REP_USAGE_MODE", "record", choice(*USAGE_MODES))
     # Page-level directives: robots meta tag, X-Robots-Tag, rel=nofollow (docs/page.md).
     page_mode: str = setting("REP_PAGE_MODE", "record", choice(*PAGE_MODES))
-    # How long a spider with nothing to do but wait on robots.txt stays open: 25 min
-    # (1500 s) of idleness, counted from its last other work (docs/waiting.md).
+    # How long a spider with nothing to do but wait on robots.txt stays open.
     idle_wait: float = setting("REP_IDLE_WAIT", 1500.0, number())
-    # Held requests kept in memory (about 1 KB each, so about 100 MB at the bound);
-    # beyond this they spill to disk (Scrapy's disk queues, about 230 us each).
+    # Held requests kept in memory (about 1 KB each); beyond, they spill to disk.
     memory_max_held: int = setting("REP_MEMORY_MAX_HELD", 100_000, integer(minimum=1))
-    # robots.txt fetches in flight at once: CONCURRENT_REQUESTS, Scrapy's default
-    # (engine.download_async bypasses the engine's own limit).
+    # robots.txt fetches in flight (engine.download_async bypasses the engine's limit)
     fetch_concurrency: int = setting("CONCURRENT_REQUESTS", 16, integer(minimum=1))
     # How often the "still waiting" INFO line may repeat (0 = never); Scrapy's default.
     logstats_interval: float = setting("LOGSTATS_INTERVAL", 60.0, number())
     # how long a crashed process's parked requests wait before another adopts them
     cluster_heartbeat: float = setting("REP_CLUSTER_HEARTBEAT", 30.0, number(positive=True))
-    # Waiting requests also recorded in a shared store (Redis, SQLite), so a kill -9
-    # loses none and the next run adopts what a stopped one kept. None (the default):
-    # only where the crawl itself persists (JOBDIR, a persistent scheduler), as Scrapy
-    # keeps its own queue only there (docs/waiting.md "When the spider closes").
+    # Waiting requests also kept in a shared store, so a kill -9 loses none. None: only
+    # where the crawl itself persists (docs/waiting.md "When the spider closes").
     durable_waiting: bool | None = setting("REP_DURABLE_WAITING", None, optional_boolean)
-    # The compliance record (docs/record.md): a path that may hold %(name)s, %(time)s and
-    # %(pid)s; unset = no record.
+    # The compliance record (docs/record.md); unset = no record.
     record: str | None = setting("REP_RECORD", None, record_path_template)
     # ``storage`` parsed (set from it by __post_init__): what every reader uses.
     store_place: StorePlace = field(init=False, repr=False, compare=False)
@@ -408,10 +389,8 @@ def _check_together(values: Mapping[str, Any]) -> None:
 
 
 def unknown_settings(settings: Mapping[str, Any]) -> list[tuple[str, str | None]]:
-    """``REP_*`` names in ``settings`` that scrapy-rep does not read, each with the
-    closest name it does read (None when none is close): most are typos, which would
-    otherwise leave the default in force without a word. No other tool is known to
-    use the ``REP_`` prefix."""
+    """``REP_*`` names in ``settings`` that scrapy-rep does not read (most are typos),
+    each with the closest name it does read, or None."""
     known = sorted(name for name in SETTING_NAMES if name.startswith("REP_"))
     found = []
     for name in sorted(str(key) for key in settings if str(key).startswith("REP_")):
