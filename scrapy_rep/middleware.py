@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request, signals
 from scrapy.exceptions import DontCloseSpider, IgnoreRequest, NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet.task import LoopingCall
 
 from scrapy_rep.crawl import compat
 from scrapy_rep.crawl.closing import WaitingAtClose, fate_of
+from scrapy_rep.crawl.cluster_delay import make_cluster_delay
 from scrapy_rep.crawl.coordinator import OriginCoordinator
 from scrapy_rep.crawl.decide import Decider, stat_counter
 from scrapy_rep.crawl.durable_waiting import (
@@ -31,6 +33,7 @@ from scrapy_rep.crawl.fetcher import FETCH_META_KEY, RobotsFetcher
 from scrapy_rep.crawl.origins import Origins
 from scrapy_rep.crawl.record import recorder_for
 from scrapy_rep.crawl.release_retry import ReleaseRetry
+from scrapy_rep.crawl.report import log_summary
 from scrapy_rep.crawl.request_codec import RequestCodec
 from scrapy_rep.crawl.scheduling import (
     NOT_SCHEDULED,
@@ -141,9 +144,7 @@ class RobotsTxtMiddleware:
         self._sitemap_spider = True
         self.usage = UsageKeeper(crawler, config, self.decider, self.recorder)
         self.idle = IdleWatch(config.idle_wait, config.logstats_interval)
-        self._adopting: Any = None
-        from scrapy_rep.crawl.cluster_delay import make_cluster_delay
-
+        self._adopting: LoopingCall | None = None
         self.cluster_delay = make_cluster_delay(
             crawler,
             config,
@@ -317,8 +318,6 @@ class RobotsTxtMiddleware:
         self.bridge.on_spider_opened()
         self.closing.install_handback()
         if self.keeper.durable:
-            from twisted.internet.task import LoopingCall
-
             self._adopting = LoopingCall(self._adopt)
             self._adopting.start(ADOPT_INTERVAL, now=False)
 
@@ -388,8 +387,6 @@ class RobotsTxtMiddleware:
         # Requests released after the scheduler closed (robots.txt answered late).
         self.closing.empty_room(handing_back=False)
         self.closing.finish(handed_back)
-        from scrapy_rep.crawl.report import log_summary
-
         audit = None
         if not self.config.enforce:
             audit = (

@@ -30,12 +30,7 @@ from scrapy_rep.crawl.stepping import run_steps
 from scrapy_rep.crawl.usage import header_lines
 from scrapy_rep.policy.config import Config, SettingError
 from scrapy_rep.policy.origin import origin_of_memo
-from scrapy_rep.robotstxt._page import (
-    NofollowLinks,
-    PageDirectives,
-    head_may_name,
-    page_directives,
-)
+from scrapy_rep.robotstxt._page import NofollowLinks, PageDirectives, head_may_name, page_directives
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Generator, Iterable, Iterator
@@ -165,12 +160,8 @@ class PageDirectivesMiddleware:
 
     def origin_counts(self, url: str) -> dict[str, int]:
         origin = origin_of_memo(url) or url
-        counts = self.per_origin.get(origin)
-        if counts is None:
-            counts = self.per_origin[origin] = dict.fromkeys(
-                ("noindex", "nofollow", "requests", "items"), 0
-            )
-        return counts
+        fresh = dict.fromkeys(("noindex", "nofollow", "requests", "items"), 0)
+        return self.per_origin.setdefault(origin, fresh)
 
     def _on_spider_closed(self, spider: Spider, reason: str) -> None:
         log_page_directives(self.per_origin, mode=self.mode)

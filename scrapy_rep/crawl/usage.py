@@ -183,9 +183,9 @@ class UsageKeeper:
         for (values, use), count in pending.items():
             for label, value in zip(LABELS, values, strict=True):
                 if value != UNKNOWN:  # counted: what a site declared, not its silence
-                    inc(_stat_key(label, value), count)
+                    inc(f"rep/usage/{label}/{value}", count)
             if use is not None and use != UNKNOWN:
-                inc(_stat_key("use", use), count)
+                inc(f"rep/usage/use/{use}", count)
 
     def _refuse(
         self, request: Request, origin: str, usage: Usage, refused: list[str], cause: str
@@ -236,16 +236,6 @@ def unknown_doc(purposes: tuple[str, ...], url: str) -> dict[str, Any]:
         "refused": [],
         "url": url,
     }
-
-
-_STAT_KEYS: dict[tuple[str, str], str] = {}
-
-
-def _stat_key(label: str, value: str) -> str:
-    key = _STAT_KEYS.get((label, value))
-    if key is None:  # (a few label x value pairs: built once each)
-        key = _STAT_KEYS[label, value] = f"rep/usage/{label}/{value}"
-    return key
 
 
 def _doc(usage: Usage, purposes: tuple[str, ...], refused: list[str], url: str) -> dict[str, Any]:
