@@ -41,7 +41,7 @@ from scrapy_rep.crawl.scheduling import (
     SchedulerBridge,
     one_shot_command,
 )
-from scrapy_rep.crawl.sitemap import SitemapRobotsCopy
+from scrapy_rep.crawl.sitemap import copy_response, is_sitemap_spider
 from scrapy_rep.crawl.store_calls import installed_reactor
 from scrapy_rep.crawl.usage import UsageKeeper
 from scrapy_rep.crawl.visibility import IdleWatch, duration
@@ -139,7 +139,6 @@ class RobotsTxtMiddleware:
         self.closing = WaitingAtClose(
             crawler, self.room, self.bridge, self.keeper, origins, self.clock, self.recorder
         )
-        self.sitemap_copy = SitemapRobotsCopy(crawler)
         # False once the spider is known not to be a SitemapSpider (nothing to ask then)
         self._sitemap_spider = True
         self.usage = UsageKeeper(crawler, config, self.decider, self.recorder)
@@ -257,7 +256,7 @@ class RobotsTxtMiddleware:
             if evaluation.ready and self.decider.decide_now(request, evaluation, rt):
                 self.usage.on_request(request, rt, evaluation)
                 if self._sitemap_spider:
-                    return self.sitemap_copy.response_for(request, evaluation, rt.record)
+                    return copy_response(self.crawler, request, evaluation, rt.record)
                 return None
         evaluation = self.coordinator.evaluate(origin, request)
         if not self._may_proceed(evaluation) and self.origins.reloading(origin):
@@ -287,7 +286,7 @@ class RobotsTxtMiddleware:
             if later is not None:
                 return later
         # SitemapSpider's own robots.txt request: answered from our copy (crawl/sitemap.py).
-        return self.sitemap_copy.response_for(request, evaluation, record)
+        return copy_response(self.crawler, request, evaluation, record)
 
     async def process_response(
         self, request: Request, response: Response, spider: Spider | None = None
@@ -314,7 +313,7 @@ class RobotsTxtMiddleware:
     # -- lifecycle ---------------------------------------------------------------------
 
     def _on_spider_opened(self, spider: Spider) -> None:
-        self._sitemap_spider = self.sitemap_copy.applies_to(spider)
+        self._sitemap_spider = is_sitemap_spider(spider)
         self.bridge.on_spider_opened()
         self.closing.install_handback()
         if self.keeper.durable:

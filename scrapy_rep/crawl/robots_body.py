@@ -49,8 +49,7 @@ class _Output:
     def add(self, data: bytes) -> None:
         self.parts.append(data)
         self.size += len(data)
-        if self.size > self.limit:
-            self.full = True
+        self.full = self.size > self.limit
 
     def result(self, *, ended: bool, error: str | None = None) -> Decoded:
         body = b"".join(self.parts)[: self.limit]
@@ -111,7 +110,7 @@ def _bounded_brotli(module: Any) -> Any:
     except TypeError:
         return None
     except Exception:  # an empty input may be an error: the argument worked
-        return module
+        pass
     return module
 
 
