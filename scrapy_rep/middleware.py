@@ -95,7 +95,6 @@ class RobotsTxtMiddleware:
         assert crawler.stats is not None
         self.stats = crawler.stats
         self._inc = stat_counter(self.stats)
-        self.policy = RobotsPolicy(config)
         codec = RequestCodec(crawler)  # held requests as bytes
         self.keeper = make_durable_waiting(crawler, config, self.storage, codec)
         self.bridge = SchedulerBridge(crawler)
@@ -123,7 +122,7 @@ class RobotsTxtMiddleware:
         self.fetcher = RobotsFetcher(crawler, config, self.clock, self.decider.parsed_for)
         self.one_shot = one_shot_command()
         self.coordinator = OriginCoordinator(
-            self.policy,
+            RobotsPolicy(config),
             self.storage,
             self.fetcher,
             self.clock,

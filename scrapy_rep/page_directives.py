@@ -217,9 +217,7 @@ class ActingPageDirectivesMiddleware(PageDirectivesMiddleware):
         self, response: Response, result: Iterable[Any], spider: Spider | None = None
     ) -> Iterable[Any]:
         state = self._page_state(response)
-        if state is None:
-            return result
-        return self._checked(state, result)
+        return result if state is None else self._checked(state, result)
 
     def _checked(self, state: _PageOutput, result: Iterable[Any]) -> Iterator[Any]:
         try:

@@ -59,9 +59,8 @@ def engine_takes_requests(crawler: Crawler) -> bool:
     """Whether a request scheduled now will be crawled: a spider is open, the engine is
     not closing."""
     # why: ``engine._slot.closing`` is the only sign that the engine has begun closing
-    engine = crawler.engine
-    slot = _engine_slot(crawler)
-    if engine is None or getattr(engine, "spider", None) is None or slot is None:
+    slot = _engine_slot(crawler)  # (None without an engine)
+    if slot is None or getattr(crawler.engine, "spider", None) is None:
         return False
     return getattr(slot, "closing", None) is None
 

@@ -1,7 +1,6 @@
 """Per-request decisions: the verdict of the origin's rules for the request's product
-token (crawl/product_token.py), recorded in its meta; the parsed copies of robots.txt
-the verdicts come from (a large one prepared in steps); and Crawl-delay, kept on
-Scrapy's download slots."""
+token, recorded in its meta; the parsed copies it comes from (a large one prepared in
+steps); and Crawl-delay, kept on Scrapy's download slots."""
 
 from __future__ import annotations
 
@@ -44,11 +43,9 @@ REASON_FALLBACK_ALLOW = "fallback-allow"  # unreachable too long, REP_UNREACHABL
 REASON_FALLBACK_DISALLOW = "fallback-disallow"
 REASON_UNREACHABLE = "unreachable"  # no copy applies yet (audit mode records would-delay)
 SOURCE_UNREACHABLE = "unreachable"  # beside fresh, expired, stale, fallback (policy)
-# docs/rfc.md, "cost": the reactor never waits more than 25 ms on robots.txt work, and
-# the worst 500 KiB files parse (and the worst groups compile) in 30-90 ms, so a file
-# from this size is parsed, and a group of this many rules compiled, in bounded steps
-# (crawl/stepping.py; bench_adversarial.py: ~7 ms per 64 KiB, ~3 ms per 2,048 rules).
-# 49 of the 4,231 corpus files are this large.
+# A file from this size is parsed, and a group of this many rules compiled, in bounded
+# steps (crawl/stepping.py, docs/rfc.md "cost"; bench_adversarial.py: the worst shapes
+# cost ~7 ms per 64 KiB, ~3 ms per 2,048 rules). 49 of the 4,231 corpus files are this large.
 STEPPED_OCTETS = 65_536
 STEPPED_RULES = 2_048
 
@@ -68,17 +65,13 @@ class Decider:
         origins: Origins,
         recorder: NullRecorder | None = None,
     ) -> None:
-        self.crawler = crawler
         self.recorder = recorder or NullRecorder()
         self.config = config
-        assert crawler.stats is not None
-        self.stats = crawler.stats
         self._count = stat_counter(crawler.stats)  # (per request: see stat_counter)
         self.origins = origins  # the parsed copies live on their runtimes
         # origin -> requests waiting for the steps preparing its copy (run by another)
         self._working: dict[str, list[Deferred[None]]] = {}
-        # which product token a request's crawler obeys (crawl/product_token.py); its
-        # bound method, not a wrapper: it runs on every request
+        # (its bound method, not a wrapper: it runs on every request)
         self.tokens = ProductTokens(config, crawler)
         self.token_for = self.tokens.token_for
         self.slot_delays = SlotDelays(crawler, config.max_crawl_delay)
