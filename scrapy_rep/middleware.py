@@ -74,7 +74,9 @@ class RobotsTxtMiddleware:
     """RFC 9309 robots.txt, with Google's error states. Drop-in for Scrapy's middleware."""
 
     def __init__(self, crawler: Crawler) -> None:
-        warn_unknown_settings(crawler.settings)
+        for name, close in unknown_settings(crawler.settings):  # typos, most of them
+            hint = f"; did you mean {close}?" if close else ""
+            logger.warning("unknown setting %s is ignored%s", name, hint)
         try:
             self.config = config = Config.from_settings(crawler.settings)
             if not config.obey:  # (Scrapy says nothing of a middleware that is off)
@@ -394,10 +396,3 @@ class RobotsTxtMiddleware:
         log_summary(list(origins.runtimes()), origins.evicted, self.stats, audit=audit)
         self.storage.close()
         self.recorder.close()
-
-
-def warn_unknown_settings(settings: Any) -> None:
-    """One WARNING per ``REP_*`` setting scrapy-rep does not read (a typo)."""
-    for name, close in unknown_settings(settings):
-        hint = f"; did you mean {close}?" if close else ""
-        logger.warning("unknown setting %s is ignored%s", name, hint)

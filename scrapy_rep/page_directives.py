@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 import weakref
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
@@ -250,24 +251,17 @@ class ActingPageDirectivesMiddleware(PageDirectivesMiddleware):
             state.close()
 
 
+@dataclass(slots=True)
 class _PageOutput:
     """What one page's callback yields, checked against its directives; one DEBUG line
     for the page when it closes."""
 
-    def __init__(
-        self,
-        middleware: PageDirectivesMiddleware,
-        response: Response,
-        doc: dict[str, Any],
-        links: NofollowLinks | None,
-        writes_line: bool,
-    ) -> None:
-        self.middleware = middleware
-        self.response = response
-        self.doc = doc
-        self.links = links
-        self.writes_line = writes_line  # the page has directives: its line, at close
-        self.dropped: dict[str, int] = {}
+    middleware: PageDirectivesMiddleware
+    response: Response
+    doc: dict[str, Any]
+    links: NofollowLinks | None
+    writes_line: bool  # the page has directives: its line, at close
+    dropped: dict[str, int] = field(default_factory=dict)
 
     def keep(self, output: Any) -> bool:
         if isinstance(output, Request):

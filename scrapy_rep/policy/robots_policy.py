@@ -136,11 +136,9 @@ class RobotsPolicy:
         return min(self.config.retry_backoff * (2.0**exponent), self.config.max_retry_backoff)
 
     def evaluate(self, record: OriginRecord | None, now: float) -> Evaluation:
-        if record is None:
-            return Evaluation(ready=False, fetch_due=True)
+        if record is None or (record.kind is None and not record.unreachable):
+            return Evaluation(ready=False, fetch_due=True)  # (a record not by after_fetch)
         if not record.unreachable:
-            if record.kind is None:  # not produced by after_fetch; treat as unknown
-                return Evaluation(ready=False, fetch_due=True)
             if now < record.expires_at:
                 return Evaluation(
                     ready=True,
