@@ -333,9 +333,7 @@ class SlotDelays:
 
     def on_reached_downloader(self, request: Request, spider: Any = None) -> None:
         """Re-assert Crawl-delay before each download: AutoThrottle rewrites slot.delay
-        on every response and floors it only at DOWNLOAD_DELAY."""
-        if not self._delays:
-            return
+        on every response and floors it only at DOWNLOAD_DELAY (connected by the first)."""
         downloader = compat.downloader_of(self.crawler)
         if downloader is None:
             return

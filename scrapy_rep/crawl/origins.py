@@ -161,24 +161,13 @@ def _nothing_held(origin: str) -> int:
 
 
 class Origins:
-    """Runtimes by origin, least recently used first.
-
-    One idle runtime is evicted per new origin beyond ``limit`` (its record stays in the
-    store); a busy one (held requests, waiters, a fetch, a timer) is pinned until
-    ``settle`` finds it idle, so no held request is orphaned. Evicted origins are folded
-    into ``evicted``, so one that comes back is not counted twice in the summary.
-
-    Runtimes holding a copy of robots.txt are *resident*; beyond ``max_bytes`` the least
-    recently used idle ones are *unloaded*: they keep a body-less record and their
-    counters, and their next request reads the store again (no robots.txt fetch).
-    """
+    """Runtimes by origin, least recently used first: one idle runtime is evicted per new
+    origin beyond ``limit`` (a busy one is pinned until ``settle`` finds it idle, so no
+    held request is orphaned), and beyond ``max_bytes`` the least recently used idle
+    copies are *unloaded* (their next request reads the store again, no fetch)."""
 
     def __init__(
-        self,
-        limit: int,
-        *,
-        max_bytes: int = 2**62,
-        held: Callable[[str], int] = _nothing_held,
+        self, limit: int, *, max_bytes: int = 2**62, held: Callable[[str], int] = _nothing_held
     ) -> None:
         self.limit = max(limit, 1)
         self.max_bytes = max_bytes

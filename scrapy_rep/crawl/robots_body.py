@@ -10,6 +10,7 @@ decoded and advertised (``accept_encoding``).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import io
 import zlib
@@ -93,10 +94,8 @@ def _deflate(data: bytes, limit: int) -> Decoded:
 
 def _import_first(*names: str) -> Any:
     for name in names:
-        try:
+        with contextlib.suppress(ImportError):
             return importlib.import_module(name)
-        except ImportError:
-            continue
     return None
 
 
