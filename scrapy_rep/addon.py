@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from scrapy.utils.misc import load_object
+
 from scrapy_rep.crawl.compat import STOCK_PATH, is_stock_middleware
 
 if TYPE_CHECKING:
@@ -67,8 +69,6 @@ class Addon:
 
 def _resolve(key: object) -> object:
     """A component dict key (import path or class) as the class it names."""
-    from scrapy.utils.misc import load_object
-
     return load_object(key) if isinstance(key, str) else key
 
 

@@ -195,33 +195,28 @@ class RobotsTxtMiddleware:
         if origin is None:
             return None
         fresh = self.origins.fresh(origin, self.clock())
-        if fresh is not None and self._may_proceed(fresh[1]):
-            request.meta[SCHEDULED_META_KEY] = True
-            if request.dont_filter:
-                # so that an earlier run's parked copy of it is not crawled on top of it
-                self.keeper.passed(request)
-            return None
-        # Offsite drops it anyway: neither hold it nor let it cause a robots.txt fetch.
-        if self.bridge.offsite_drops(request):
-            return None
-        evaluation = self.coordinator.evaluate(origin, request)
-        if self._may_proceed(evaluation) or self.origins.reloading(origin):
+        if fresh is None or not self._may_proceed(fresh[1]):
+            # Offsite drops it anyway: neither hold it nor let it cause a robots.txt fetch.
+            if self.bridge.offsite_drops(request):
+                return None
+            evaluation = self.coordinator.evaluate(origin, request)
             # (an unloaded origin's store read is waited for by process_request)
-            request.meta[SCHEDULED_META_KEY] = True
-            if request.dont_filter:
-                self.keeper.passed(request)
-            return None
-        if self.one_shot and evaluation.wake_at is not None:
-            self._give_up(origin, [], "unreachable")
-            raise IgnoreRequest(f"robots.txt of {origin} is unreachable")
-        # An IgnoreRequest failure from a request_scheduled receiver keeps the request
-        # out of the scheduler without a request_dropped signal; a duplicate is dropped
-        # as the scheduler drops it (the dupefilter logs and counts it).
-        if self.bridge.seen_before(request):
-            return NOT_SCHEDULED
-        self.coordinator.hold(origin, request)
-        logger.debug("Delayed until robots.txt of %s is known: %s", origin, request)
-        return NOT_SCHEDULED
+            if not (self._may_proceed(evaluation) or self.origins.reloading(origin)):
+                if self.one_shot and evaluation.wake_at is not None:
+                    self._give_up(origin, [], "unreachable")
+                    raise IgnoreRequest(f"robots.txt of {origin} is unreachable")
+                # A Failure of IgnoreRequest keeps the request out of the scheduler without
+                # a request_dropped signal; a duplicate is dropped as the scheduler drops
+                # it (the dupefilter logs and counts it).
+                if not self.bridge.seen_before(request):
+                    self.coordinator.hold(origin, request)
+                    logger.debug("Delayed until robots.txt of %s is known: %s", origin, request)
+                return NOT_SCHEDULED
+        request.meta[SCHEDULED_META_KEY] = True
+        if request.dont_filter:
+            # so that an earlier run's parked copy of it is not crawled on top of it
+            self.keeper.passed(request)
+        return None
 
     def _may_proceed(self, evaluation: Evaluation) -> bool:
         if evaluation.ready:

@@ -334,14 +334,9 @@ async def send_robots_parsed(
     request: Request,
     parsed: Callable[[bytes, Request], Awaitable[RobotsTxt]] | None = None,
 ) -> None:
-    """Send ``robots_parsed`` (Scrapy 2.18+) for one fetched robots.txt, with the page
-    request that triggered the fetch, as Scrapy's own middleware does.
-
-    ``body`` is what scrapy-rep applies (empty for a 4xx), so the parser agrees with the
-    crawl's verdicts. When someone listens, the parser carries the crawl's own parsed
-    copy (*parsed*, a large file parsed in bounded steps), not a second parse on the
-    reactor at the receiver's first query.
-    """
+    """Send ``robots_parsed`` (Scrapy 2.18+) as Scrapy's own middleware does, with the
+    body scrapy-rep applies (empty for a 4xx) and, when someone listens, the crawl's own
+    parsed copy (*parsed*), not a second parse on the reactor at the first query."""
     signal = getattr(signals, "robots_parsed", None)
     if signal is None:  # Scrapy before 2.18 has no such signal
         return

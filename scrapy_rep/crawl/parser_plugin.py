@@ -27,12 +27,9 @@ def max_size_of(crawler: Crawler | None) -> int:
 
 
 class RobotParser(_ScrapyRobotParser):
-    """Scrapy parser plug-in backed by :class:`scrapy_rep.RobotsTxt`.
-
-    It matches groups by the crawler's product token (RFC 9309 §2.2.1), so a full
-    ``User-Agent`` string works as well as the token. The body is parsed on first use,
-    unless *parsed* is its parsed copy already (docs/rfc.md, "cost").
-    """
+    """Scrapy parser plug-in backed by :class:`scrapy_rep.RobotsTxt`: groups match by the
+    crawler's product token (RFC 9309 §2.2.1), so a full ``User-Agent`` works too. The
+    body is parsed on first use, unless *parsed* is its copy already."""
 
     def __init__(
         self,
