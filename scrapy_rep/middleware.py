@@ -205,9 +205,8 @@ class RobotsTxtMiddleware:
                 if self.one_shot and evaluation.wake_at is not None:
                     self._give_up(origin, [], "unreachable")
                     raise IgnoreRequest(f"robots.txt of {origin} is unreachable")
-                # A Failure of IgnoreRequest keeps the request out of the scheduler without
-                # a request_dropped signal; a duplicate is dropped as the scheduler drops
-                # it (the dupefilter logs and counts it).
+                # A Failure of IgnoreRequest keeps it out of the scheduler, with no
+                # request_dropped; a duplicate is dropped (and counted) as the scheduler would.
                 if not self.bridge.seen_before(request):
                     self.coordinator.hold(origin, request)
                     logger.debug("Delayed until robots.txt of %s is known: %s", origin, request)
@@ -225,8 +224,7 @@ class RobotsTxtMiddleware:
         return not self.config.enforce and evaluation.wake_at is not None
 
     def hold_until(self, origin: str, request: Request, when: float, reason: str) -> None:
-        """Keep ``request`` out of the scheduler until ``when`` (clock seconds), then gate it
-        again (cluster-wide Crawl-delay turns)."""
+        """Hold ``request`` until ``when`` (clock seconds), then gate it again."""
         self.room.hold_until(origin, request, when, reason)
 
     def _admit(self, origin: str, request: Request, since: float = 0.0) -> None:
@@ -261,8 +259,7 @@ class RobotsTxtMiddleware:
             evaluation = self.coordinator.evaluate(origin, request)
         if not self._may_proceed(evaluation):
             if request.meta.get(SCHEDULED_META_KEY):
-                # The origin is undecided (a refetch came back 503): back through the
-                # scheduler, where it waits without holding a download slot.
+                # Undecided again (a 503 refetch): it waits in the scheduler, holding no slot.
                 self._inc("robotstxt/requeued")
                 return request.replace(
                     dont_filter=True, meta={**request.meta, SCHEDULED_META_KEY: False}
@@ -374,7 +371,7 @@ class RobotsTxtMiddleware:
         if self.room.spilled_total:
             self.stats.set_value("robotstxt/spilled", self.room.spilled_total)
         origins = self.origins
-        if origins.unloaded:  # idle origins' copies dropped from RAM (REP_MEMORY_MAX_BYTES)
+        if origins.unloaded:  # (REP_MEMORY_MAX_BYTES)
             self.stats.set_value("robotstxt/unloaded", origins.unloaded)
         self.stats.set_value("robotstxt/resident_bytes_peak", origins.peak_resident_bytes)
         self.coordinator.close()

@@ -72,6 +72,11 @@ class PageDirectivesMiddleware:
         self.stats = crawler.stats
         # origin -> counts of pages and drops, for the closing summary
         self.per_origin: dict[str, dict[str, int]] = {}
+        # (audit, enforce) pages with directives whose record line waits for their
+        # output's drops (taken by the output check, or by process_spider_exception)
+        self._unrecorded: weakref.WeakKeyDictionary[Response, dict[str, Any]] = (
+            weakref.WeakKeyDictionary()
+        )
         crawler.signals.connect(self._on_spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self._on_spider_closed, signal=signals.spider_closed)
 
@@ -172,16 +177,6 @@ class ActingPageDirectivesMiddleware(PageDirectivesMiddleware):
     """``audit`` and ``enforce``: also checks what each page's callback yields (in
     ``record`` mode there are no output hooks, so Scrapy adds no step to any output)."""
 
-    def __init__(
-        self, crawler: Crawler, config: Config, tokens: ProductTokens, recorder: NullRecorder
-    ) -> None:
-        super().__init__(crawler, config, tokens, recorder)
-        # Pages with directives whose record line waits for their output's drops (taken
-        # by the output check, or by process_spider_exception).
-        self._unrecorded: weakref.WeakKeyDictionary[Response, dict[str, Any]] = (
-            weakref.WeakKeyDictionary()
-        )
-
     def _read(self, response: Response, doc: dict[str, Any]) -> None:
         if not _output_checked(response, doc):
             super()._read(response, doc)  # nothing can be dropped: its line is complete
@@ -242,8 +237,7 @@ class ActingPageDirectivesMiddleware(PageDirectivesMiddleware):
             async for output in result:
                 links = state.links
                 if isinstance(output, Request) and links is not None and not links.done:
-                    # A page of 10 MB with 100,000 links: read in steps, the reactor
-                    # serving other responses between two.
+                    # A 10 MB page's links: read in steps, the reactor serving others between.
                     await run_steps(_steps(links))
                 if state.keep(output):
                     yield output

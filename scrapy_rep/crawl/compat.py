@@ -188,9 +188,8 @@ def keep_new_slot_timing(downloader: Any, key: str, delay: float, jitter: float)
 
 
 def _default_slot_delay(downloader: Any) -> float:
-    # why: DOWNLOAD_DELAY as the downloader applies it to new slots: ``_delay`` (2.19+,
-    # AutoThrottle's start delay included); before, the spider's download_delay or the
-    # setting, read per new slot
+    # why: DOWNLOAD_DELAY as new slots get it: ``_delay`` (2.19+, AutoThrottle's start
+    # delay included); before, the spider's download_delay or the setting
     if hasattr(downloader, "_delay"):
         return float(downloader._delay or 0.0)
     spider = getattr(downloader.crawler, "spider", None)
@@ -259,9 +258,8 @@ def counter_on_stats_dict(stats: Any) -> Callable[..., None] | None:
 def request_field_readers() -> dict[str, Callable[[Request], Any]]:
     """For each of a Request's container fields, a reader that returns its value without
     creating it (None for one not created yet)."""
-    # why: those properties allocate an empty container on first read; the private
-    # attribute behind one (``_meta``, ``_headers``, ...) is None until then. Found by
-    # probing (2.14: meta and cb_kwargs; 2.19: also headers, cookies, flags)
+    # why: those properties create an empty container on first read; the private field
+    # behind one (``_meta``, ...) is None until then (found by probing: 2.14, 2.19 differ)
     probe = Request("http://a.invalid/")
     readers: dict[str, Callable[[Request], Any]] = {}
     for name in ("headers", "cookies", "meta", "flags", "cb_kwargs"):
@@ -296,9 +294,8 @@ class CommandHelpFormatter(ScrapyHelpFormatter):
     """Scrapy's command help formatter, but the description keeps its line breaks and an
     option's help line ending in a colon is not made a heading."""
 
-    # why: Scrapy makes its headings in ``ScrapyHelpFormatter._join_parts`` (for every
-    # line ending in a colon), over argparse's ``_format_action`` and ``_fill_text``;
-    # argparse documents no other way to change either
+    # why: Scrapy makes a heading of every line ending in a colon in ``_join_parts``, over
+    # argparse's ``_format_action`` and ``_fill_text``, with no documented way around
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
         return "".join(indent + line for line in text.splitlines(keepends=True))

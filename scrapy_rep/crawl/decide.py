@@ -51,9 +51,8 @@ STEPPED_RULES = 2_048
 
 
 def stat_counter(stats: Any) -> Callable[..., None]:
-    """``count(key, n=1)``: ``stats.inc_value(key, n)``, as one dict update when the
-    collector's ``inc_value`` is Scrapy's own: Scrapy 2.19 wraps every attribute access
-    of the collector (about 2 µs a call, more than deciding a request takes)."""
+    """``stats.inc_value``, as one dict update when it is Scrapy's own: Scrapy 2.19 wraps
+    every access of the collector (about 2 µs a call, more than deciding a request)."""
     return compat.counter_on_stats_dict(stats) or stats.inc_value
 
 
@@ -172,8 +171,7 @@ class Decider:
                 return False
             self._decide_rules(request, evaluation, rt, robots, token)
             return True
-        # Every decision has the same keys (docs: "Meta and stats"); line, rule and
-        # groups are filled only when a rule set decided.
+        # Every decision has the same keys (docs: "Meta and stats"); no rule decided here.
         decision = self._decision(request, evaluation, rt, token)
         if not evaluation.ready:  # audit mode only: an enforcing crawl would wait
             self._count("robotstxt/audit/would_delay")
@@ -314,8 +312,7 @@ class SlotDelays:
         if self._delays.get(key, 0.0) >= delay:
             return
         if not self._delays:
-            # Listen from the first Crawl-delay on: until then there is nothing to
-            # re-assert, and a receiver costs every request a signal dispatch.
+            # Connected at the first Crawl-delay: a receiver costs every request a dispatch.
             self.crawler.signals.connect(
                 self.on_reached_downloader, signal=signals.request_reached_downloader
             )

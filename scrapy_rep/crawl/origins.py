@@ -235,8 +235,7 @@ class Origins:
         return rt
 
     def _evict_one(self) -> None:
-        # Busy runtimes met on the way are pinned, so each is passed over once: O(1)
-        # amortised per new origin.
+        # Busy runtimes met are pinned, so each is passed over once: O(1) amortised.
         while len(self._lru) > 1:
             origin, rt = self._lru.popitem(last=False)
             if self.is_busy(rt):

@@ -25,8 +25,7 @@ if TYPE_CHECKING:
     from scrapy_rep.policy.records import OriginRecord
     from scrapy_rep.policy.robots_policy import Evaluation
 
-#: The response flag of a robots.txt answered from scrapy-rep's copy (shown in the
-#: "Crawled (200) <GET ...>" log line, as 'cached' is for HTTPCACHE).
+#: The response flag of a robots.txt answered from scrapy-rep's copy (as 'cached' is for HTTPCACHE).
 COPY_FLAG = "robots.txt copy"
 
 

@@ -269,9 +269,8 @@ def setting(
 
 @dataclass(frozen=True, slots=True)
 class Config:
-    """Every setting scrapy-rep reads (docs/settings.md describes each), declared once:
-    its field, its setting's name, its default and its reader. A rule between two
-    settings goes in ``_check_together``."""
+    """Every setting scrapy-rep reads (docs/settings.md), declared once: field, name,
+    default and reader. A rule between two settings goes in ``_check_together``."""
 
     obey: bool = setting("ROBOTSTXT_OBEY", False, boolean)  # Scrapy's default
     enforce: bool = setting("REP_ENFORCE", True, boolean)
@@ -296,8 +295,7 @@ class Config:
     max_ttl: float = setting("REP_MAX_TTL", DAY, number(positive=True))
     crawl_delay: bool = setting("REP_CRAWL_DELAY", True, boolean)
     max_crawl_delay: float = setting("REP_MAX_CRAWL_DELAY", 30.0, number())
-    # A Redis URL may carry a password: keep it out of repr(config), which a log
-    # line or a traceback may print (the store modules mask it where they log it).
+    # A Redis URL may carry a password: kept out of repr(config), which logs may print.
     storage: str = setting("REP_STORAGE", "sqlite", storage_spec, repr=False)
     memory_max_origins: int = setting("REP_MEMORY_MAX_ORIGINS", 100_000, integer(minimum=1))
     # Estimated bytes of robots.txt copies kept in RAM. 64 MiB: about 8,000 origins of

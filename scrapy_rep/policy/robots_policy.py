@@ -29,8 +29,7 @@ EXPIRED = "expired"  # a good copy past its TTL: audit mode records by it while 
 STALE = "stale"  # the last good copy, used after the unreachable wait
 FALLBACK = "fallback"  # unreachable for too long with no usable copy
 
-# Retry-After is honoured but clamped, so a hostile header can neither hammer the
-# site (0) nor park the crawl for ever.
+# Retry-After, clamped: a hostile header can neither hammer the site nor park the crawl.
 RETRY_AFTER_MIN = 1.0
 RETRY_AFTER_MAX = 900.0
 
@@ -148,8 +147,7 @@ class RobotsPolicy:
                     fetch_due=now >= refresh_ahead_at(record),
                 )
             if self.config.enforce:
-                # Never decided by an expired copy: the origin is undecided until the
-                # refetch answers, as before its first fetch.
+                # Never decided by an expired copy: undecided until the refetch answers.
                 return Evaluation(ready=False, fetch_due=True)
             # Audit mode waits only for an origin's first answer (docs/behaviour.md,
             # "Audit mode"): it records by the expired copy while that is refetched.
