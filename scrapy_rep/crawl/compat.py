@@ -228,8 +228,7 @@ _EPOCH_2001 = 978_307_200.0  # a wall-clock stamp is larger; a monotonic one (up
 
 
 def slot_ready_in(slot: Any) -> float:
-    """Seconds until a live slot lets its next download go, at the longest its jitter
-    allows."""
+    """Seconds until a live slot lets its next download go, its longest jitter counted."""
     # why: ``Slot.lastseen`` is time.monotonic() since Scrapy 2.19, time.time() before
     if not slot.lastseen:
         return 0.0
