@@ -96,6 +96,7 @@ def measure(spider: Any) -> dict[str, float]:
     from scrapy import signals
     from scrapy.http import HtmlResponse
 
+    from scrapy_rep.crawl.sitemap import copy_response
     from scrapy_rep.middleware import RobotsTxtMiddleware
 
     crawler = spider.crawler
@@ -199,7 +200,7 @@ def measure(spider: Any) -> dict[str, float]:
         each(lambda r: mw.decider.decide_now(r, evaluation, rt)), fresh()
     )
     figures["  sitemap copy check"] = cpu_per_item(
-        each(lambda r: mw.sitemap_copy.response_for(r, evaluation, rt.record)), requests
+        each(lambda r: copy_response(crawler, r, evaluation, rt.record)), requests
     )
     figures["  stats.inc_value"] = cpu_per_item(
         each(lambda r: crawler.stats.inc_value("bench/x")), requests

@@ -1,8 +1,7 @@
 """scrapy-rep: RFC 9309 robots.txt handling for Scrapy.
 
-The parser (``RobotsTxt``) imports nothing from Scrapy. The Scrapy components are
-loaded lazily on first attribute access, so ``import scrapy_rep`` has no import-time
-side effects and does not import Scrapy.
+The Scrapy components are loaded on first attribute access: ``import scrapy_rep`` does
+not import Scrapy.
 """
 
 from __future__ import annotations

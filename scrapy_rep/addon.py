@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from scrapy.utils.misc import load_object
+
 from scrapy_rep.crawl.compat import STOCK_PATH, is_stock_middleware
 
 if TYPE_CHECKING:
@@ -29,10 +31,8 @@ class Addon:
     once and only scrapy-rep decides. ``ROBOTSTXT_OBEY`` stays the switch."""
 
     def update_settings(self, settings: BaseSettings) -> None:
-        # replace_in_component_priority_dict raises KeyError here: the stock class is
-        # in DOWNLOADER_MIDDLEWARES_BASE, not DOWNLOADER_MIDDLEWARES.
-        # Disabling it by its import path, the key the base dict uses, works on every
-        # supported Scrapy (2.14 ignores a class key set to None for a path key).
+        # Disabled by its import path, the key of DOWNLOADER_MIDDLEWARES_BASE (so
+        # replace_in_component_priority_dict raises KeyError; 2.14 ignores a class key).
         ours = _resolve(OUR_PATH)
         middlewares = settings.getdict("DOWNLOADER_MIDDLEWARES")
         for key in list(middlewares):
@@ -41,8 +41,7 @@ class Addon:
             if _resolve(key) is _resolve(STOCK_PATH):
                 del middlewares[key]  # the stock class by another key: one key is enough
             elif middlewares[key] is not None:
-                # A project's subclass of the stock middleware would fetch robots.txt a
-                # second time and drop requests by the stock rules (docs/compat.md).
+                # A subclass would fetch robots.txt twice and drop by the stock rules.
                 middlewares[key] = None
                 logger.info(
                     "scrapy-rep add-on: disabled %s (a subclass of Scrapy's "
@@ -70,8 +69,6 @@ class Addon:
 
 def _resolve(key: object) -> object:
     """A component dict key (import path or class) as the class it names."""
-    from scrapy.utils.misc import load_object
-
     return load_object(key) if isinstance(key, str) else key
 
 

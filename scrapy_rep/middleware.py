@@ -1,15 +1,11 @@
 """``RobotsTxtMiddleware``: the Scrapy glue around the policy, the store and the fetcher.
 
-Two hooks gate a request:
-- ``request_scheduled`` (scheduling time): a request whose origin's robots.txt is not yet
-  known, or is unreachable, waits in the ``WaitingRoom`` instead of entering the
-  scheduler, so it holds no download concurrency (Scrapy counts a request parked in
-  ``process_request`` against ``CONCURRENT_REQUESTS``). It is deduplicated there as the scheduler
-  would, and re-injected with ``engine.crawl()`` once the origin is decided.
-- ``process_request`` (download time): decides allow/drop from the rules. A request whose
-  origin became undecided after it was scheduled is sent back through the scheduler.
-
-The objects that decide live in ``scrapy_rep.crawl``; this class only wires signals.
+Two hooks gate a request (docs/architecture.md follows one through):
+- ``request_scheduled``: a request whose origin's robots.txt is unknown or unreachable
+  waits in the ``WaitingRoom`` instead of the scheduler, so it holds no download
+  concurrency, and re-enters the scheduler once the origin is decided.
+- ``process_request``: allow or drop by the rules; a request whose origin became
+  undecided after it was scheduled goes back through the scheduler.
 """
 
 from __future__ import annotations
@@ -21,9 +17,11 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request, signals
 from scrapy.exceptions import DontCloseSpider, IgnoreRequest, NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet.task import LoopingCall
 
 from scrapy_rep.crawl import compat
 from scrapy_rep.crawl.closing import WaitingAtClose, fate_of
+from scrapy_rep.crawl.cluster_delay import make_cluster_delay
 from scrapy_rep.crawl.coordinator import OriginCoordinator
 from scrapy_rep.crawl.decide import Decider, stat_counter
 from scrapy_rep.crawl.durable_waiting import (
@@ -35,6 +33,7 @@ from scrapy_rep.crawl.fetcher import FETCH_META_KEY, RobotsFetcher
 from scrapy_rep.crawl.origins import Origins
 from scrapy_rep.crawl.record import recorder_for
 from scrapy_rep.crawl.release_retry import ReleaseRetry
+from scrapy_rep.crawl.report import log_summary
 from scrapy_rep.crawl.request_codec import RequestCodec
 from scrapy_rep.crawl.scheduling import (
     NOT_SCHEDULED,
@@ -42,7 +41,7 @@ from scrapy_rep.crawl.scheduling import (
     SchedulerBridge,
     one_shot_command,
 )
-from scrapy_rep.crawl.sitemap import SitemapRobotsCopy
+from scrapy_rep.crawl.sitemap import copy_response, is_sitemap_spider
 from scrapy_rep.crawl.store_calls import installed_reactor
 from scrapy_rep.crawl.usage import UsageKeeper
 from scrapy_rep.crawl.visibility import IdleWatch, duration
@@ -75,12 +74,12 @@ class RobotsTxtMiddleware:
     """RFC 9309 robots.txt, with Google's error states. Drop-in for Scrapy's middleware."""
 
     def __init__(self, crawler: Crawler) -> None:
-        warn_unknown_settings(crawler.settings)
+        for name, close in unknown_settings(crawler.settings):  # typos, most of them
+            hint = f"; did you mean {close}?" if close else ""
+            logger.warning("unknown setting %s is ignored%s", name, hint)
         try:
             self.config = config = Config.from_settings(crawler.settings)
-            if not config.obey:
-                # Scrapy says nothing of a middleware that is off: a user who enabled the
-                # add-on would see no sign of it.
+            if not config.obey:  # (Scrapy says nothing of a middleware that is off)
                 logger.info(
                     "scrapy-rep is off: ROBOTSTXT_OBEY is False, so robots.txt is not "
                     "fetched or obeyed (set ROBOTSTXT_OBEY = True to obey it)"
@@ -88,37 +87,29 @@ class RobotsTxtMiddleware:
                 raise NotConfigured
             self.clock = config.clock or time.time  # REP_CLOCK, validated by Config
             self.storage = create_storage(config, crawler.settings, reach_within=START_REACH_WAIT)
-            # REP_RECORD; shared with the page-directives spider middleware
             self.recorder = recorder_for(crawler, config, self.clock)
         except SettingError as exc:
-            # One line that names the setting, before Scrapy's traceback of the failed
-            # start (which ends with the same message, 30-odd lines further down).
+            # one line that names the setting, before Scrapy's 30-line traceback
             logger.error("the crawl cannot start: %s", exc)
             raise
         compat.check_configuration(crawler)  # stock middleware beside us, ROBOTSTXT_PARSER
         self.crawler = crawler
         assert crawler.stats is not None
         self.stats = crawler.stats
-        # Without Scrapy 2.19's per-access wrapper (crawl/decide.py): counted
-        # once per held request, so it matters.
         self._inc = stat_counter(self.stats)
-        self.policy = RobotsPolicy(config)
-        codec = RequestCodec(crawler)  # held requests as bytes (crawl/request_codec.py)
-        # REP_DURABLE_WAITING: held requests recorded in the shared store, or not.
+        codec = RequestCodec(crawler)  # held requests as bytes
         self.keeper = make_durable_waiting(crawler, config, self.storage, codec)
         self.bridge = SchedulerBridge(crawler)
         self.room = WaitingRoom(
             self.keeper,
             self.clock,
             lambda *a: installed_reactor().callLater(*a),
-            self._timed_due,
+            self._admit,
             memory_bound=config.memory_max_held,
             make_spill=lambda: Spill(spill_root(crawler.settings)),
             on_unserialisable=lambda _: self._inc("robotstxt/held_unserialisable"),
             codec=codec,
         )
-        # Released requests into the scheduler; one whose backend is down (scrapy-redis,
-        # Redis restarting) is waited out in the room (crawl/release_retry.py).
         self.release = ReleaseRetry(
             self.bridge.reinject,
             self.room.hold_until,
@@ -126,17 +117,14 @@ class RobotsTxtMiddleware:
             self._inc,
             config.logstats_interval,
         )
-        # The origins' state in RAM, their parsed rules included, bounded by count and
-        # by bytes (REP_MEMORY_MAX_ORIGINS, REP_MEMORY_MAX_BYTES).
         self.origins = origins = Origins(
             config.memory_max_origins, max_bytes=config.memory_max_bytes, held=self.room.count
         )
         self.decider = Decider(crawler, config, origins, self.recorder)
-        # robots_parsed receivers get the Decider's parsed copy
         self.fetcher = RobotsFetcher(crawler, config, self.clock, self.decider.parsed_for)
         self.one_shot = one_shot_command()
         self.coordinator = OriginCoordinator(
-            self.policy,
+            RobotsPolicy(config),
             self.storage,
             self.fetcher,
             self.clock,
@@ -152,16 +140,11 @@ class RobotsTxtMiddleware:
         self.closing = WaitingAtClose(
             crawler, self.room, self.bridge, self.keeper, origins, self.clock, self.recorder
         )
-        self.sitemap_copy = SitemapRobotsCopy(crawler)
-        # False once the spider is known not to be a SitemapSpider: then no request is
-        # answered from our copy, and the per-request path skips asking.
+        # False once the spider is known not to be a SitemapSpider (nothing to ask then)
         self._sitemap_spider = True
-        # usage preferences (docs/usage.md)
         self.usage = UsageKeeper(crawler, config, self.decider, self.recorder)
         self.idle = IdleWatch(config.idle_wait, config.logstats_interval)
-        self._adopting: Any = None
-        from scrapy_rep.crawl.cluster_delay import make_cluster_delay
-
+        self._adopting: LoopingCall | None = None
         self.cluster_delay = make_cluster_delay(
             crawler,
             config,
@@ -207,59 +190,44 @@ class RobotsTxtMiddleware:
     def _on_request_scheduled(
         self, request: Request, spider: Spider | None = None, **_: Any
     ) -> Failure | None:
-        # (**_: the signal's other arguments are passed as they are, not filtered out
-        # by pydispatch for each request)
+        # (**_: pydispatch then passes the signal's arguments without filtering them)
         origin = self._origin_to_check(request)
         if origin is None:
             return None
         fresh = self.origins.fresh(origin, self.clock())
-        if fresh is not None and self._may_proceed(fresh[1]):
-            request.meta[SCHEDULED_META_KEY] = True
-            if request.dont_filter:
-                # so that an earlier run's parked copy of it is not crawled on top of it
-                self.keeper.passed(request)
-            return None
-        # Offsite drops it anyway (its receiver already raised): neither hold it nor
-        # let it cause a robots.txt fetch.
-        if self.bridge.offsite_drops(request):
-            return None
-        evaluation = self.coordinator.evaluate(origin, request)
-        if self._may_proceed(evaluation) or self.origins.reloading(origin):
-            # (an origin unloaded from RAM reads its copy back from the store:
-            # process_request waits for that read, if it has not landed by then)
-            request.meta[SCHEDULED_META_KEY] = True
-            if request.dont_filter:
-                self.keeper.passed(request)
-            return None
-        if self.one_shot and evaluation.wake_at is not None:
-            self._give_up(origin, [], "unreachable")
-            raise IgnoreRequest(f"robots.txt of {origin} is unreachable")
-        # An IgnoreRequest failure from a request_scheduled receiver keeps the request
-        # out of the scheduler without a request_dropped signal; a duplicate is dropped
-        # as the scheduler drops it (the dupefilter logs and counts it).
-        if self.bridge.seen_before(request):
-            return NOT_SCHEDULED
-        self.coordinator.hold(origin, request)
-        logger.debug("Delayed until robots.txt of %s is known: %s", origin, request)
-        return NOT_SCHEDULED
+        if fresh is None or not self._may_proceed(fresh[1]):
+            # Offsite drops it anyway: neither hold it nor let it cause a robots.txt fetch.
+            if self.bridge.offsite_drops(request):
+                return None
+            evaluation = self.coordinator.evaluate(origin, request)
+            # (an unloaded origin's store read is waited for by process_request)
+            if not (self._may_proceed(evaluation) or self.origins.reloading(origin)):
+                if self.one_shot and evaluation.wake_at is not None:
+                    self._give_up(origin, [], "unreachable")
+                    raise IgnoreRequest(f"robots.txt of {origin} is unreachable")
+                # A Failure of IgnoreRequest keeps it out of the scheduler, with no
+                # request_dropped; a duplicate is dropped (and counted) as the scheduler would.
+                if not self.bridge.seen_before(request):
+                    self.coordinator.hold(origin, request)
+                    logger.debug("Delayed until robots.txt of %s is known: %s", origin, request)
+                return NOT_SCHEDULED
+        request.meta[SCHEDULED_META_KEY] = True
+        if request.dont_filter:
+            # so that an earlier run's parked copy of it is not crawled on top of it
+            self.keeper.passed(request)
+        return None
 
     def _may_proceed(self, evaluation: Evaluation) -> bool:
         if evaluation.ready:
             return True
-        # Audit mode delays nothing: once the first fetch has an answer, even an
-        # unreachable one, requests go ahead and the would-be delay is recorded.
-        record_known = evaluation.wake_at is not None
-        return not self.config.enforce and record_known
+        # Audit mode delays nothing once the first fetch has an answer, even unreachable.
+        return not self.config.enforce and evaluation.wake_at is not None
 
     def hold_until(self, origin: str, request: Request, when: float, reason: str) -> None:
-        """Keep ``request`` out of the scheduler until ``when`` (clock seconds); it then
-        goes through the gate again. For cluster-wide Crawl-delay turns."""
+        """Hold ``request`` until ``when`` (clock seconds), then gate it again."""
         self.room.hold_until(origin, request, when, reason)
 
-    def _timed_due(self, origin: str, request: Request, since: float) -> None:
-        self._admit(origin, request)
-
-    def _admit(self, origin: str, request: Request) -> None:
+    def _admit(self, origin: str, request: Request, since: float = 0.0) -> None:
         """A request already deduplicated (timed, adopted) enters again."""
         evaluation = self.coordinator.evaluate(origin, request)
         if not self._may_proceed(evaluation):
@@ -275,27 +243,23 @@ class RobotsTxtMiddleware:
         origin = self._origin_to_check(request)
         if origin is None:
             return None
-        # The per-request path: the origin's fresh copy applies (one lookup, no fetch
-        # can start) and its rules are ready, so nothing is awaited.
+        # The per-request path: a fresh copy with its rules ready, nothing awaited.
         fresh = self.origins.fresh(origin, self.clock())
         if fresh is not None and self.cluster_delay is None:
             rt, evaluation = fresh
             if evaluation.ready and self.decider.decide_now(request, evaluation, rt):
                 self.usage.on_request(request, rt, evaluation)
                 if self._sitemap_spider:
-                    return self.sitemap_copy.response_for(request, evaluation, rt.record)
+                    return copy_response(self.crawler, request, evaluation, rt.record)
                 return None
         evaluation = self.coordinator.evaluate(origin, request)
         if not self._may_proceed(evaluation) and self.origins.reloading(origin):
-            # An idle origin unloaded from RAM (REP_MEMORY_MAX_BYTES): a store read,
-            # not a robots.txt fetch, so it is waited for here.
+            # An origin unloaded from RAM (REP_MEMORY_MAX_BYTES): a store read, waited for.
             await maybe_deferred_to_future(self.origins.reloaded(origin))
             evaluation = self.coordinator.evaluate(origin, request)
         if not self._may_proceed(evaluation):
             if request.meta.get(SCHEDULED_META_KEY):
-                # The origin is undecided (a refetch came back 503, or a handed-back
-                # request popped again while its origin is still down). Send it back
-                # through the scheduler, where it waits without holding a download slot.
+                # Undecided again (a 503 refetch): it waits in the scheduler, holding no slot.
                 self._inc("robotstxt/requeued")
                 return request.replace(
                     dont_filter=True, meta={**request.meta, SCHEDULED_META_KEY: False}
@@ -310,20 +274,18 @@ class RobotsTxtMiddleware:
         await self.decider.decide(request, evaluation, rt)
         self.usage.on_request(request, rt, evaluation)
         if self.cluster_delay is not None and request.meta.get(SCHEDULED_META_KEY):
-            # Crawl-delay kept by the whole cluster: a turn in the future is waited for
-            # back in the scheduler's path, not here holding a download slot.
+            # A cluster-wide Crawl-delay turn is waited for in the scheduler's path.
             later = await self.cluster_delay.turn(request, origin, evaluation)
             if later is not None:
                 return later
         # SitemapSpider's own robots.txt request: answered from our copy (crawl/sitemap.py).
-        return self.sitemap_copy.response_for(request, evaluation, record)
+        return copy_response(self.crawler, request, evaluation, record)
 
     async def process_response(
         self, request: Request, response: Response, spider: Spider | None = None
     ) -> Response:
-        # (async: Scrapy awaits a coroutine as it is; a plain return value it first
-        # tests against collections.abc.Awaitable and wraps in one)
-        return self.usage.on_response(request, response)  # usage preferences (docs/usage.md)
+        # (async: Scrapy awaits a coroutine as it is, and wraps a plain value in one)
+        return self.usage.on_response(request, response)
 
     # -- one-shot commands -------------------------------------------------------------
 
@@ -344,12 +306,10 @@ class RobotsTxtMiddleware:
     # -- lifecycle ---------------------------------------------------------------------
 
     def _on_spider_opened(self, spider: Spider) -> None:
-        self._sitemap_spider = self.sitemap_copy.applies_to(spider)
+        self._sitemap_spider = is_sitemap_spider(spider)
         self.bridge.on_spider_opened()
         self.closing.install_handback()
         if self.keeper.durable:
-            from twisted.internet.task import LoopingCall
-
             self._adopting = LoopingCall(self._adopt)
             self._adopting.start(ADOPT_INTERVAL, now=False)
 
@@ -369,8 +329,7 @@ class RobotsTxtMiddleware:
 
     def _on_spider_idle(self, spider: Spider) -> None:
         if not self.coordinator.busy():
-            # Before closing, durable waiting looks for requests parked by a dead
-            # process or an earlier run (else only polled every ADOPT_INTERVAL).
+            # Before closing, durable waiting looks for requests parked by a dead process.
             if self.keeper.look_when_idle(self._adopt):
                 raise DontCloseSpider
             return
@@ -380,8 +339,7 @@ class RobotsTxtMiddleware:
             and self.closing.fate() != "dropped"
             and not self.coordinator.fetching_now()
         ):
-            # scrapy-redis's own idle close (MAX_IDLE_TIME_BEFORE_CLOSE) is honoured
-            # when the waiting requests outlive the close (handed back or kept).
+            # scrapy-redis's idle close is honoured when the waiting requests outlive it.
             logger.info(
                 "the spider closes on MAX_IDLE_TIME_BEFORE_CLOSE (scrapy-redis) "
                 "with %d request(s) waiting on robots.txt; they are %s",
@@ -413,7 +371,7 @@ class RobotsTxtMiddleware:
         if self.room.spilled_total:
             self.stats.set_value("robotstxt/spilled", self.room.spilled_total)
         origins = self.origins
-        if origins.unloaded:  # idle origins' copies dropped from RAM (REP_MEMORY_MAX_BYTES)
+        if origins.unloaded:  # (REP_MEMORY_MAX_BYTES)
             self.stats.set_value("robotstxt/unloaded", origins.unloaded)
         self.stats.set_value("robotstxt/resident_bytes_peak", origins.peak_resident_bytes)
         self.coordinator.close()
@@ -421,8 +379,6 @@ class RobotsTxtMiddleware:
         # Requests released after the scheduler closed (robots.txt answered late).
         self.closing.empty_room(handing_back=False)
         self.closing.finish(handed_back)
-        from scrapy_rep.crawl.report import log_summary
-
         audit = None
         if not self.config.enforce:
             audit = (
@@ -432,11 +388,3 @@ class RobotsTxtMiddleware:
         log_summary(list(origins.runtimes()), origins.evicted, self.stats, audit=audit)
         self.storage.close()
         self.recorder.close()
-
-
-def warn_unknown_settings(settings: Any) -> None:
-    """One WARNING per ``REP_*`` setting scrapy-rep does not read (a typo keeps the
-    default in force silently), with the closest name it does read."""
-    for name, close in unknown_settings(settings):
-        hint = f"; did you mean {close}?" if close else ""
-        logger.warning("unknown setting %s is ignored%s", name, hint)

@@ -1,25 +1,11 @@
 """``PageDirectivesMiddleware``: the robots meta tag, ``X-Robots-Tag`` and rel=nofollow in a crawl.
 
 robots.txt decides what is fetched; page-level directives decide what a fetched page's
-links and content may be used for (docs/page.md). The add-on enables this spider
-middleware beside the robots.txt downloader middleware; ``REP_PAGE_MODE`` says what it
-does:
-
-- ``record`` (default): every response's ``meta["rep_page"]`` holds the directives that
-  apply to the request's product token, with where each came from; stats count pages
-  per directive. Nothing is dropped.
-- ``audit``: as record, and what ``enforce`` would drop is counted and logged.
-- ``enforce``: requests yielded while handling a ``nofollow`` page, and requests for URLs
-  that the page links only with ``rel="nofollow"``, are dropped; items yielded while
-  handling a ``noindex`` page are dropped. One DEBUG line per page, stats keys.
-- ``off``: nothing is read.
-
-``dont_obey_robotstxt`` on a request exempts it and what its response yields, as it
-exempts it from robots.txt; ``ROBOTSTXT_OBEY = False`` turns the whole REP off.
-
-With ``REP_RECORD`` set, each page with directives for the crawler (and, in audit and
-enforce, each page whose output had drops) is one ``P`` line of the compliance record
-(docs/record.md), written through the recorder the robots.txt middleware shares.
+links and content may be used for (docs/page.md). ``REP_PAGE_MODE``: ``record`` (the
+default) puts them in ``meta["rep_page"]`` and the stats; ``audit`` also counts what
+``enforce`` drops: requests yielded by a ``nofollow`` page or linked only with
+``rel="nofollow"``, items yielded by a ``noindex`` page; ``off`` reads nothing.
+``dont_obey_robotstxt`` exempts a request and what its response yields.
 """
 
 from __future__ import annotations
@@ -27,12 +13,12 @@ from __future__ import annotations
 import logging
 import time
 import weakref
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
 from scrapy.exceptions import NotConfigured
 from scrapy.http import HtmlResponse
-from scrapy.http.headers import Headers
 from scrapy.utils.response import get_base_url
 from w3lib.url import safe_url_string
 
@@ -42,14 +28,10 @@ from scrapy_rep.crawl.product_token import ProductTokens
 from scrapy_rep.crawl.record import NullRecorder, recorder_for
 from scrapy_rep.crawl.report import log_page_directives
 from scrapy_rep.crawl.stepping import run_steps
+from scrapy_rep.crawl.usage import header_lines
 from scrapy_rep.policy.config import Config, SettingError
 from scrapy_rep.policy.origin import origin_of_memo
-from scrapy_rep.robotstxt._page import (
-    NofollowLinks,
-    PageDirectives,
-    head_may_name,
-    page_directives,
-)
+from scrapy_rep.robotstxt._page import NofollowLinks, PageDirectives, head_may_name, page_directives
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Generator, Iterable, Iterator
@@ -65,34 +47,15 @@ logger = logging.getLogger(__name__)
 META_KEY = "rep_page"
 # Directives counted by name in the stats; any other name counts as "other", so that a
 # site cannot grow the stats with made-up names.
-KNOWN = frozenset(
-    {
-        "all",
-        "index",
-        "follow",
-        "noindex",
-        "nofollow",
-        "none",
-        "noarchive",
-        "nocache",
-        "nosnippet",
-        "noimageindex",
-        "notranslate",
-        "indexifembedded",
-        "max-snippet",
-        "max-image-preview",
-        "max-video-preview",
-        "unavailable_after",
-        "noai",
-        "noimageai",
-    }
-)
+KNOWN = frozenset({
+    "all", "index", "follow", "noindex", "nofollow", "none", "noarchive", "nocache",
+    "nosnippet", "noimageindex", "notranslate", "indexifembedded", "max-snippet",
+    "max-image-preview", "max-video-preview", "unavailable_after", "noai", "noimageai",
+})  # fmt: skip
 # Why a request or an item is dropped (or would be): the stats key's last part.
-NOFOLLOW_PAGE, REL_NOFOLLOW, NOINDEX_PAGE = (
-    "request_nofollow",
-    "request_rel_nofollow",
-    "item_noindex",
-)
+NOFOLLOW_PAGE = "request_nofollow"
+REL_NOFOLLOW = "request_rel_nofollow"
+NOINDEX_PAGE = "item_noindex"
 _X_ROBOTS_TAG = b"X-Robots-Tag"  # (as Headers.normkey spells it: title case)
 
 
@@ -104,11 +67,16 @@ class PageDirectivesMiddleware:
     ) -> None:
         self.mode = config.page_mode
         self.tokens = tokens
-        self.recorder = recorder  # the compliance record (crawl/record.py)
+        self.recorder = recorder
         assert crawler.stats is not None
         self.stats = crawler.stats
         # origin -> counts of pages and drops, for the closing summary
         self.per_origin: dict[str, dict[str, int]] = {}
+        # (audit, enforce) pages with directives whose record line waits for their
+        # output's drops (taken by the output check, or by process_spider_exception)
+        self._unrecorded: weakref.WeakKeyDictionary[Response, dict[str, Any]] = (
+            weakref.WeakKeyDictionary()
+        )
         crawler.signals.connect(self._on_spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self._on_spider_closed, signal=signals.spider_closed)
 
@@ -137,18 +105,15 @@ class PageDirectivesMiddleware:
             }[self.mode],
         )
 
-    # -- reading -----------------------------------------------------------------------
-
     def process_spider_input(self, response: Response, spider: Spider | None = None) -> None:
         request = response.request
         if request is None or response.meta.get("dont_obey_robotstxt"):
             return
-        lines = _x_robots_tag(response.headers)
+        lines = header_lines(response.headers, _X_ROBOTS_TAG)
         is_html = isinstance(response, HtmlResponse)
         token = self._token(request)
         if not lines and not (is_html and head_may_name(response.body, token)):
-            # Nearly every page: no header, and a byte search finds no meta tag that
-            # can name us. Nothing to parse, nothing to count.
+            # Nearly every page: no header, and no meta tag that can name us.
             response.meta[META_KEY] = doc = _empty_doc(response.url, token)
             self._read(response, doc)
             return
@@ -169,8 +134,7 @@ class PageDirectivesMiddleware:
         self._read(response, doc)
 
     def _read(self, response: Response, doc: dict[str, Any]) -> None:
-        """A page has been read: in ``record`` mode nothing is dropped, so its record
-        line (if it has directives) is complete now."""
+        """A page has been read: in ``record`` mode its record line is complete now."""
         if doc["directives"]:
             self.record_page(doc)
 
@@ -202,32 +166,16 @@ class PageDirectivesMiddleware:
 
     def origin_counts(self, url: str) -> dict[str, int]:
         origin = origin_of_memo(url) or url
-        counts = self.per_origin.get(origin)
-        if counts is None:
-            counts = self.per_origin[origin] = dict.fromkeys(
-                ("noindex", "nofollow", "requests", "items"), 0
-            )
-        return counts
+        fresh = dict.fromkeys(("noindex", "nofollow", "requests", "items"), 0)
+        return self.per_origin.setdefault(origin, fresh)
 
     def _on_spider_closed(self, spider: Spider, reason: str) -> None:
         log_page_directives(self.per_origin, mode=self.mode)
 
 
 class ActingPageDirectivesMiddleware(PageDirectivesMiddleware):
-    """``audit`` and ``enforce``: also checks what each page's callback yields. (In
-    ``record`` mode the middleware has no output hooks at all, so Scrapy adds no step
-    to any callback's output: the record mode's cost is process_spider_input alone.)"""
-
-    def __init__(
-        self, crawler: Crawler, config: Config, tokens: ProductTokens, recorder: NullRecorder
-    ) -> None:
-        super().__init__(crawler, config, tokens, recorder)
-        # Pages with directives whose record line waits for their output (it carries
-        # what was dropped); taken by the output check when it starts, or by
-        # process_spider_exception when the callback failed before any output.
-        self._unrecorded: weakref.WeakKeyDictionary[Response, dict[str, Any]] = (
-            weakref.WeakKeyDictionary()
-        )
+    """``audit`` and ``enforce``: also checks what each page's callback yields (in
+    ``record`` mode there are no output hooks, so Scrapy adds no step to any output)."""
 
     def _read(self, response: Response, doc: dict[str, Any]) -> None:
         if not _output_checked(response, doc):
@@ -238,15 +186,13 @@ class ActingPageDirectivesMiddleware(PageDirectivesMiddleware):
     def process_spider_exception(
         self, response: Response, exception: Exception, spider: Spider | None = None
     ) -> None:
-        """The callback failed before its output reached the check: nothing of it was
-        dropped; the page's line is written now (the exception goes on)."""
+        """The callback failed before its output reached the check: the page's line now."""
         doc = self._unrecorded.pop(response, None)
         if doc is not None:
             self.record_page(doc)
 
     def _page_state(self, response: Response) -> _PageOutput | None:
-        """What to check in this response's output, or None when nothing can be dropped
-        (an exempt request, a non-HTML page that forbids nothing)."""
+        """What to check in this response's output, or None when nothing can be dropped."""
         if response.meta.get("dont_obey_robotstxt"):
             return None
         doc = response.meta.get(META_KEY)
@@ -254,8 +200,10 @@ class ActingPageDirectivesMiddleware(PageDirectivesMiddleware):
             return None
         links = None
         if isinstance(response, HtmlResponse) and not doc["nofollow"]:
-            # read only when the callback yields a request (and then in steps)
-            links = NofollowLinks(response.body, get_base_url(response), normalise=_request_url)
+            # read only when the callback yields a request (and then in steps); a link's
+            # URL spelled as a Request built from it spells it (Request escapes its URL)
+            base = get_base_url(response)
+            links = NofollowLinks(response.body, base, normalise=safe_url_string)
         if not _output_checked(response, doc):
             return None
         writes_line = self._unrecorded.pop(response, None) is not None
@@ -265,9 +213,7 @@ class ActingPageDirectivesMiddleware(PageDirectivesMiddleware):
         self, response: Response, result: Iterable[Any], spider: Spider | None = None
     ) -> Iterable[Any]:
         state = self._page_state(response)
-        if state is None:
-            return result
-        return self._checked(state, result)
+        return result if state is None else self._checked(state, result)
 
     def _checked(self, state: _PageOutput, result: Iterable[Any]) -> Iterator[Any]:
         try:
@@ -291,8 +237,7 @@ class ActingPageDirectivesMiddleware(PageDirectivesMiddleware):
             async for output in result:
                 links = state.links
                 if isinstance(output, Request) and links is not None and not links.done:
-                    # A page of 10 MB with 100,000 links: read in steps, the reactor
-                    # serving other responses between two.
+                    # A 10 MB page's links: read in steps, the reactor serving others between.
                     await run_steps(_steps(links))
                 if state.keep(output):
                     yield output
@@ -300,24 +245,17 @@ class ActingPageDirectivesMiddleware(PageDirectivesMiddleware):
             state.close()
 
 
+@dataclass(slots=True)
 class _PageOutput:
     """What one page's callback yields, checked against its directives; one DEBUG line
     for the page when it closes."""
 
-    def __init__(
-        self,
-        middleware: PageDirectivesMiddleware,
-        response: Response,
-        doc: dict[str, Any],
-        links: NofollowLinks | None,
-        writes_line: bool,
-    ) -> None:
-        self.middleware = middleware
-        self.response = response
-        self.doc = doc
-        self.links = links
-        self.writes_line = writes_line  # the page has directives: its line, at close
-        self.dropped: dict[str, int] = {}
+    middleware: PageDirectivesMiddleware
+    response: Response
+    doc: dict[str, Any]
+    links: NofollowLinks | None
+    writes_line: bool  # the page has directives: its line, at close
+    dropped: dict[str, int] = field(default_factory=dict)
 
     def keep(self, output: Any) -> bool:
         if isinstance(output, Request):
@@ -376,26 +314,14 @@ class _PageOutput:
             yield f"{count} {what}, the page is {name} ({', '.join(why)})"
 
 
-def _x_robots_tag(headers: Headers) -> list[bytes]:
-    """Every ``X-Robots-Tag`` field line (usually none: then no list is built)."""
-    if type(headers) is Headers:
-        return dict.get(headers, _X_ROBOTS_TAG) or []
-    return list(headers.getlist(_X_ROBOTS_TAG))
-
-
 def _output_checked(response: Response, doc: dict[str, Any]) -> bool:
     """Whether audit and enforce check what this page's callback yields: an HTML page
     (its rel=nofollow links), or any page that is nofollow or noindex."""
     return isinstance(response, HtmlResponse) or doc["nofollow"] or doc["noindex"]
 
 
-def _request_url(url: str) -> str:
-    """A link's URL as a Request built from it spells it (Request escapes its URL)."""
-    return safe_url_string(url)
-
-
 def _empty_doc(url: str, token: str) -> dict[str, Any]:
-    """``page_directives`` of a page with no directive, built without parsing anything."""
+    """``page_directives`` of a page with no directive, built without parsing."""
     return {
         "directives": [],
         "noindex": False,

@@ -1,20 +1,9 @@
 """Scrapy's internals behind one door, and what Scrapy's own RobotsTxtMiddleware promises.
 
-Every place scrapy-rep reaches past Scrapy's documented API (a private name, an
-attribute no document promises, a behaviour of the engine's code) is a function in the
-first part of this module, each with a one-line why. ``docs/architecture.md`` ("Scrapy
-internals we depend on") lists them; ``tests/crawl/test_scrapy_internals.py`` checks each
-against the oldest and the newest Scrapy CI runs and names the function to update when a
-release changes it; ``tests/test_layout.py`` keeps those names out of every other module.
-
-The second part is what the stock middleware promises beside the rules (with
-``reschedule`` above: held requests re-enter the scheduler without a second
-``request_scheduled``):
-
-- ``robots_parsed(robotparser, request)`` (Scrapy 2.18+), sent as the stock middleware
-  sends it;
-- start-up warnings for configuration mistakes: the stock middleware (or a subclass)
-  enabled beside scrapy-rep, and a ``ROBOTSTXT_PARSER`` that scrapy-rep does not use.
+The first part: every access past Scrapy's documented API, one function each with a
+one-line why (docs/architecture.md, "Scrapy internals we depend on", lists them;
+tests/crawl/test_scrapy_internals.py checks each). The second part: ``robots_parsed``
+sent as the stock middleware sends it, and start-up warnings for configuration mistakes.
 """
 
 from __future__ import annotations
@@ -49,18 +38,14 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 STOCK_PATH = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
-OUR_PARSER_PATH = "scrapy_rep.RobotParser"
 
 
 # == Scrapy internals ==================================================================
 # Each function: what it gives, then "why:" (the reason no public API serves).
 
-# -- the engine and its scheduler -----------------------------------------------------
-
 
 def _engine_slot(crawler: Crawler) -> Any:
-    # why: the engine keeps its scheduler, its wake-up call and its closing state only on
-    # ``ExecutionEngine._slot`` (None before the spider opens)
+    # why: the engine keeps its scheduler, wake-up and closing state only on ``_slot``
     return getattr(crawler.engine, "_slot", None)
 
 
@@ -71,38 +56,27 @@ def scheduler_of(crawler: Crawler) -> Any:
 
 
 def engine_takes_requests(crawler: Crawler) -> bool:
-    """Whether a request scheduled now will be crawled: a spider is open and the engine is
-    not closing (once it is, it takes nothing more from the scheduler)."""
+    """Whether a request scheduled now will be crawled: a spider is open, the engine is
+    not closing."""
     # why: ``engine._slot.closing`` is the only sign that the engine has begun closing
-    engine = crawler.engine
-    slot = _engine_slot(crawler)
-    if engine is None or getattr(engine, "spider", None) is None or slot is None:
+    slot = _engine_slot(crawler)  # (None without an engine)
+    if slot is None or getattr(crawler.engine, "spider", None) is None:
         return False
     return getattr(slot, "closing", None) is None
 
 
 def wake_engine(crawler: Crawler) -> None:
     """Have the engine pull from the scheduler now, not at its next heartbeat (5 s)."""
-    # why: ``engine._slot.nextcall`` is the engine's own wake-up; no public call wakes it
-    # without scheduling a request
+    # why: ``engine._slot.nextcall``: no public call wakes it without scheduling a request
     nextcall = getattr(_engine_slot(crawler), "nextcall", None)
     if nextcall is not None:
         nextcall.schedule()
 
 
 def reschedule(crawler: Crawler, request: Request) -> None:
-    """Put a released request into the scheduler without sending ``request_scheduled``.
-
-    The request was announced once already, when the spider scheduled it and scrapy-rep
-    held it back (``engine.crawl`` would announce it a second time, and an extension
-    counting the signal would count it twice). Every ``request_scheduled`` receiver
-    (OffsiteMiddleware among them) saw it then. The rest is what the engine does after
-    the signal: the scheduler (and its dupefilter, which has not seen this request yet)
-    and ``request_dropped`` if refused; then the engine is woken, as ``engine.crawl``
-    does. The caller checks ``engine_takes_requests`` first.
-    """
-    # why: a copy of the part of ``ExecutionEngine._schedule_request`` after the signal,
-    # on ``engine._slot.scheduler``; Scrapy has no call that schedules without announcing
+    """Put a released request into the scheduler without a second ``request_scheduled``
+    (its receivers saw it when it was held); the caller checks ``engine_takes_requests``."""
+    # why: no call schedules without announcing: ``_schedule_request`` after its signal
     engine: Any = crawler.engine
     slot = engine._slot
     if not slot.scheduler.enqueue_request(request):
@@ -114,11 +88,8 @@ def reschedule(crawler: Crawler, request: Request) -> None:
 
 def not_scheduled(reason: str) -> Failure:
     """What a ``request_scheduled`` receiver returns to keep a request out of the
-    scheduler, with no traceback: one shared value costs nothing per request (a receiver
-    that raises gets a Failure built by ``send_catch_log``, whose traceback frames form a
-    reference cycle around the request that only the cyclic collector frees)."""
-    # why: ``ExecutionEngine._schedule_request`` drops a request when any receiver's
-    # result is a Failure of IgnoreRequest; only raising it is documented
+    scheduler without a traceback (whose frames would form a cycle around the request)."""
+    # why: ``_schedule_request`` drops on a Failure of IgnoreRequest; only raising is documented
     return Failure(IgnoreRequest(reason))  # type: ignore[no-untyped-call]
 
 
@@ -129,23 +100,20 @@ def dupefilter_of(scheduler: Any) -> Any:
 
 
 def scheduler_persists(scheduler: Any) -> bool:
-    """Whether a shared scheduler keeps its queue past this run (scrapy-redis with
-    ``SCHEDULER_PERSIST``)."""
+    """Whether scrapy-redis's scheduler keeps its queue past this run (SCHEDULER_PERSIST)."""
     # why: scrapy-redis's scheduler says so only on its ``persist`` attribute
     return getattr(scheduler, "persist", False) is True
 
 
 def is_shared_scheduler(scheduler: Any) -> bool:
-    """A scheduler that says whether it persists (scrapy-redis, whose dupefilter lives in
-    Redis, shared by its processes)."""
+    """scrapy-redis's scheduler (its dupefilter lives in Redis, shared by its processes)."""
     # why: scrapy-redis's scheduler is recognised by its ``persist`` attribute
     return hasattr(scheduler, "persist")
 
 
 def run_before_scheduler_close(scheduler: Any, before: Callable[[], None]) -> None:
     """Call ``before()`` when the engine closes ``scheduler``, just before it closes."""
-    # why: Scrapy closes the scheduler before sending ``spider_closed`` and sends no
-    # signal in between, so its ``close`` is wrapped on the instance
+    # why: Scrapy closes the scheduler before ``spider_closed``, with no signal between
     if scheduler is None or not hasattr(scheduler, "close"):
         return
     original_close = scheduler.close
@@ -157,41 +125,31 @@ def run_before_scheduler_close(scheduler: Any, before: Callable[[], None]) -> No
     scheduler.close = close
 
 
-# -- OffsiteMiddleware ------------------------------------------------------------------
-
-
 def downloader_middlewares(crawler: Crawler) -> list[Any]:
     """The downloader middleware instances of the running crawl."""
     # why: reachable only through ``engine.downloader.middleware.middlewares``
-    downloader = getattr(crawler.engine, "downloader", None)
-    manager = getattr(downloader, "middleware", None)
+    manager = getattr(downloader_of(crawler), "middleware", None)
     return list(getattr(manager, "middlewares", ()))
 
 
 def is_plain_offsite_middleware(mw: Any, offsite_class: type) -> bool:
-    """Scrapy's OffsiteMiddleware itself, its policy not replaced on the instance
-    (``should_follow`` and ``get_host_regex`` are documented extension points)."""
+    """Scrapy's OffsiteMiddleware itself, its documented extension points not replaced."""
     # why: its Scrapy 2.19 ``_update_host_regex`` is part of that policy too
     replaced = {"should_follow", "get_host_regex", "_update_host_regex"} & vars(mw).keys()
     return type(mw) is offsite_class and not replaced
 
 
 def offsite_host_regex(mw: Any, spider: Any) -> Any:
-    """The host pattern Scrapy's own ``OffsiteMiddleware.should_follow`` matches now
-    (``host_regex.search(urlparse_cached(request).hostname or "")``), or None. Scrapy
-    2.19 rebuilds it when the spider's ``allowed_domains`` changes
-    (``_update_host_regex``, which ``should_follow`` calls first); so does this."""
-    # why: ``host_regex`` and ``_update_host_regex`` are the middleware's own attributes
+    """The host pattern ``OffsiteMiddleware.should_follow`` matches now, or None."""
+    # why: ``host_regex`` and (2.19) ``_update_host_regex`` are the middleware's own
     update = getattr(mw, "_update_host_regex", None)
     if update is not None:  # Scrapy 2.19: allowed_domains may change during the crawl
         update(spider)
     return getattr(mw, "host_regex", None)
 
 
-# -- the downloader and its slots -----------------------------------------------------
-# A slot's delay is varied by +/- a jitter fraction: ``jitter`` since Scrapy 2.19,
-# before that +/-50 % or nothing (``randomize_delay``). The functions below speak of a
-# jitter fraction for both (0.5 or 0 before 2.19).
+# A slot's delay is varied by +/- a jitter fraction: ``jitter`` since Scrapy 2.19, before
+# that +/-50 % or nothing (``randomize_delay``): 0.5 or 0 below.
 
 
 def downloader_of(crawler: Crawler) -> Any:
@@ -201,15 +159,13 @@ def downloader_of(crawler: Crawler) -> Any:
 
 
 def download_slot(downloader: Any, key: Any) -> Any:
-    """The live download slot for ``key``, or None (never made, or collected after 60 s
-    idle)."""
+    """The live download slot for ``key``, or None (never made, or collected idle)."""
     # why: ``Downloader.slots``, undocumented
     return downloader.slots.get(key)
 
 
 def new_slot_timing(downloader: Any, key: str) -> tuple[float, float]:
-    """(delay, jitter) Scrapy gives a slot it makes for ``key``: the ``DOWNLOAD_SLOTS``
-    entry the downloader keeps, else its defaults."""
+    """(delay, jitter) Scrapy gives a slot it makes for ``key``."""
     # why: ``Downloader.per_slot_settings`` is what a new slot reads; the defaults are
     # ``Downloader._delay`` and ``_jitter`` (2.19+), or read per new slot before
     settings = downloader.per_slot_settings.get(key, {})
@@ -221,10 +177,8 @@ def new_slot_timing(downloader: Any, key: str) -> tuple[float, float]:
 
 
 def keep_new_slot_timing(downloader: Any, key: str, delay: float, jitter: float) -> None:
-    """Make every slot Scrapy makes for ``key`` from now on start with this timing (a
-    jitter below 0.5 turns randomising off before Scrapy 2.19)."""
-    # why: ``Downloader.per_slot_settings`` is what a new slot reads, so the timing
-    # survives the slot being collected after 60 s idle
+    """Make every slot Scrapy makes for ``key`` from now on start with this timing."""
+    # why: ``Downloader.per_slot_settings`` is what a new slot reads
     settings = downloader.per_slot_settings.setdefault(key, {})
     settings["delay"] = delay
     if hasattr(downloader, "_jitter"):  # Scrapy 2.19+
@@ -234,9 +188,8 @@ def keep_new_slot_timing(downloader: Any, key: str, delay: float, jitter: float)
 
 
 def _default_slot_delay(downloader: Any) -> float:
-    # why: DOWNLOAD_DELAY as the downloader applies it to new slots: ``_delay`` (2.19+,
-    # AutoThrottle's start delay included); before, the spider's download_delay or the
-    # setting, read per new slot
+    # why: DOWNLOAD_DELAY as new slots get it: ``_delay`` (2.19+, AutoThrottle's start
+    # delay included); before, the spider's download_delay or the setting
     if hasattr(downloader, "_delay"):
         return float(downloader._delay or 0.0)
     spider = getattr(downloader.crawler, "spider", None)
@@ -255,8 +208,7 @@ def slot_jitter(slot: Any) -> float:
 
 
 def set_slot_jitter(slot: Any, jitter: float) -> None:
-    """Vary a live slot's delay by ``jitter`` from now on (before 2.19, a jitter below
-    0.5 turns randomising off)."""
+    """Vary a live slot's delay by ``jitter`` from now on."""
     # why: Scrapy has no API to retime a live slot; its fields are written directly
     if hasattr(slot, "jitter"):
         slot.jitter = jitter
@@ -276,10 +228,8 @@ _EPOCH_2001 = 978_307_200.0  # a wall-clock stamp is larger; a monotonic one (up
 
 
 def slot_ready_in(slot: Any) -> float:
-    """Seconds until a live slot lets its next download go, at the longest its jitter
-    allows (0 for a slot that has downloaded nothing)."""
-    # why: ``Slot.lastseen`` is stamped with time.monotonic() since Scrapy 2.19 and with
-    # time.time() before; the delay and jitter are the slot's fields
+    """Seconds until a live slot lets its next download go, its longest jitter counted."""
+    # why: ``Slot.lastseen`` is time.monotonic() since Scrapy 2.19, time.time() before
     if not slot.lastseen:
         return 0.0
     longest = float(slot.delay) * (1 + slot_jitter(slot))
@@ -288,15 +238,10 @@ def slot_ready_in(slot: Any) -> float:
     return max(lastseen + longest - now, 0.0)
 
 
-# -- stats, requests, signals, the command line ---------------------------------------
-
-
 def counter_on_stats_dict(stats: Any) -> Callable[..., None] | None:
-    """``count(key, n)``: exactly what Scrapy's own ``StatsCollector.inc_value(key, n)``
-    does, on the collector's dict, without Scrapy 2.19's per-access wrapper (about 2 us a
-    call); None for a collector whose ``inc_value`` is not Scrapy's own."""
-    # why: the counts live in ``StatsCollector._stats``, read through
-    # object.__getattribute__ because the collector's own wraps every access
+    """``count(key, n)``: what Scrapy's own ``StatsCollector.inc_value`` does, without
+    Scrapy 2.19's per-access wrapper; None for a collector that overrides ``inc_value``."""
+    # why: the counts live in ``_stats``, read past the collector's own __getattribute__
     if getattr(type(stats), "inc_value", None) is not StatsCollector.inc_value:
         return None
     get_attribute = object.__getattribute__
@@ -310,12 +255,10 @@ def counter_on_stats_dict(stats: Any) -> Callable[..., None] | None:
 
 
 def request_field_readers() -> dict[str, Callable[[Request], Any]]:
-    """For each of a Request's container fields (headers, cookies, meta, flags,
-    cb_kwargs), a reader that returns its value without creating it: None (or empty)
-    for one this Scrapy creates only when first read and nobody has read yet."""
-    # why: those properties allocate an empty container on first read; the private
-    # attribute behind one (``_meta``, ``_headers``, ...) is None until then. Found by
-    # probing (2.14: meta and cb_kwargs; 2.19: also headers, cookies, flags)
+    """For each of a Request's container fields, a reader that returns its value without
+    creating it (None for one not created yet)."""
+    # why: those properties create an empty container on first read; the private field
+    # behind one (``_meta``, ...) is None until then (found by probing: 2.14, 2.19 differ)
     probe = Request("http://a.invalid/")
     readers: dict[str, Callable[[Request], Any]] = {}
     for name in ("headers", "cookies", "meta", "flags", "cb_kwargs"):
@@ -329,36 +272,29 @@ def request_field_readers() -> dict[str, Callable[[Request], Any]]:
 
 def has_receivers(crawler: Crawler, signal: object) -> bool:
     """Whether any live receiver is connected to ``signal``."""
-    # why: pydispatch's ``getAllReceivers``/``liveReceivers`` are how
-    # scrapy.utils.signal finds the receivers it calls; SignalManager has no such query
+    # why: SignalManager has no such query; scrapy.utils.signal asks pydispatch this way
     receivers = getAllReceivers(crawler.signals.sender, signal)
     return any(True for _ in liveReceivers(receivers))
 
 
 def is_sitemap_spider_request(request: Request) -> bool:
     """Whether SitemapSpider made ``request`` to read a sitemap or a robots.txt."""
-    # why: SitemapSpider marks its own requests only by its private callback
-    # ``_parse_sitemap``
+    # why: SitemapSpider marks its requests only by its private callback ``_parse_sitemap``
     return getattr(request.callback, "__name__", None) == "_parse_sitemap"
 
 
 def command_line() -> list[str]:
     """This process's command line as it was started."""
-    # why: ``scrapy.cmdline`` pops the command name from ``sys.argv`` and records it
-    # nowhere a component can read; ``sys.orig_argv`` (Python 3.10+) keeps it
+    # why: ``scrapy.cmdline`` pops the command name from ``sys.argv``; ``sys.orig_argv`` keeps it
     return [str(arg) for arg in getattr(sys, "orig_argv", sys.argv)]
 
 
-# -- the ``scrapy robots`` help -------------------------------------------------------
-
-
 class CommandHelpFormatter(ScrapyHelpFormatter):
-    """Scrapy's command help formatter, except that the description keeps its line breaks
-    and an option's help line that happens to end in a colon is not made a heading."""
+    """Scrapy's command help formatter, but the description keeps its line breaks and an
+    option's help line ending in a colon is not made a heading."""
 
-    # why: Scrapy makes its headings in ``ScrapyHelpFormatter._join_parts`` (for every
-    # line ending in a colon), over argparse's ``_format_action`` and ``_fill_text``;
-    # argparse documents no other way to change either
+    # why: Scrapy makes a heading of every line ending in a colon in ``_join_parts``, over
+    # argparse's ``_format_action`` and ``_fill_text``, with no documented way around
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
         return "".join(indent + line for line in text.splitlines(keepends=True))
@@ -378,22 +314,14 @@ class CommandHelpFormatter(ScrapyHelpFormatter):
         return super()._join_parts(part_strings)
 
 
-# -- the spider's own selector ----------------------------------------------------------
-
-
 def cached_selector(response: object) -> Any:
-    """The Selector that ``response.selector`` already built, or None.
-
-    Why private: TextResponse keeps it in ``_cached_selector`` and has no public way to
-    ask whether it exists; ``response.selector`` would build one (a full lxml parse of
-    the page), the cost the page-level directives must not add (docs/page.md).
-    """
+    """The Selector that ``response.selector`` already built, or None."""
+    # why: no public way to ask whether it exists; ``response.selector`` would build one
+    # (a full lxml parse of the page, the cost docs/page.md promises not to add)
     return getattr(response, "_cached_selector", None)
 
 
 # == What the stock middleware promises ================================================
-
-# -- robots_parsed ---------------------------------------------------------------------
 
 
 async def send_robots_parsed(
@@ -402,15 +330,9 @@ async def send_robots_parsed(
     request: Request,
     parsed: Callable[[bytes, Request], Awaitable[RobotsTxt]] | None = None,
 ) -> None:
-    """Send ``robots_parsed`` for one fetched robots.txt, with the page request that
-    triggered the fetch, as ``scrapy.downloadermiddlewares.robotstxt`` does (2.18+).
-
-    ``body`` is what scrapy-rep applies: the (size-capped) file for a 2xx, empty for an
-    answer that allows all (4xx), so the parser agrees with the crawl's verdicts.
-    When someone listens, the parser carries the copy *parsed* gives (the one the
-    crawl's own checks use, a large file parsed in bounded steps), not a second parse
-    on the reactor at the receiver's first query.
-    """
+    """Send ``robots_parsed`` (Scrapy 2.18+) as Scrapy's own middleware does, with the
+    body scrapy-rep applies (empty for a 4xx) and, when someone listens, the crawl's own
+    parsed copy (*parsed*), not a second parse on the reactor at the first query."""
     signal = getattr(signals, "robots_parsed", None)
     if signal is None:  # Scrapy before 2.18 has no such signal
         return
@@ -422,9 +344,6 @@ async def send_robots_parsed(
             logger.exception("could not prepare robots.txt for robots_parsed")
     parser = RobotParser(body, max_size_of(crawler), robots)
     await crawler.signals.send_catch_log_async(signal=signal, robotparser=parser, request=request)
-
-
-# -- configuration mistakes -----------------------------------------------------------
 
 
 def _load(key: object) -> object:
@@ -442,14 +361,6 @@ def is_stock_middleware(key: object) -> bool:
 
     component = _load(key)
     return isinstance(component, type) and issubclass(component, Stock)
-
-
-def stock_middlewares_enabled(settings: BaseSettings) -> list[str]:
-    """The enabled downloader middlewares that are the stock one or a subclass of it."""
-    from scrapy.utils.conf import build_component_list
-
-    enabled = build_component_list(settings.getwithbase("DOWNLOADER_MIDDLEWARES"))
-    return [_name(key) for key in enabled if is_stock_middleware(key)]
 
 
 def _name(key: object) -> str:
@@ -472,8 +383,11 @@ def foreign_parser(settings: BaseSettings) -> str | None:
 
 def check_configuration(crawler: Crawler) -> None:
     """Log one WARNING per configuration mistake, once, at start-up."""
+    from scrapy.utils.conf import build_component_list
+
     settings = crawler.settings
-    stock = stock_middlewares_enabled(settings)
+    enabled = build_component_list(settings.getwithbase("DOWNLOADER_MIDDLEWARES"))
+    stock = [_name(key) for key in enabled if is_stock_middleware(key)]
     if stock:
         logger.warning(
             "%s is enabled beside scrapy_rep.RobotsTxtMiddleware: robots.txt "

@@ -1,7 +1,6 @@
 """Per-request decisions: the verdict of the origin's rules for the request's product
-token (crawl/product_token.py), recorded in its meta; the parsed copies of robots.txt
-the verdicts come from (a large one prepared in steps); and Crawl-delay, kept on
-Scrapy's download slots."""
+token, recorded in its meta; the parsed copies it comes from (a large one prepared in
+steps); and Crawl-delay, kept on Scrapy's download slots."""
 
 from __future__ import annotations
 
@@ -44,39 +43,17 @@ REASON_FALLBACK_ALLOW = "fallback-allow"  # unreachable too long, REP_UNREACHABL
 REASON_FALLBACK_DISALLOW = "fallback-disallow"
 REASON_UNREACHABLE = "unreachable"  # no copy applies yet (audit mode records would-delay)
 SOURCE_UNREACHABLE = "unreachable"  # beside fresh, expired, stale, fallback (policy)
-# docs/rfc.md, "cost": the reactor never waits more than 25 ms on robots.txt work. Pure Python
-# parses the worst 500 KiB shapes (18,285 user-agent lines with signals, 17,680
-# one-rule groups) in 30-90 ms and compiles the worst groups of tens of thousands of
-# rules in as long, so a file from this size is parsed, and a group of this many
-# rules compiled for its first check, in bounded steps with
-# the reactor running other work between them (crawl/stepping.py; bench_adversarial.py:
-# the worst shapes cost ~7 ms per 64 KiB, ~3 ms per 2,048 rules). Real files are
-# parsed at once: 49 of the 4,231 corpus files are this large.
+# A file from this size is parsed, and a group of this many rules compiled, in bounded
+# steps (crawl/stepping.py, docs/rfc.md "cost"; bench_adversarial.py: the worst shapes
+# cost ~7 ms per 64 KiB, ~3 ms per 2,048 rules). 49 of the 4,231 corpus files are this large.
 STEPPED_OCTETS = 65_536
 STEPPED_RULES = 2_048
 
 
 def stat_counter(stats: Any) -> Callable[..., None]:
-    """``count(key, n=1)``: ``stats.inc_value(key, n)``, without the wrapper's cost.
-
-    Stats counted on the per-request path cost one dict update: Scrapy 2.19's
-    ``StatsCollector`` wraps every attribute access of the collector, its own inside
-    ``inc_value`` included (about 2 µs per call, more than deciding a request takes).
-    For a collector whose ``inc_value`` is Scrapy's own (the default
-    ``MemoryStatsCollector`` and every subclass that does not override it), the
-    counter does exactly what that method does, on the same dict
-    (``compat.counter_on_stats_dict``). Any other collector (``DummyStatsCollector``, a
-    collector that forwards its counts elsewhere) is called as usual.
-    """
-    count = compat.counter_on_stats_dict(stats)
-    if count is not None:
-        return count
-    inc_value = stats.inc_value
-
-    def count_through(key: str, n: int = 1) -> None:
-        inc_value(key, n)
-
-    return count_through
+    """``stats.inc_value``, as one dict update when it is Scrapy's own: Scrapy 2.19 wraps
+    every access of the collector (about 2 µs a call, more than deciding a request)."""
+    return compat.counter_on_stats_dict(stats) or stats.inc_value
 
 
 class Decider:
@@ -87,29 +64,20 @@ class Decider:
         origins: Origins,
         recorder: NullRecorder | None = None,
     ) -> None:
-        self.crawler = crawler
-        self.recorder = recorder or NullRecorder()  # the compliance record (crawl/record.py)
+        self.recorder = recorder or NullRecorder()
         self.config = config
-        assert crawler.stats is not None
-        self.stats = crawler.stats
         self._count = stat_counter(crawler.stats)  # (per request: see stat_counter)
-        # The parsed copies live on the origins' runtimes, counted within
-        # REP_MEMORY_MAX_BYTES and dropped with the record they were parsed from.
-        self.origins = origins
+        self.origins = origins  # the parsed copies live on their runtimes
         # origin -> requests waiting for the steps preparing its copy (run by another)
         self._working: dict[str, list[Deferred[None]]] = {}
-        # which product token a request's crawler obeys (crawl/product_token.py); its
-        # bound method, not a wrapper: it runs on every request
+        # (its bound method, not a wrapper: it runs on every request)
         self.tokens = ProductTokens(config, crawler)
         self.token_for = self.tokens.token_for
         self.slot_delays = SlotDelays(crawler, config.max_crawl_delay)
 
-    # -- verdicts ----------------------------------------------------------------------
-
     def parsed(self, rt: OriginRuntime, body: bytes) -> RobotsTxt:
-        """The parsed copy of *body*: the origin's (made by decide(), which may have
-        awaited steps for a large file, just before), else parsed here, on the reactor
-        (a small file)."""
+        """The parsed copy of *body*: the origin's (made by decide() just before), else
+        parsed here (a small file)."""
         copy = rt.parsed
         if copy is None or copy.body is not body:
             copy = self._made(rt, body, RobotsTxt.parse(body, max_size=self.config.max_size))
@@ -117,8 +85,7 @@ class Decider:
 
     def _made(self, rt: OriginRuntime, body: bytes, robots: RobotsTxt) -> ParsedCopy:
         """A copy just parsed, kept on the origin's runtime."""
-        # one line per parsed copy (`scrapy robots` lists the issues), built only if
-        # shown: the level is asked first, as the counts are made on demand
+        # (the level is asked first: the issue counts are made on demand)
         if logger.isEnabledFor(logging.DEBUG) and robots.issue_counts:
             kinds = ", ".join(f"{kind} {n}" for kind, n in robots.issue_counts.items())
             logger.debug(
@@ -146,10 +113,9 @@ class Decider:
         return copy.robots
 
     async def robots_for(self, rt: OriginRuntime, body: bytes, token: str) -> RobotsTxt:
-        """The parsed copy of *body*, ready to answer for *token*; a large file is
-        parsed, and a large group prepared, in bounded steps on the reactor, other
-        work running between them (crawl/stepping.py, docs/rfc.md "cost"). One preparation
-        per origin at a time: its other requests await it."""
+        """The parsed copy of *body* ready to answer for *token*, a large file or group
+        prepared in bounded steps (crawl/stepping.py); one preparation per origin at a
+        time, its other requests await it."""
         origin = rt.origin
         while (robots := self._ready(rt, body, token)) is None:
             waiters = self._working.get(origin)
@@ -176,23 +142,13 @@ class Decider:
         return robots
 
     async def parsed_for(self, origin: str, body: bytes, request: Request) -> RobotsTxt:
-        """The parsed copy of *body* ready to answer for *request*'s crawler, the way
-        decide() gets it (a large file or group prepared in steps): what
-        ``robots_parsed`` receivers get, so that their queries neither parse the file
-        again nor prepare the crawler's group in one piece on the reactor."""
-        rt = self.origins.get(origin)
-        token = self.token_for(request)
-        robots = self._ready(rt, body, token)
-        if robots is None:
-            robots = await self.robots_for(rt, body, token)
-        return robots
+        """The parsed copy of *body* ready for *request*'s crawler, as decide() gets it:
+        what ``robots_parsed`` receivers get, so their queries cost the reactor nothing."""
+        return await self.robots_for(self.origins.get(origin), body, self.token_for(request))
 
     async def decide(self, request: Request, evaluation: Evaluation, rt: OriginRuntime) -> None:
-        """Record the decision on the request; raise IgnoreRequest to drop it.
-
-        Awaits only when the origin's robots.txt needs costly work first (see
-        robots_for); otherwise it runs to the end without yielding to the reactor.
-        """
+        """Record the decision on the request; raise IgnoreRequest to drop it. Awaits
+        only when the origin's robots.txt needs work in steps first (robots_for)."""
         if self.decide_now(request, evaluation, rt):
             return
         # a large file or group: prepared in steps, then decided as above
@@ -215,8 +171,7 @@ class Decider:
                 return False
             self._decide_rules(request, evaluation, rt, robots, token)
             return True
-        # Every decision has the same keys (docs: "Meta and stats"); line, rule and
-        # groups are filled only when a rule set decided.
+        # Every decision has the same keys (docs: "Meta and stats"); no rule decided here.
         decision = self._decision(request, evaluation, rt, token)
         if not evaluation.ready:  # audit mode only: an enforcing crawl would wait
             self._count("robotstxt/audit/would_delay")
@@ -318,9 +273,8 @@ class Decider:
 def _prepared(
     robots: RobotsTxt | None, body: bytes, max_size: int, token: str
 ) -> Generator[None, None, RobotsTxt]:
-    """Steps (see crawl/stepping.py): *body* parsed (unless *robots* is its copy
-    already), then *token*'s group ready for its first check. The reactor may query
-    *robots* between steps: RobotsTxt swaps what it builds whole."""
+    """Steps: *body* parsed (unless *robots* is its copy), then *token*'s group ready.
+    The reactor may query *robots* between steps: RobotsTxt swaps what it builds whole."""
     if robots is None:
         robots = yield from RobotsTxt.parse_steps(body, max_size=max_size)
     yield from robots.prepare_steps(token)
@@ -335,15 +289,10 @@ def _describe(decision: dict[str, Any]) -> str:
 
 
 class SlotDelays:
-    """Crawl-delay kept on Scrapy's download slots (docs/behaviour.md, "Crawl-delay";
-    Google: Crawl-delay is a minimum spacing between requests to a site).
-
-    A slot's delay is raised to the Crawl-delay and its random jitter narrowed so that
-    the shortest gap is still the Crawl-delay; the same timing is kept for the slots
-    Scrapy makes for that key later, so a slot made again after its 60 s idle
-    collection keeps it, and it is re-asserted before each download, because
-    AutoThrottle rewrites the slot's delay on every response. Scrapy's slots are
-    reached through ``compat`` only."""
+    """Crawl-delay kept on Scrapy's download slots (docs/behaviour.md, "Crawl-delay": a
+    minimum spacing): the delay raised and the jitter narrowed, kept for the slots
+    Scrapy makes for that key later, and re-asserted before each download (AutoThrottle
+    rewrites the slot's delay on every response)."""
 
     def __init__(self, crawler: Crawler, max_delay: float) -> None:
         self.crawler = crawler
@@ -352,8 +301,7 @@ class SlotDelays:
         self._delays: dict[str, float] = {}
 
     def apply(self, request: Request, delay: float) -> None:
-        """Keep *request*'s download slot at least *delay* apart (capped at
-        REP_MAX_CRAWL_DELAY), also for slots Scrapy creates anew later."""
+        """Keep *request*'s download slot at least *delay* (<= REP_MAX_CRAWL_DELAY) apart."""
         if delay <= 0:
             return
         delay = min(delay, self.max_delay)
@@ -364,14 +312,12 @@ class SlotDelays:
         if self._delays.get(key, 0.0) >= delay:
             return
         if not self._delays:
-            # Listen from the first Crawl-delay on: until then there is nothing to
-            # re-assert, and a receiver costs every request a signal dispatch.
+            # Connected at the first Crawl-delay: a receiver costs every request a dispatch.
             self.crawler.signals.connect(
                 self.on_reached_downloader, signal=signals.request_reached_downloader
             )
         self._delays[key] = delay
-        # Kept for the slots Scrapy makes for this key later too, so the delay survives
-        # the slot being garbage-collected after 60 s idle.
+        # (also for the slots Scrapy makes later: a slot is collected after 60 s idle)
         slot_delay, jitter = compat.new_slot_timing(downloader, key)
         slot_delay = max(slot_delay, delay)
         compat.keep_new_slot_timing(
@@ -384,9 +330,7 @@ class SlotDelays:
 
     def on_reached_downloader(self, request: Request, spider: Any = None) -> None:
         """Re-assert Crawl-delay before each download: AutoThrottle rewrites slot.delay
-        on every response and floors it only at DOWNLOAD_DELAY."""
-        if not self._delays:
-            return
+        on every response and floors it only at DOWNLOAD_DELAY (connected by the first)."""
         downloader = compat.downloader_of(self.crawler)
         if downloader is None:
             return
@@ -400,15 +344,9 @@ class SlotDelays:
 
 
 def _bounded_jitter(slot_delay: float, jitter: float, crawl_delay: float) -> float:
-    """The largest jitter <= ``jitter`` whose shortest gap is still ``crawl_delay``.
-
-    Scrapy varies each slot delay by +/- ``jitter`` (+/-50 % by default), so a slot
-    delay of exactly the Crawl-delay would space requests as little as half of it apart.
-    Crawl-delay is a minimum spacing: narrow the jitter (never the delay) so that
-    ``slot_delay * (1 - jitter) >= crawl_delay``. Before Scrapy 2.19 a slot's delay is
-    varied by +/-50 % or not at all: a jitter of 0.5 narrowed below it turns randomising
-    off (``compat.set_slot_jitter``).
-    """
+    """The largest jitter <= ``jitter`` whose shortest gap is still ``crawl_delay``:
+    Scrapy varies each slot delay by +/- ``jitter``, and Crawl-delay is a minimum, so
+    ``slot_delay * (1 - jitter) >= crawl_delay``."""
     if jitter <= 0 or slot_delay <= 0:
         return max(jitter, 0.0)
     return max(0.0, min(jitter, 1.0 - crawl_delay / slot_delay))

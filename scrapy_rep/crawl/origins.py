@@ -1,10 +1,8 @@
 """The origins a crawl knows and their state in RAM, bounded by count and by bytes.
 
-Each origin has one ``OriginRuntime``: its record, its parsed rules and Crawl-delay
-memo (the Decider's, crawl/decide.py), its fetch and timer, and its summary counters.
-``Origins`` keeps them in one least-recently-used order, at most ``limit`` of them
-unless more are busy, and the robots.txt copies they keep (record body and parsed
-rules) within ``max_bytes`` (``REP_MEMORY_MAX_BYTES``, estimated).
+Each origin has one ``OriginRuntime`` (its record, parsed rules, Crawl-delay memo, fetch,
+timer and summary counters); ``Origins`` keeps at most ``limit`` of them unless more are
+busy, and their robots.txt copies within ``REP_MEMORY_MAX_BYTES`` (estimated).
 """
 
 from __future__ import annotations
@@ -29,12 +27,10 @@ if TYPE_CHECKING:
 # Seconds a request was held back, shown in its robotstxt_decision meta.
 WAITED_META_KEY = "rep_waited"
 
-# Estimated RAM of one origin's robots.txt copy, in bytes. A record in a runtime: its
-# body plus the record and evaluation objects around it. A parsed copy (RobotsTxt with
-# the group in use compiled), measured with tracemalloc: 600 files of the development
-# corpus took 8.6 KiB on average (about 2-8 KiB plus up to twice the body); the
-# wildcard-heavy files of benchmarks/bench_broad.py (2.8 KB on average) 14 KB with
-# their record. The estimate errs high on both (1.1-1.6x), so the budget bounds RAM.
+# Estimated RAM of one origin's robots.txt copy, in bytes: a record is its body plus the
+# objects around it; a parsed copy (tracemalloc: 8.6 KiB on average over 600 corpus
+# files, 14 KB with its record for bench_broad.py's wildcard-heavy ones) errs high by
+# 1.1-1.6x, so the budget bounds RAM.
 RECORD_OVERHEAD = 256
 PARSED_OVERHEAD = 4_096
 PARSED_PER_BODY_BYTE = 3
@@ -74,18 +70,15 @@ class OriginRuntime:
     last_source: str = ""
     # REP_UNREACHABLE_FALLBACK's verdict, once it applied to this origin (for the summary)
     fallback_applied: str = ""
-    # (valid until, the record it was made from, the evaluation): a fresh copy's
-    # evaluation cannot change before its refresh-ahead time (or, once its refetch
-    # runs, before it expires), so requests reuse it until then
+    # (valid until, its record, the evaluation): a fresh copy's evaluation cannot change
+    # before its refresh-ahead time (or its expiry, once refetching), so it is reused
     fresh: tuple[float, OriginRecord, Evaluation] | None = None
     # the same for an undecided origin: (until, record, evaluation), until its next wake
     undecided: tuple[float, OriginRecord | None, Evaluation] | None = None
-    # the parsed rules of the record's body (crawl/decide.py), and the Crawl-delay they
-    # give one product token: (body, token, delay), asked once per copy and token
+    # the parsed rules of the record's body, and their Crawl-delay: (body, token, delay)
     parsed: ParsedCopy | None = None
     crawl_delay: tuple[bytes, str, float | None] | None = None
-    # Estimated bytes of the robots.txt copy this origin keeps in RAM (record body and
-    # parsed rules; 0 when it keeps none), and the parsed rules' share.
+    # estimated bytes of the copy kept in RAM (0: none), and the parsed rules' share
     copy_bytes: int = 0
     parsed_bytes: int = 0
     # requests at download time waiting for an unloaded copy to be read back
@@ -102,9 +95,7 @@ class OriginRuntime:
     stale_used: bool = False
 
     def fresh_evaluation(self, now: float) -> Evaluation | None:
-        """The evaluation of the fresh copy while it still applies at ``now`` (the
-        same record, before its refresh-ahead time, or before expiry while its refetch
-        runs), else None: one comparison per request."""
+        """The evaluation of the fresh copy while it still applies at ``now``, else None."""
         fresh = self.fresh
         if fresh is not None and self.record is fresh[1] and now < fresh[0]:
             return fresh[2]
@@ -150,7 +141,7 @@ class SummaryTotals:
 
     def forget_origin(self, state: str) -> None:
         """An evicted origin came back: its runtime counts it from now on (its event
-        counts stay here, they add up across both lives)."""
+        counts stay here)."""
         self.origins -= 1
         self.states[state] -= 1
 
@@ -170,29 +161,13 @@ def _nothing_held(origin: str) -> int:
 
 
 class Origins:
-    """Runtimes by origin, least recently used first.
-
-    One runtime is evicted per new origin beyond ``limit``: O(1); its record stays in
-    the store. A busy runtime (requests held for it in the waiting room, counted by
-    ``held``; waiters, a fetch or a timer) is never evicted: it moves to ``_pinned``
-    until ``settle`` finds it idle again, so no held request is ever orphaned. Evicted
-    origins are folded into ``evicted`` (counts) and ``_evicted_states`` (one short
-    string each), so an origin that comes back is not counted twice in the summary.
-
-    The bytes: a runtime holding a copy of its robots.txt (the record with its body,
-    and its parsed rules) is *resident*. When the resident copies exceed ``max_bytes``,
-    the least recently used idle ones are *unloaded*: body and parsed rules are
-    dropped, the runtime keeps a body-less record for the summary and its counters,
-    and its next request reads the record from the store again (no robots.txt fetch:
-    the store has it).
-    """
+    """Runtimes by origin, least recently used first: one idle runtime is evicted per new
+    origin beyond ``limit`` (a busy one is pinned until ``settle`` finds it idle, so no
+    held request is orphaned), and beyond ``max_bytes`` the least recently used idle
+    copies are *unloaded* (their next request reads the store again, no fetch)."""
 
     def __init__(
-        self,
-        limit: int,
-        *,
-        max_bytes: int = 2**62,
-        held: Callable[[str], int] = _nothing_held,
+        self, limit: int, *, max_bytes: int = 2**62, held: Callable[[str], int] = _nothing_held
     ) -> None:
         self.limit = max(limit, 1)
         self.max_bytes = max_bytes
@@ -222,10 +197,8 @@ class Origins:
         return self._lru.get(origin) or self._pinned.get(origin)
 
     def fresh(self, origin: str, now: float) -> tuple[OriginRuntime, Evaluation] | None:
-        """The runtime of ``origin`` and the evaluation its fresh copy gave, while that
-        still applies at ``now`` (``rt.fresh``, see ``OriginCoordinator.evaluate``),
-        touched as ``get`` touches it; else None. The per-request path: one lookup, no
-        store read, no timer, no new runtime."""
+        """The runtime of ``origin`` and its fresh copy's evaluation while that applies at
+        ``now``, touched as ``get`` touches it; else None. The per-request path."""
         lru = self._lru
         rt = lru.get(origin)
         if rt is None:
@@ -262,8 +235,7 @@ class Origins:
         return rt
 
     def _evict_one(self) -> None:
-        # Busy runtimes met on the way are pinned, so each is passed over once: O(1)
-        # amortised per new origin.
+        # Busy runtimes met are pinned, so each is passed over once: O(1) amortised.
         while len(self._lru) > 1:
             origin, rt = self._lru.popitem(last=False)
             if self.is_busy(rt):
@@ -303,9 +275,8 @@ class Origins:
             waiter.callback(None)
 
     def note_parsed(self, rt: OriginRuntime, copy: ParsedCopy) -> None:
-        """``copy`` is the origin's parsed rules from now on, counted within
-        ``max_bytes`` (also before the origin's record lands: a ``robots_parsed``
-        receiver is answered during the fetch, and the first request uses its copy)."""
+        """``copy`` is the origin's parsed rules from now on, counted within ``max_bytes``
+        (also before its record lands: ``robots_parsed`` is answered during the fetch)."""
         rt.parsed = copy
         if self.lookup(rt.origin) is not rt:
             return  # evicted meanwhile: the request in flight uses it, nothing keeps it
@@ -313,9 +284,8 @@ class Origins:
         self._set_cost(rt, rt.copy_bytes - rt.parsed_bytes + share, share)
 
     def reloading(self, origin: str) -> bool:
-        """True while an unloaded origin reads its copy back from the store: it was
-        decided before, so its requests need not wait in the scheduler's path for
-        that read (a store read, not a fetch)."""
+        """True while an unloaded (so decided before) origin reads its copy back from the
+        store: its requests need not wait in the scheduler's path for that read."""
         rt = self.lookup(origin)
         return rt is not None and rt.loading and rt.record is not None
 

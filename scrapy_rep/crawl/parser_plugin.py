@@ -1,7 +1,6 @@
 """Scrapy's ``ROBOTSTXT_PARSER`` interface over this engine (``scrapy.robotstxt.RobotParser``).
 
-It lives in the crawl layer because the middleware hands one to ``robots_parsed``
-receivers, as Scrapy's own middleware does; ``scrapy_rep.RobotParser`` re-exports it.
+In the crawl layer because the middleware hands one to ``robots_parsed`` receivers.
 """
 
 from __future__ import annotations
@@ -28,14 +27,9 @@ def max_size_of(crawler: Crawler | None) -> int:
 
 
 class RobotParser(_ScrapyRobotParser):
-    """Scrapy parser plug-in backed by :class:`scrapy_rep.RobotsTxt`.
-
-    Unlike Scrapy's stock parsers it matches groups by the crawler's product token
-    (RFC 9309 §2.2.1), so a full ``User-Agent`` string works as well as the token.
-    The body is parsed on first use, unless *parsed* is its parsed copy already: the
-    middleware hands ``robots_parsed`` receivers the copy its own checks use, so that a
-    receiver's query never parses a large file on the reactor (docs/rfc.md, "cost").
-    """
+    """Scrapy parser plug-in backed by :class:`scrapy_rep.RobotsTxt`: groups match by the
+    crawler's product token (RFC 9309 §2.2.1), so a full ``User-Agent`` works too. The
+    body is parsed on first use, unless *parsed* is its copy already."""
 
     def __init__(
         self,

@@ -1,10 +1,8 @@
-"""Which product token a request's crawler obeys.
+"""Which product token a request's crawler obeys (docs/behaviour.md, "Product token").
 
-docs/behaviour.md, "Product token": the first of ``meta["robotstxt_user_agent"]``, the spider
-attribute
-``robotstxt_user_agent``, ``ROBOTSTXT_USER_AGENT``, the request's own User-Agent header
-and ``USER_AGENT``, reduced to its leading product token (RFC 9309 2.2.1: crawlers match
-on their product token, not on the full UA string).
+The first of ``meta["robotstxt_user_agent"]``, the spider's ``robotstxt_user_agent``,
+``ROBOTSTXT_USER_AGENT``, the request's User-Agent header and ``USER_AGENT``, reduced to
+its product token (RFC 9309 2.2.1: crawlers match on it, not on the full UA string).
 """
 
 from __future__ import annotations
@@ -35,9 +33,7 @@ class ProductTokens:
 
     def __init__(self, config: Config, crawler: Crawler | None = None) -> None:
         self.config = config
-        # The spider's robotstxt_user_agent attribute applies once the spider exists
-        # (Scrapy sets crawler.spider before any request is scheduled).
-        self.crawler = crawler
+        self.crawler = crawler  # (crawler.spider is set before any request is scheduled)
         self._warned_browser = False
         # (raw value, its product token, whether it is browser-like): the last one seen
         self._token_of: tuple[object, str, bool] = (None, "", False)
@@ -55,9 +51,8 @@ class ProductTokens:
         if not raw:
             headers = request.headers
             if type(headers) is Headers:
-                # Headers.get(b"User-Agent") on nearly every request (ROBOTSTXT_USER_AGENT
-                # unset), without its key normalisation: a dict of title-cased keys to
-                # lists of values, the last value the one it returns.
+                # Headers.get(b"User-Agent") without its key normalisation: a dict of
+                # title-cased keys to lists of values, the last one the one it returns.
                 values = dict.get(headers, _USER_AGENT)
                 raw = values[-1] if values else None
             elif headers:

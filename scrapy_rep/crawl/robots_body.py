@@ -1,19 +1,16 @@
 """Decode a compressed robots.txt body, in bounded memory, up to the size limit.
 
-RFC 9309 2.5: crawlers "MUST be able to parse at least 500 kibibytes", and a file larger
-than the limit is not an error: its first part is parsed. A compressed robots.txt is
-decoded here rather than by Scrapy's HttpCompressionMiddleware, which refuses a body
-whose decoded size exceeds ``DOWNLOAD_MAXSIZE`` (a decompression bomb would then read as
-"refused by the crawler" and allow everything): every decoder below stops once it has
-produced the limit, so a bomb costs at most the limit in memory and time, and its first
-lines (its rules) apply. A stream that ends early, or breaks, yields what it decoded.
-
-Only the codecs whose module is installed are decoded, and only they are advertised in
-the robots.txt request's ``Accept-Encoding`` (``accept_encoding``).
+RFC 9309 2.5: a file larger than the limit is not an error: its first part is parsed.
+Scrapy's HttpCompressionMiddleware refuses a body whose decoded size exceeds
+``DOWNLOAD_MAXSIZE`` (a decompression bomb would then allow everything); every decoder
+here stops at the limit, so a bomb costs at most the limit and its first lines apply. A
+stream that ends early or breaks yields what it decoded. Only the codecs installed are
+decoded and advertised (``accept_encoding``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import io
 import zlib
@@ -23,21 +20,18 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-# Output is produced in steps of at most this many bytes, so no single call of a
-# decoder allocates more than this beyond the limit.
+# No single call of a decoder allocates more than this beyond the limit.
 _STEP = 64 * 1024
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
 @dataclass(frozen=True)
 class Decoded:
-    """A decoded prefix of a body: ``cut`` when the decoded file goes on beyond it
-    (over the limit, or the stream ended or broke before its end)."""
+    """A decoded prefix of a body: ``cut`` when the decoded file goes on beyond it."""
 
     body: bytes
     cut: bool
-    # Why decoding stopped short, when it did not stop at the limit or the stream's end.
-    error: str | None = None
+    error: str | None = None  # why decoding broke off, if it did
 
 
 class _Output:
@@ -56,8 +50,7 @@ class _Output:
     def add(self, data: bytes) -> None:
         self.parts.append(data)
         self.size += len(data)
-        if self.size > self.limit:
-            self.full = True
+        self.full = self.size > self.limit
 
     def result(self, *, ended: bool, error: str | None = None) -> Decoded:
         body = b"".join(self.parts)[: self.limit]
@@ -101,10 +94,8 @@ def _deflate(data: bytes, limit: int) -> Decoded:
 
 def _import_first(*names: str) -> Any:
     for name in names:
-        try:
+        with contextlib.suppress(ImportError):
             return importlib.import_module(name)
-        except ImportError:
-            continue
     return None
 
 
@@ -118,7 +109,7 @@ def _bounded_brotli(module: Any) -> Any:
     except TypeError:
         return None
     except Exception:  # an empty input may be an error: the argument worked
-        return module
+        pass
     return module
 
 
@@ -185,22 +176,17 @@ def _zstandard(data: bytes, limit: int) -> Decoded:
     return out.result(ended=False)
 
 
-def _decoders() -> dict[bytes, Callable[[bytes, int], Decoded]]:
-    found: dict[bytes, Callable[[bytes, int], Decoded]] = {
-        b"gzip": _gzip,
-        b"x-gzip": _gzip,
-        b"deflate": _deflate,
-    }
-    if _BROTLI is not None:
-        found[b"br"] = _brotli
-    if _ZSTD_STDLIB is not None:
-        found[b"zstd"] = _zstd_stdlib
-    elif _ZSTANDARD is not None:
-        found[b"zstd"] = _zstandard
-    return found
-
-
-DECODERS = _decoders()
+DECODERS: dict[bytes, Callable[[bytes, int], Decoded]] = {
+    b"gzip": _gzip,
+    b"x-gzip": _gzip,
+    b"deflate": _deflate,
+}
+if _BROTLI is not None:
+    DECODERS[b"br"] = _brotli
+if _ZSTD_STDLIB is not None:
+    DECODERS[b"zstd"] = _zstd_stdlib
+elif _ZSTANDARD is not None:
+    DECODERS[b"zstd"] = _zstandard
 
 
 def accept_encoding() -> bytes:
@@ -220,11 +206,8 @@ def decodable(codings: Sequence[bytes]) -> bool:
 
 
 def decode(body: bytes, codings: Sequence[bytes], limit: int, *, cut: bool = False) -> Decoded:
-    """Undo ``codings`` (as ``content_codings`` gives them), last applied first, keeping
-    at most ``limit`` bytes; ``cut``: the body itself is a prefix (the download stopped).
-
-    A layer that breaks after some output yields that output (``cut``, with ``error``);
-    one that breaks before any gives an empty body with ``error``."""
+    """Undo ``codings``, last applied first, keeping at most ``limit`` bytes; ``cut``: the
+    body itself is a prefix. A layer that breaks yields what it decoded, with ``error``."""
     data = body
     truncated = cut
     for coding in reversed(codings):

@@ -1,11 +1,9 @@
 """SitemapSpider's own robots.txt request, answered from scrapy-rep's copy (docs/compat.md).
 
-A ``SitemapSpider`` whose ``sitemap_urls`` name a robots.txt requests that file itself
-(``compat.is_sitemap_spider_request``) to read its ``Sitemap:`` lines; with robots.txt obeyed,
-the site would be asked for it twice (Scrapy issue #3967). The spider's request is held
-like any request of an undecided origin, so by the time it reaches the downloader
-scrapy-rep has the file: a fresh copy answers it and the site sees one request. The
-sitemaps it lists are ordinary requests, decided by the rules as usual.
+A ``SitemapSpider`` whose ``sitemap_urls`` name a robots.txt requests that file itself,
+so the site would be asked for it twice (Scrapy issue #3967). The request is held like
+any of an undecided origin, so by the time it reaches the downloader a fresh copy
+answers it and the site sees one request.
 """
 
 from __future__ import annotations
@@ -27,49 +25,41 @@ if TYPE_CHECKING:
     from scrapy_rep.policy.records import OriginRecord
     from scrapy_rep.policy.robots_policy import Evaluation
 
-#: The response flag of a robots.txt answered from scrapy-rep's copy (shown in the
-#: "Crawled (200) <GET ...>" log line, as 'cached' is for HTTPCACHE).
+#: The response flag of a robots.txt answered from scrapy-rep's copy (as 'cached' is for HTTPCACHE).
 COPY_FLAG = "robots.txt copy"
 
 
-class SitemapRobotsCopy:
-    def __init__(self, crawler: Crawler) -> None:
-        self.crawler = crawler
+def is_sitemap_spider(spider: object) -> bool:
+    """Whether ``copy_response`` can answer any request of *spider*."""
+    return isinstance(spider, SitemapSpider)
 
-    @staticmethod
-    def applies_to(spider: object) -> bool:
-        """Whether ``response_for`` can answer any request of *spider*."""
-        return isinstance(spider, SitemapSpider)
 
-    def response_for(
-        self, request: Request, evaluation: Evaluation, record: OriginRecord | None
-    ) -> TextResponse | None:
-        """The copy as SitemapSpider's robots.txt response, or None to download it."""
-        if not self.applies_to(self.crawler.spider):
-            return None
-        if not compat.is_sitemap_spider_request(request):
-            return None
-        parts = urlparse_cached(request)
-        if parts.path != "/robots.txt" or parts.query:
-            return None
-        # Only a fresh copy: an expired one is being refetched, and the spider wants the
-        # file as it is now (it then downloads it itself).
-        if evaluation.source != FRESH or record is None:
-            return None
-        if evaluation.kind == RULES:
-            status, body = 200, evaluation.body
-        elif evaluation.kind == ALLOW_ALL and record.last_outcome.isdigit():
-            status, body = int(record.last_outcome), b""  # a 4xx: no Sitemap lines
-        else:
-            return None
-        assert self.crawler.stats is not None
-        self.crawler.stats.inc_value("robotstxt/sitemap_copy")
-        return TextResponse(
-            request.url,
-            status=status,
-            headers={"Content-Type": "text/plain; charset=utf-8"},
-            body=body,
-            encoding="utf-8",
-            request=request,
-            flags=[COPY_FLAG],
-        )
+def copy_response(
+    crawler: Crawler, request: Request, evaluation: Evaluation, record: OriginRecord | None
+) -> TextResponse | None:
+    """The copy as SitemapSpider's robots.txt response, or None to download it."""
+    if not is_sitemap_spider(crawler.spider) or not compat.is_sitemap_spider_request(request):
+        return None
+    parts = urlparse_cached(request)
+    if parts.path != "/robots.txt" or parts.query:
+        return None
+    # Only a fresh copy: the spider wants the file as it is now.
+    if evaluation.source != FRESH or record is None:
+        return None
+    if evaluation.kind == RULES:
+        status, body = 200, evaluation.body
+    elif evaluation.kind == ALLOW_ALL and record.last_outcome.isdigit():
+        status, body = int(record.last_outcome), b""  # a 4xx: no Sitemap lines
+    else:
+        return None
+    assert crawler.stats is not None
+    crawler.stats.inc_value("robotstxt/sitemap_copy")
+    return TextResponse(
+        request.url,
+        status=status,
+        headers={"Content-Type": "text/plain; charset=utf-8"},
+        body=body,
+        encoding="utf-8",
+        request=request,
+        flags=[COPY_FLAG],
+    )

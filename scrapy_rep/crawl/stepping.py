@@ -1,15 +1,10 @@
 """Engine work run on the reactor's own thread in bounded steps (docs/rfc.md, "cost").
 
-The reactor must never wait more than 25 ms on robots.txt work, and pure Python
-parses the worst 500 KiB files and compiles the worst groups of tens of thousands of
-rules in 30-90 ms.  A worker thread did not fix that on a 2-core machine: the worker
-is one more runnable thread, and the reactor waited 12-64 ms for a core and the GIL
-(docs/benchmarks.md).  So the engine cuts that work into steps of a few ms each
-(RobotsTxt.parse_steps, RobotsTxt.prepare_steps), and run_steps runs them on the
-reactor thread, a slice of steps at a time: it keeps stepping until STEP_BUDGET has
-passed, then lets the reactor run everything that is ready (other origins' requests
-are decided and downloaded, responses read) before it goes on.  The reactor then
-waits at most STEP_BUDGET plus one step.
+The reactor must never wait more than 25 ms on robots.txt work, and the worst files
+take 30-90 ms to parse; a worker thread left the reactor waiting 12-64 ms for a core
+and the GIL on 2 cores (docs/benchmarks.md). So the engine cuts that work into steps
+(RobotsTxt.parse_steps, prepare_steps) and run_steps gives the reactor a turn after
+every STEP_BUDGET of them: it waits at most STEP_BUDGET plus one step.
 """
 
 from __future__ import annotations
@@ -27,11 +22,9 @@ __all__ = ["STEP_BUDGET", "run_steps"]
 
 T = TypeVar("T")
 
-# seconds of steps between two turns of the reactor: one step or a few (each a few ms
-# of CPU at most). On a loaded 2-core machine every ms of CPU between turns is
-# stretched by the OS's scheduling, so the budget is small: in a crawl of a hostile
-# file the largest reactor gap was 15-36 ms with 1 ms, 45-64 ms with 3 ms (load 10,
-# benchmarks/bench_adversarial.py); a turn costs well under 0.1 ms
+# Seconds of steps between two turns of the reactor. Small, as a loaded machine
+# stretches every ms between turns: the largest reactor gap of a hostile file's crawl
+# was 15-36 ms with 1 ms, 45-64 ms with 3 ms (bench_adversarial.py); a turn costs < 0.1 ms
 STEP_BUDGET = 0.001
 
 
@@ -49,8 +42,4 @@ async def run_steps(steps: Generator[None, None, T], budget: float = STEP_BUDGET
             value: T = done.value
             return value
         # a turn of the reactor: timers due and I/O ready run before the next slice
-        await maybe_deferred_to_future(deferLater(installed_reactor(), 0, _nothing))
-
-
-def _nothing() -> None:
-    return None
+        await maybe_deferred_to_future(deferLater(installed_reactor(), 0, lambda: None))

@@ -1,18 +1,10 @@
 """Usage preferences in a crawl: recorded on every response, counted, and (opt-in) obeyed.
 
-docs/usage.md. Preferences never decide fetching (Allow/Disallow do); they say what the crawl
-may do with content. The crawl declares its purposes (``REP_PURPOSES``, or the request's
-``meta["rep_purposes"]``); ``REP_USAGE_MODE`` says what happens when a purpose is refused:
-
-- ``record`` (default): nothing is dropped; every response's ``meta["rep_usage"]`` holds
-  the preferences that apply and the stats count URLs per label and declared value
-  (``y`` or ``n``: a label nobody stated is not counted);
-- ``audit``: as record, and what ``enforce`` would drop is logged and counted;
-- ``enforce``: a request whose purpose robots.txt refuses (``n``) is dropped before it is
-  downloaded; a response whose ``Content-Usage`` header refuses it is dropped after;
-- ``off``: nothing is read or recorded.
-
-One DEBUG line per drop, stats keys per cause, and one INFO block per origin at close.
+docs/usage.md. Preferences never decide fetching; they say what the crawl may do with
+content. ``REP_USAGE_MODE`` says what happens when robots.txt or a ``Content-Usage``
+header refuses a declared purpose (``REP_PURPOSES``, or ``meta["rep_purposes"]``):
+``record`` (the default) only records it in ``meta["rep_usage"]`` and the stats,
+``audit`` also counts what ``enforce`` drops, ``off`` reads nothing.
 """
 
 from __future__ import annotations
@@ -64,7 +56,7 @@ class UsageKeeper:
         recorder: NullRecorder | None = None,
     ) -> None:
         self.mode = config.usage_mode
-        self.recorder = recorder or NullRecorder()  # the compliance record (crawl/record.py)
+        self.recorder = recorder or NullRecorder()
         self.purposes = config.purposes
         self.decider = decider
         assert crawler.stats is not None
@@ -79,8 +71,7 @@ class UsageKeeper:
             return
         crawler.signals.connect(self._on_spider_closed, signal=signals.spider_closed)
         if not self.purposes and self.mode == "record":
-            # Nothing declared and nothing to refuse: recording stays quiet (a request's
-            # meta["rep_purposes"] and a site's own preferences still work).
+            # Nothing declared and nothing to refuse: recording stays quiet.
             return
         logger.info(
             "usage preferences: %s; purposes: %s",
@@ -92,8 +83,6 @@ class UsageKeeper:
             ", ".join(self.purposes) or "none declared (REP_PURPOSES)",
         )
 
-    # -- purposes ----------------------------------------------------------------------
-
     def purposes_for(self, request: Request) -> tuple[str, ...]:
         raw = request.meta.get(PURPOSES_META_KEY)
         if raw is None:
@@ -101,19 +90,16 @@ class UsageKeeper:
         try:
             return purposes_from(raw, f"meta[{PURPOSES_META_KEY!r}]")
         except SettingError as exc:
-            # A bad per-request value must not lose the request: the crawl's own
-            # purposes apply, once said per distinct mistake.
+            # A bad per-request value must not lose the request: said once per mistake.
             self.stats.inc_value("rep/usage/bad_purposes_meta")
             if str(exc) not in self._bad_meta_warned:
                 self._bad_meta_warned.add(str(exc))
                 logger.warning("%s; REP_PURPOSES applies instead", exc)
             return self.purposes
 
-    # -- the two hooks -----------------------------------------------------------------
-
     def on_request(self, request: Request, rt: OriginRuntime, evaluation: Evaluation) -> None:
-        """After robots.txt allowed *request*: its robots.txt preferences; raise
-        IgnoreRequest when enforcing and robots.txt refuses a declared purpose."""
+        """After robots.txt allowed *request*: its robots.txt preferences (IgnoreRequest
+        when enforcing one that refuses a declared purpose)."""
         if self.mode == "off":
             return
         usage = None
@@ -137,18 +123,17 @@ class UsageKeeper:
             self._refuse(request, rt.origin, usage, refused, ROBOTS)
 
     def on_response(self, request: Request, response: Response) -> Response:
-        """Add the ``Content-Usage`` header's preferences; raise IgnoreRequest when
-        enforcing and the header refuses a declared purpose."""
+        """Add the ``Content-Usage`` header's preferences (IgnoreRequest when enforcing one
+        that refuses a declared purpose)."""
         meta = request.meta
         if self.mode == "off" or FETCH_META_KEY in meta:
             return response
         doc = meta.get(META_KEY)
         if not isinstance(doc, dict) or doc.get("url") != request.url:
             doc = None  # (a redirect copies the meta of the hop before: not this URL's)
-        header = header_statement(_content_usage(response.headers))
+        header = header_statement(header_lines(response.headers, _CONTENT_USAGE))
         if header is None and doc is not None:
-            # The common case, on every page: no header, so robots.txt's preferences
-            # (already in the meta, with what they refuse) are final; count them only.
+            # The common case: no header, robots.txt's preferences (in the meta) are final.
             self._count_doc(doc)
             return response
         robots = Usage() if doc is None else Usage.from_json(doc)
@@ -164,10 +149,8 @@ class UsageKeeper:
 
     # -- bookkeeping -------------------------------------------------------------------
 
-    # The per-label counts (rep/usage/<label>/<value>) are ten stats per response:
-    # Scrapy's StatsCollector costs about 2 us a call (its __getattribute__), so they
-    # are summed here by combination of values and written in batches: every
-    # COUNT_BATCH responses and when the spider closes (before the stats are dumped).
+    # Ten per-label stats per response at about 2 us a call: summed by combination of
+    # values, written every COUNT_BATCH responses and when the spider closes.
 
     def _count_values(self, usage: Usage) -> None:
         values = tuple(usage.value(label) for label in LABELS)
@@ -197,9 +180,9 @@ class UsageKeeper:
         for (values, use), count in pending.items():
             for label, value in zip(LABELS, values, strict=True):
                 if value != UNKNOWN:  # counted: what a site declared, not its silence
-                    inc(_stat_key(label, value), count)
+                    inc(f"rep/usage/{label}/{value}", count)
             if use is not None and use != UNKNOWN:
-                inc(_stat_key("use", use), count)
+                inc(f"rep/usage/use/{use}", count)
 
     def _refuse(
         self, request: Request, origin: str, usage: Usage, refused: list[str], cause: str
@@ -231,14 +214,13 @@ _NOTHING_STATED: tuple[tuple[str, ...], str | None] = (tuple(UNKNOWN for _ in LA
 _CONTENT_USAGE = b"Content-Usage"  # (as Headers.normkey spells it: title case)
 
 
-def _content_usage(headers: Headers) -> Sequence[bytes]:
-    """``headers.getlist(b"Content-Usage")``, without its KeyError when the header is
-    absent (nearly every response): Scrapy's Headers is a dict keyed by the
-    title-cased name. (An absent header is the shared empty tuple, not a new list per
-    response: one object fewer for the collector to count.)"""
+def header_lines(headers: Headers, title_cased_name: bytes) -> Sequence[bytes]:
+    """``headers.getlist(name)`` without its cost when the header is absent (nearly every
+    response): Scrapy's Headers is a dict keyed by the title-cased name, and an absent
+    header is the shared empty tuple, not a new list per response."""
     if type(headers) is Headers:
-        return dict.get(headers, _CONTENT_USAGE) or ()
-    return headers.getlist(_CONTENT_USAGE)  # (a subclass: its own lookup)
+        return dict.get(headers, title_cased_name) or ()
+    return headers.getlist(title_cased_name)  # (a subclass: its own lookup)
 
 
 def unknown_doc(purposes: tuple[str, ...], url: str) -> dict[str, Any]:
@@ -251,16 +233,6 @@ def unknown_doc(purposes: tuple[str, ...], url: str) -> dict[str, Any]:
         "refused": [],
         "url": url,
     }
-
-
-_STAT_KEYS: dict[tuple[str, str], str] = {}
-
-
-def _stat_key(label: str, value: str) -> str:
-    key = _STAT_KEYS.get((label, value))
-    if key is None:  # (a few label x value pairs: built once each)
-        key = _STAT_KEYS[label, value] = f"rep/usage/{label}/{value}"
-    return key
 
 
 def _doc(usage: Usage, purposes: tuple[str, ...], refused: list[str], url: str) -> dict[str, Any]:

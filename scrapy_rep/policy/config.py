@@ -1,8 +1,5 @@
-"""All scrapy-rep settings, read once into a frozen, validated ``Config``.
-
-Every setting is read here and nowhere else. A bad value raises ``SettingError``,
-which names the setting, at start-up rather than half-way through a crawl.
-"""
+"""All scrapy-rep settings, read here once into a frozen, validated ``Config``: a bad
+value raises ``SettingError``, naming the setting, at start-up, not half-way through."""
 
 from __future__ import annotations
 
@@ -11,7 +8,7 @@ import importlib
 import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from scrapy_rep.robotstxt._usage import LABELS
@@ -25,9 +22,7 @@ class SettingError(ValueError):
     """A scrapy-rep (or related Scrapy) setting has a value we cannot use."""
 
 
-# -- readers: (raw value, setting name, default) -> value, or SettingError -----------
-# A reader gets what the settings hold for one name (None when unset) and the default
-# that applies; the bounds a value must keep are given where the table names the reader.
+# -- readers: (raw value or None, setting name, default) -> value, or SettingError -----
 
 Reader = Callable[[Any, str, Any], Any]
 
@@ -92,9 +87,9 @@ def boolean(raw: Any, name: str, default: Any) -> bool:
 
 
 def optional_boolean(raw: Any, name: str, default: Any) -> bool | None:
-    """True, False, or None when unset (or set to None or ""): the component decides."""
+    """True, False, or ``default`` (None: the component decides) when unset or ""."""
     if raw is None or (isinstance(raw, str) and raw.strip() == ""):
-        return None
+        return default  # type: ignore[no-any-return]
     return boolean(raw, name, False)
 
 
@@ -126,7 +121,7 @@ def optional_text(raw: Any, name: str, default: Any) -> str | None:
 def clock(raw: Any, name: str, default: Any) -> Callable[[], float] | None:
     """A callable, or the import path of one, that returns epoch seconds."""
     if raw is None or raw == "":
-        return None
+        return default  # type: ignore[no-any-return]
     found = raw
     if isinstance(raw, str):
         module, _, attribute = raw.strip().rpartition(".")
@@ -151,19 +146,18 @@ STORAGE_FORMS = (
 )
 
 
-def storage_spec(raw: Any) -> str:
+def storage_spec(raw: Any, name: str = "REP_STORAGE", default: Any = "sqlite") -> str:
     """``REP_STORAGE`` in one canonical form, or ``SettingError``.
 
-    A bare file path (what most users type) is a SQLite path: anything with a slash,
-    starting with ``~`` or ``.``, or ending in ``.sqlite``, ``.sqlite3`` or ``.db``. It
-    becomes ``sqlite:PATH``, so every reader (the crawl and ``scrapy robots``) sees one
-    spelling, and ``StorePlace.parse`` reads it once. Whether the file can be opened is the
+    A bare file path (anything with a slash, starting with ``~`` or ``.``, or ending in
+    ``.sqlite``, ``.sqlite3`` or ``.db``) becomes ``sqlite:PATH``, so every reader (the
+    crawl and ``scrapy robots``) sees one spelling. Whether the file can be opened is the
     store's business (storage.factory).
     """
     if raw is None or raw == "":
-        return "sqlite"
+        return str(default)
     if not isinstance(raw, str):
-        raise SettingError(f"REP_STORAGE must be a string, got {raw!r}")
+        raise SettingError(f"{name} must be a string, got {raw!r}")
     spec = raw.strip()
     lowered = spec.lower()
     if lowered in ("sqlite", "memory"):
@@ -171,30 +165,26 @@ def storage_spec(raw: Any) -> str:
     if lowered.startswith("sqlite:"):
         rest = spec[len("sqlite:") :]
         if rest in ("", "//", "///"):
-            raise SettingError(f"REP_STORAGE: no file name in {raw!r}")
+            raise SettingError(f"{name}: no file name in {raw!r}")
         return "sqlite:" + rest
     if lowered.startswith(("redis://", "rediss://", "unix://")):
         return spec
     if "://" in spec:  # a URL of a scheme we do not know: never a file path
-        raise SettingError(f"REP_STORAGE must be {STORAGE_FORMS}; got {raw!r}")
+        raise SettingError(f"{name} must be {STORAGE_FORMS}; got {raw!r}")
     if "/" in spec or "\\" in spec or spec.startswith(("~", ".")):
         return "sqlite:" + spec
     if lowered.endswith(_SQLITE_SUFFIXES):
         return "sqlite:" + spec
     if _IMPORT_PATH.fullmatch(spec):
         return spec
-    raise SettingError(f"REP_STORAGE must be {STORAGE_FORMS}; got {raw!r}")
+    raise SettingError(f"{name} must be {STORAGE_FORMS}; got {raw!r}")
 
 
 @dataclass(frozen=True, slots=True)
 class StorePlace:
-    """``REP_STORAGE`` parsed once: which kind of store, and where it is.
-
-    ``kind`` is ``memory``, ``sqlite``, ``redis`` or ``class``; ``location`` is the
-    SQLite file as written after ``sqlite:`` ("" for the project data dir), the Redis
-    URL (with its password: never log it, ``describe()`` masks it) or the class import
-    path. The storage factory and the crawl read these and never the setting's text.
-    """
+    """``REP_STORAGE`` parsed once: ``kind`` (``memory``, ``sqlite``, ``redis`` or
+    ``class``) and ``location`` (the SQLite file after ``sqlite:``, "" for the project
+    data dir; the Redis URL, with its password: never log it; the class import path)."""
 
     kind: str
     location: str = field(default="", repr=False)
@@ -228,29 +218,29 @@ PAGE_MODES = ("off", "record", "audit", "enforce")
 RECORD_PLACEHOLDERS = {"name": "spider", "time": "2026-01-01T00-00-00", "pid": 1}
 
 
-def record_path_template(raw: Any) -> str | None:
+def record_path_template(raw: Any, name: str, default: Any) -> str | None:
     """``REP_RECORD``: unset, or a path whose only placeholders are ``%(name)s``,
     ``%(time)s`` and ``%(pid)s`` (as Scrapy's FEEDS URIs spell them)."""
     if raw is None or raw == "" or raw is False:
-        return None
+        return default  # type: ignore[no-any-return]
     if hasattr(raw, "__fspath__"):
         raw = str(raw)
     if not isinstance(raw, str):
-        raise SettingError(f"REP_RECORD must be a file path, got {raw!r}")
+        raise SettingError(f"{name} must be a file path, got {raw!r}")
     try:
         raw % RECORD_PLACEHOLDERS
     except (KeyError, ValueError, TypeError) as exc:
         raise SettingError(
-            f"REP_RECORD: {raw!r} may only use the placeholders %(name)s, %(time)s and "
+            f"{name}: {raw!r} may only use the placeholders %(name)s, %(time)s and "
             f"%(pid)s (write %% for a literal %): {exc!r}"
         ) from None
     return raw
 
 
-def purposes_from(raw: Any, name: str = "REP_PURPOSES") -> tuple[str, ...]:
+def purposes_from(raw: Any, name: str, default: Any = ()) -> tuple[str, ...]:
     """Validated purposes: a list of labels, or one string of comma-separated labels."""
     if raw is None or raw == "":
-        return ()
+        return default  # type: ignore[no-any-return]
     if isinstance(raw, bytes):
         raw = raw.decode("utf-8", "replace")
     items = raw.split(",") if isinstance(raw, str) else raw
@@ -269,124 +259,111 @@ def purposes_from(raw: Any, name: str = "REP_PURPOSES") -> tuple[str, ...]:
     return tuple(purposes)
 
 
-def storage(raw: Any, name: str, default: Any) -> str:
-    return storage_spec(raw)
-
-
-def purposes(raw: Any, name: str, default: Any) -> tuple[str, ...]:
-    return purposes_from(raw, name)
+def setting(
+    name: str, default: Any, read: Reader, *, fallback: str | None = None, repr: bool = True
+) -> Any:
+    """A ``Config`` field read from the setting ``name`` by ``read``; when unset, from
+    ``fallback`` (a setting read the same way, for its value only), else ``default``."""
+    return field(default=default, repr=repr, metadata={"setting": (name, read, fallback)})
 
 
 @dataclass(frozen=True, slots=True)
-class Setting:
-    """One setting: its name, the ``Config`` field it fills, its default, its reader.
+class Config:
+    """Every setting scrapy-rep reads (docs/settings.md), declared once: field, name,
+    default and reader. A rule between two settings goes in ``_check_together``."""
 
-    ``field`` is None for a setting read only as another's default (``default_from``):
-    ``DOWNLOAD_TIMEOUT`` for ``REP_FETCH_TIMEOUT``, the old name ``REP_LEASE_TIMEOUT``
-    for ``REP_LEASE_TTL``. Such a setting comes before the one that uses it.
-    """
-
-    name: str
-    field: str | None
-    default: Any
-    read: Reader
-    default_from: str | None = None
-
-
-# Scrapy's own defaults, for the Scrapy settings scrapy-rep follows.
-_SCRAPY_DOWNLOAD_TIMEOUT = 180.0
-_LEASE_TTL = 30.0
-
-# Every setting scrapy-rep reads, in one place (docs/settings.md describes each). To add
-# one: a row here (its default is written nowhere else), a typed field on ``Config``
-# below as ``field: type = _DEFAULTS["field"]``, and a section in docs/settings.md. A rule
-# between two settings goes in ``_check_together``.
-SETTINGS: tuple[Setting, ...] = (
-    Setting("ROBOTSTXT_OBEY", "obey", False, boolean),  # Scrapy's default
-    Setting("REP_ENFORCE", "enforce", True, boolean),
-    Setting("ROBOTSTXT_USER_AGENT", "robotstxt_user_agent", None, optional_text),
-    Setting("USER_AGENT", "user_agent", "Scrapy", optional_text),
+    obey: bool = setting("ROBOTSTXT_OBEY", False, boolean)  # Scrapy's default
+    enforce: bool = setting("REP_ENFORCE", True, boolean)
+    robotstxt_user_agent: str | None = setting("ROBOTSTXT_USER_AGENT", None, optional_text)
+    user_agent: str = setting("USER_AGENT", "Scrapy", optional_text)
     # RFC 9309 section 2.5: crawlers MUST parse at least 500 KiB.
-    Setting(
-        "REP_MAX_SIZE",
-        "max_size",
-        RFC_MIN_PARSE_SIZE,
-        integer(minimum=RFC_MIN_PARSE_SIZE),
-    ),
-    Setting("DOWNLOAD_TIMEOUT", None, _SCRAPY_DOWNLOAD_TIMEOUT, number(positive=True)),
-    Setting(
-        "REP_FETCH_TIMEOUT",
-        "fetch_timeout",
-        _SCRAPY_DOWNLOAD_TIMEOUT,
-        number(positive=True),
-        default_from="DOWNLOAD_TIMEOUT",
-    ),
-    Setting("REP_MAX_REDIRECTS", "max_redirects", 5, integer(minimum=0)),
-    Setting("REP_RETRY_BACKOFF", "retry_backoff", 10.0, number(positive=True)),
-    Setting("REP_MAX_RETRY_BACKOFF", "max_retry_backoff", 900.0, number(positive=True)),
-    Setting("REP_UNREACHABLE_WAIT", "unreachable_wait", 12 * 3600.0, number()),
-    Setting("REP_STALE_MAX_AGE", "stale_max_age", 30 * DAY, number()),
-    Setting(
-        "REP_UNREACHABLE_FALLBACK", "unreachable_fallback", "allow", choice("allow", "disallow")
-    ),
-    Setting("REP_CACHE_TTL", "cache_ttl", DAY, number(positive=True)),
-    Setting("REP_MIN_TTL", "min_ttl", 60.0, number()),
-    Setting("REP_MAX_TTL", "max_ttl", DAY, number(positive=True)),
-    Setting("REP_CRAWL_DELAY", "crawl_delay", True, boolean),
-    Setting("REP_MAX_CRAWL_DELAY", "max_crawl_delay", 30.0, number()),
-    Setting("REP_STORAGE", "storage", "sqlite", storage),
-    Setting("REP_MEMORY_MAX_ORIGINS", "memory_max_origins", 100_000, integer(minimum=1)),
-    # Estimated bytes of robots.txt copies (bodies and parsed rules) that origins keep in
-    # RAM; beyond it the least recently used idle origins drop theirs and read the store
-    # again on their next request. 64 MiB: about 8,000 origins of the corpus's mean size
-    # (4 KB), 30,000 of its median; the runtimes themselves stay bounded by count.
-    Setting("REP_MEMORY_MAX_BYTES", "memory_max_bytes", 64 * 2**20, integer(minimum=0)),
-    # Fetch leases in a shared store (docs/storage.md): a lease lasts REP_LEASE_TTL
-    # seconds and the running fetch renews it, so a holder that dies blocks its origin
-    # for at most that long whatever DOWNLOAD_TIMEOUT is. REP_LEASE_TIMEOUT is its old
-    # name (then a lease was never renewed), still honoured when REP_LEASE_TTL is unset.
-    Setting("REP_LEASE_TIMEOUT", None, _LEASE_TTL, number(positive=True)),
-    Setting(
-        "REP_LEASE_TTL",
-        "lease_ttl",
-        _LEASE_TTL,
-        number(positive=True),
-        default_from="REP_LEASE_TIMEOUT",
-    ),
-    Setting("REP_LEASE_RENEW_INTERVAL", "lease_renew_interval", 0.0, number()),  # 0: a third
-    Setting("REP_CLOCK", "clock", None, clock),  # None: time.time
-    Setting("REP_PURPOSES", "purposes", (), purposes),  # what the crawl uses content for
-    Setting("REP_USAGE_MODE", "usage_mode", "record", choice(*USAGE_MODES)),
+    max_size: int = setting("REP_MAX_SIZE", RFC_MIN_PARSE_SIZE, integer(minimum=RFC_MIN_PARSE_SIZE))
+    # 180: Scrapy's default DOWNLOAD_TIMEOUT
+    fetch_timeout: float = setting(
+        "REP_FETCH_TIMEOUT", 180.0, number(positive=True), fallback="DOWNLOAD_TIMEOUT"
+    )
+    max_redirects: int = setting("REP_MAX_REDIRECTS", 5, integer(minimum=0))
+    retry_backoff: float = setting("REP_RETRY_BACKOFF", 10.0, number(positive=True))
+    max_retry_backoff: float = setting("REP_MAX_RETRY_BACKOFF", 900.0, number(positive=True))
+    unreachable_wait: float = setting("REP_UNREACHABLE_WAIT", 12 * 3600.0, number())
+    stale_max_age: float = setting("REP_STALE_MAX_AGE", 30 * DAY, number())
+    unreachable_fallback: str = setting(
+        "REP_UNREACHABLE_FALLBACK", "allow", choice("allow", "disallow")
+    )
+    cache_ttl: float = setting("REP_CACHE_TTL", DAY, number(positive=True))
+    min_ttl: float = setting("REP_MIN_TTL", 60.0, number())
+    max_ttl: float = setting("REP_MAX_TTL", DAY, number(positive=True))
+    crawl_delay: bool = setting("REP_CRAWL_DELAY", True, boolean)
+    max_crawl_delay: float = setting("REP_MAX_CRAWL_DELAY", 30.0, number())
+    # A Redis URL may carry a password: kept out of repr(config), which logs may print.
+    storage: str = setting("REP_STORAGE", "sqlite", storage_spec, repr=False)
+    memory_max_origins: int = setting("REP_MEMORY_MAX_ORIGINS", 100_000, integer(minimum=1))
+    # Estimated bytes of robots.txt copies kept in RAM. 64 MiB: about 8,000 origins of
+    # the corpus's mean size (4 KB), 30,000 of its median.
+    memory_max_bytes: int = setting("REP_MEMORY_MAX_BYTES", 64 * 2**20, integer(minimum=0))
+    # A fetch lease in a shared store (docs/storage.md), renewed while the fetch runs: a
+    # dead holder blocks its origin this long at most. REP_LEASE_TIMEOUT: its old name.
+    lease_ttl: float = setting(
+        "REP_LEASE_TTL", 30.0, number(positive=True), fallback="REP_LEASE_TIMEOUT"
+    )
+    # 0: a third of the lease (lease_renew_every)
+    lease_renew_interval: float = setting("REP_LEASE_RENEW_INTERVAL", 0.0, number())
+    # None: time.time (RUF009: ``setting`` makes a field, not a shared default value)
+    clock: Callable[[], float] | None = setting("REP_CLOCK", None, clock)  # noqa: RUF009
+    # what the crawl uses content for
+    purposes: tuple[str, ...] = setting("REP_PURPOSES", (), purposes_from)
+    usage_mode: str = setting("REP_USAGE_MODE", "record", choice(*USAGE_MODES))
     # Page-level directives: robots meta tag, X-Robots-Tag, rel=nofollow (docs/page.md).
-    Setting("REP_PAGE_MODE", "page_mode", "record", choice(*PAGE_MODES)),
-    # How long a spider with nothing to do but wait on robots.txt stays open: 25 min
-    # (1500 s) of idleness, counted from its last other work (docs/waiting.md).
-    Setting("REP_IDLE_WAIT", "idle_wait", 1500.0, number()),
-    # Held requests kept in memory (about 1 KB each, so about 100 MB at the bound);
-    # beyond this they spill to disk (Scrapy's disk queues, about 230 us each).
-    Setting("REP_MEMORY_MAX_HELD", "memory_max_held", 100_000, integer(minimum=1)),
-    # robots.txt fetches in flight at once: CONCURRENT_REQUESTS, Scrapy's default
-    # (engine.download_async bypasses the engine's own limit).
-    Setting("CONCURRENT_REQUESTS", "fetch_concurrency", 16, integer(minimum=1)),
+    page_mode: str = setting("REP_PAGE_MODE", "record", choice(*PAGE_MODES))
+    # How long a spider with nothing to do but wait on robots.txt stays open.
+    idle_wait: float = setting("REP_IDLE_WAIT", 1500.0, number())
+    # Held requests kept in memory (about 1 KB each); beyond, they spill to disk.
+    memory_max_held: int = setting("REP_MEMORY_MAX_HELD", 100_000, integer(minimum=1))
+    # robots.txt fetches in flight (engine.download_async bypasses the engine's limit)
+    fetch_concurrency: int = setting("CONCURRENT_REQUESTS", 16, integer(minimum=1))
     # How often the "still waiting" INFO line may repeat (0 = never); Scrapy's default.
-    Setting("LOGSTATS_INTERVAL", "logstats_interval", 60.0, number()),
+    logstats_interval: float = setting("LOGSTATS_INTERVAL", 60.0, number())
     # how long a crashed process's parked requests wait before another adopts them
-    Setting("REP_CLUSTER_HEARTBEAT", "cluster_heartbeat", 30.0, number(positive=True)),
-    # Waiting requests also recorded in a shared store (Redis, SQLite), so a kill -9
-    # loses none and the next run adopts what a stopped one kept. None (the default):
-    # only where the crawl itself persists (JOBDIR, a persistent scheduler), as Scrapy
-    # keeps its own queue only there (docs/waiting.md "When the spider closes").
-    Setting("REP_DURABLE_WAITING", "durable_waiting", None, optional_boolean),
-    # The compliance record (docs/record.md): a path that may hold %(name)s, %(time)s and
-    # %(pid)s; unset = no record.
-    Setting("REP_RECORD", "record", None, lambda raw, name, default: record_path_template(raw)),
-    # (New settings go above this line, one row each.)
-)
+    cluster_heartbeat: float = setting("REP_CLUSTER_HEARTBEAT", 30.0, number(positive=True))
+    # Waiting requests also kept in a shared store, so a kill -9 loses none. None: only
+    # where the crawl itself persists (docs/waiting.md "When the spider closes").
+    durable_waiting: bool | None = setting("REP_DURABLE_WAITING", None, optional_boolean)
+    # The compliance record (docs/record.md); unset = no record.
+    record: str | None = setting("REP_RECORD", None, record_path_template)
+    # ``storage`` parsed (set from it by __post_init__): what every reader uses.
+    store_place: StorePlace = field(init=False, repr=False, compare=False)
 
+    def __post_init__(self) -> None:
+        # Frozen: the derived field is set the way dataclasses set fields themselves.
+        object.__setattr__(self, "store_place", StorePlace.parse(self.storage))
+
+    @property
+    def lease_renew_every(self) -> float:
+        """Seconds between renewals: a third of the lease, so two renewals in a row
+        can fail (a slow store, a busy reactor) before the lease runs out."""
+        if self.lease_renew_interval > 0:
+            return min(self.lease_renew_interval, self.lease_ttl)
+        return self.lease_ttl / 3
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> Config:
+        """Read and validate. ``settings`` is Scrapy ``Settings`` or any mapping."""
+        values: dict[str, Any] = {}  # Config field -> value
+        for spec in _SETTINGS:
+            name, read, fallback = spec.metadata["setting"]
+            default = spec.default
+            if fallback is not None:  # read (and checked) even when ``name`` is set
+                default = read(settings.get(fallback), fallback, default)
+            values[spec.name] = read(settings.get(name), name, default)
+        _check_together(values)
+        return cls(**values)
+
+
+_SETTINGS = tuple(spec for spec in fields(Config) if spec.init)
 #: The names of every setting scrapy-rep reads (the typo check compares against them).
-SETTING_NAMES: frozenset[str] = frozenset(setting.name for setting in SETTINGS)
-# Config field -> the table's default: the dataclass below takes its defaults from here.
-_DEFAULTS: dict[str, Any] = {s.field: s.default for s in SETTINGS if s.field is not None}
+SETTING_NAMES: frozenset[str] = frozenset(
+    name for spec in _SETTINGS for name in spec.metadata["setting"][::2] if name
+)
 
 
 def _check_together(values: Mapping[str, Any]) -> None:
@@ -409,82 +386,9 @@ def _check_together(values: Mapping[str, Any]) -> None:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class Config:
-    """Every setting scrapy-rep reads, as ``SETTINGS`` reads it (defaults there)."""
-
-    obey: bool = _DEFAULTS["obey"]
-    enforce: bool = _DEFAULTS["enforce"]
-    robotstxt_user_agent: str | None = _DEFAULTS["robotstxt_user_agent"]
-    user_agent: str = _DEFAULTS["user_agent"]
-    max_size: int = _DEFAULTS["max_size"]
-    fetch_timeout: float = _DEFAULTS["fetch_timeout"]
-    max_redirects: int = _DEFAULTS["max_redirects"]
-    retry_backoff: float = _DEFAULTS["retry_backoff"]
-    max_retry_backoff: float = _DEFAULTS["max_retry_backoff"]
-    unreachable_wait: float = _DEFAULTS["unreachable_wait"]
-    stale_max_age: float = _DEFAULTS["stale_max_age"]
-    unreachable_fallback: str = _DEFAULTS["unreachable_fallback"]
-    cache_ttl: float = _DEFAULTS["cache_ttl"]
-    min_ttl: float = _DEFAULTS["min_ttl"]
-    max_ttl: float = _DEFAULTS["max_ttl"]
-    crawl_delay: bool = _DEFAULTS["crawl_delay"]
-    max_crawl_delay: float = _DEFAULTS["max_crawl_delay"]
-    # A Redis URL may carry a password: keep it out of repr(config), which a log
-    # line or a traceback may print (the store modules mask it where they log it).
-    storage: str = field(default=_DEFAULTS["storage"], repr=False)
-    memory_max_origins: int = _DEFAULTS["memory_max_origins"]
-    memory_max_bytes: int = _DEFAULTS["memory_max_bytes"]
-    lease_ttl: float = _DEFAULTS["lease_ttl"]
-    lease_renew_interval: float = _DEFAULTS["lease_renew_interval"]
-    clock: Callable[[], float] | None = _DEFAULTS["clock"]
-    purposes: tuple[str, ...] = _DEFAULTS["purposes"]
-    usage_mode: str = _DEFAULTS["usage_mode"]  # one of USAGE_MODES
-    page_mode: str = _DEFAULTS["page_mode"]  # one of PAGE_MODES
-    idle_wait: float = _DEFAULTS["idle_wait"]
-    memory_max_held: int = _DEFAULTS["memory_max_held"]
-    fetch_concurrency: int = _DEFAULTS["fetch_concurrency"]
-    logstats_interval: float = _DEFAULTS["logstats_interval"]
-    cluster_heartbeat: float = _DEFAULTS["cluster_heartbeat"]
-    durable_waiting: bool | None = _DEFAULTS["durable_waiting"]
-    record: str | None = _DEFAULTS["record"]
-    # ``storage`` parsed (set from it by __post_init__): what every reader uses.
-    store_place: StorePlace = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        # Frozen: the derived field is set the way dataclasses set fields themselves.
-        object.__setattr__(self, "store_place", StorePlace.parse(self.storage))
-
-    @property
-    def lease_renew_every(self) -> float:
-        """Seconds between renewals: a third of the lease, so two renewals in a row
-        can fail (a slow store, a busy reactor) before the lease runs out."""
-        if self.lease_renew_interval > 0:
-            return min(self.lease_renew_interval, self.lease_ttl)
-        return self.lease_ttl / 3
-
-    @classmethod
-    def from_settings(cls, settings: Mapping[str, Any]) -> Config:
-        """Read and validate. ``settings`` is Scrapy ``Settings`` or any mapping."""
-        read: dict[str, Any] = {}  # setting name -> value, for default_from
-        values: dict[str, Any] = {}  # Config field -> value
-        for setting in SETTINGS:
-            default = setting.default
-            if setting.default_from is not None:
-                default = read[setting.default_from]
-            value = setting.read(settings.get(setting.name), setting.name, default)
-            read[setting.name] = value
-            if setting.field is not None:
-                values[setting.field] = value
-        _check_together(values)
-        return cls(**values)
-
-
 def unknown_settings(settings: Mapping[str, Any]) -> list[tuple[str, str | None]]:
-    """``REP_*`` names in ``settings`` that scrapy-rep does not read, each with the
-    closest name it does read (None when none is close): most are typos, which would
-    otherwise leave the default in force without a word. No other tool is known to
-    use the ``REP_`` prefix."""
+    """``REP_*`` names in ``settings`` that scrapy-rep does not read (most are typos),
+    each with the closest name it does read, or None."""
     known = sorted(name for name in SETTING_NAMES if name.startswith("REP_"))
     found = []
     for name in sorted(str(key) for key in settings if str(key).startswith("REP_")):

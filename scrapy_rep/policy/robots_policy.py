@@ -1,21 +1,14 @@
 """The robots.txt state machine: pure, with time passed in, no Scrapy and no I/O.
 
-It answers two questions for one origin:
-- ``evaluate(record, now)``: may requests of this origin be decided now, and by what
-  copy of robots.txt? Is a (re)fetch due?
-- ``after_fetch(record, outcome, now)``: the new record once a fetch has ended.
+``evaluate(record, now)``: may requests of this origin be decided now, by what copy, and
+is a (re)fetch due? ``after_fetch(record, outcome, now)``: the new record after a fetch.
 
-The rules come from RFC 9309 section 2.3.1 and Google's documented crawler behaviour
-(docs/behaviour.md): 2xx gives rules; 4xx other than 429 allows all; 429, 5xx and network
-failures make the origin unreachable, so its requests wait while robots.txt is retried with
-backoff; after ``unreachable_wait`` (12 h) the last good copy applies if it is younger than
-``stale_max_age`` (30 days), else ``unreachable_fallback``.
-
-A good copy applies only while it is fresh: Google caches robots.txt "up to 24 hours",
-longer only "where refreshing the cached version is not possible" (an unreachable
-origin, above). So that a steady crawl never waits on a refresh, a request in the last
-tenth of the copy's lifetime (at most its last 5 minutes) starts the refetch while the
-copy still applies; a request after expiry waits for the refetch as for a first fetch.
+RFC 9309 section 2.3.1 and Google's rules (docs/behaviour.md): 2xx gives rules; 4xx other
+than 429 allows all; 429, 5xx and network failures make the origin unreachable, its
+requests waiting while robots.txt is retried with backoff; after ``unreachable_wait`` the
+last good copy applies if younger than ``stale_max_age``, else ``unreachable_fallback``.
+A good copy applies only while fresh (Google caches robots.txt "up to 24 hours"); its
+refetch starts ahead, in its last tenth of lifetime, so a steady crawl never waits.
 """
 
 from __future__ import annotations
@@ -36,15 +29,12 @@ EXPIRED = "expired"  # a good copy past its TTL: audit mode records by it while 
 STALE = "stale"  # the last good copy, used after the unreachable wait
 FALLBACK = "fallback"  # unreachable for too long with no usable copy
 
-# Retry-After is honoured but clamped, so a hostile header can neither hammer the
-# site (0) nor park the crawl for ever.
+# Retry-After, clamped: a hostile header can neither hammer the site nor park the crawl.
 RETRY_AFTER_MIN = 1.0
 RETRY_AFTER_MAX = 900.0
 
-# Refresh ahead: the refetch starts in the last tenth of a copy's lifetime, never more
-# than 5 minutes before it expires (docs/behaviour.md, "Caching"). A tenth leaves a
-# 60 s copy (REP_MIN_TTL) 6 s to be refetched, more than a robots.txt fetch takes on a
-# healthy site; the cap keeps a 24 h copy in use for all but its last 5 minutes.
+# Refresh ahead (docs/behaviour.md, "Caching"): a tenth leaves a 60 s copy 6 s to be
+# refetched; the cap keeps a 24 h copy in use for all but its last 5 minutes.
 REFRESH_AHEAD_SHARE = 0.1
 REFRESH_AHEAD_MAX = 300.0
 
@@ -78,10 +68,8 @@ class Evaluation:
 
 
 def refresh_ahead_at(record: OriginRecord) -> float:
-    """When a request for ``record``'s origin starts the refetch of its good copy: the
-    start of the copy's last tenth of lifetime, at most ``REFRESH_AHEAD_MAX`` before it
-    expires. A record without a fetch time (not written by ``after_fetch``) refreshes at
-    expiry."""
+    """When a request starts the refetch of ``record``'s good copy (at expiry for a
+    record without a fetch time)."""
     fetched_at = record.fetched_at if record.fetched_at is not None else record.expires_at
     lifetime = max(record.expires_at - fetched_at, 0.0)
     return record.expires_at - min(lifetime * REFRESH_AHEAD_SHARE, REFRESH_AHEAD_MAX)
@@ -147,11 +135,9 @@ class RobotsPolicy:
         return min(self.config.retry_backoff * (2.0**exponent), self.config.max_retry_backoff)
 
     def evaluate(self, record: OriginRecord | None, now: float) -> Evaluation:
-        if record is None:
-            return Evaluation(ready=False, fetch_due=True)
+        if record is None or (record.kind is None and not record.unreachable):
+            return Evaluation(ready=False, fetch_due=True)  # (a record not by after_fetch)
         if not record.unreachable:
-            if record.kind is None:  # not produced by after_fetch; treat as unknown
-                return Evaluation(ready=False, fetch_due=True)
             if now < record.expires_at:
                 return Evaluation(
                     ready=True,
@@ -161,8 +147,7 @@ class RobotsPolicy:
                     fetch_due=now >= refresh_ahead_at(record),
                 )
             if self.config.enforce:
-                # Never decided by an expired copy: the origin is undecided until the
-                # refetch answers, as before its first fetch.
+                # Never decided by an expired copy: undecided until the refetch answers.
                 return Evaluation(ready=False, fetch_due=True)
             # Audit mode waits only for an origin's first answer (docs/behaviour.md,
             # "Audit mode"): it records by the expired copy while that is refetched.
