@@ -31,6 +31,7 @@ import contextlib
 import logging
 import os
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -43,7 +44,7 @@ from scrapy_rep.policy.records import OriginRecord, decode_record, encode_record
 from scrapy_rep.storage.cluster import ClusterError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
 
     from scrapy_rep.policy.config import Config
     from scrapy_rep.storage.cluster import Parked, SpiderCluster
@@ -270,10 +271,12 @@ def lease_is_absurd(remaining: float, ttl: float) -> bool:
     return remaining > absurd_after(ttl)
 
 
-def fetched_later(mine: OriginRecord, theirs: OriginRecord) -> bool:
-    """True when ``mine`` comes from a later fetch than ``theirs`` (a store writing back
-    what it decided during an outage keeps the newer of the two)."""
-    return (mine.fetched_at or -1.0, mine.next_retry_at or -1.0) > (
+def newer_than_stored(mine: OriginRecord, raw: object, limit: int) -> bool:
+    """True when the store's value ``raw`` is unreadable, or comes from an earlier fetch
+    than ``mine`` (a store writing back what it decided during an outage keeps the newer
+    of the two)."""
+    theirs = unpack_record(raw, limit)
+    return theirs is None or (mine.fetched_at or -1.0, mine.next_retry_at or -1.0) > (
         theirs.fetched_at or -1.0,
         theirs.next_retry_at or -1.0,
     )
@@ -416,6 +419,80 @@ class MemoryStorage(RobotsStorage):
 
     def describe(self) -> str:
         return f"memory (at most {self._max} origins)"
+
+
+#: How many kinds of error a store logs at WARNING; repeats and further kinds go to DEBUG.
+_MAX_LOGGED_KINDS = 64
+
+
+class LocalFallback(MemoryStorage):
+    """A shared store's process-local stand-in while it cannot be written (SQLite: disk
+    full, locked by another process; Redis: an outage): it answers for the leases, and
+    for the records the store could not take (*unsynced*), until they are written back."""
+
+    def __init__(self, max_origins: int) -> None:
+        super().__init__(max_origins)
+        self.unsynced: set[str] = set()
+        #: After a failed write-back, the next is not tried before this (monotonic).
+        self.next_write_back = 0.0
+        self._writing_back = False
+        self._logged_kinds: set[str] = set()
+        self._state_lock = threading.Lock()
+
+    def keep(self, origin: str, record: OriginRecord, *, stored: bool) -> None:
+        """After the store was asked to write ``record``: when it could not, this copy
+        answers until written back; when it could, an older copy kept here is updated,
+        so that it never answers with older data."""
+        if not stored or len(self):
+            self.put(origin, record)
+        with self._state_lock:
+            if stored:
+                self.unsynced.discard(origin)
+            else:
+                self.unsynced.add(origin)
+
+    def unsynced_copy(self, origin: str) -> OriginRecord | None:
+        return self.get(origin) if origin in self.unsynced else None
+
+    def write_back_due(self) -> bool:
+        return bool(self.unsynced) and time.monotonic() >= self.next_write_back
+
+    def write_back(
+        self, write_newer: Callable[[dict[str, OriginRecord]], int], batch: int = sys.maxsize
+    ) -> int:
+        """Hand the unsynced records, ``batch`` at a time, to ``write_newer``, which
+        writes each unless the store holds a later fetch's (``newer_than_stored``) and
+        says how many it wrote. What it raises leaves the rest unsynced. Once written,
+        the store answers for a record again and the copy here goes."""
+        with self._state_lock:
+            if self._writing_back:  # another thread is at it
+                return 0
+            self._writing_back = True
+            pending = list(self.unsynced)
+        written = 0
+        try:
+            for start in range(0, len(pending), batch):
+                origins = pending[start : start + batch]
+                mine = {o: r for o in origins if (r := self.get(o)) is not None}
+                written += write_newer(mine)
+                with self._state_lock:
+                    self.unsynced.difference_update(origins)
+                for origin in mine:
+                    if origin not in self.unsynced:  # not decided again meanwhile
+                        self.discard(origin)
+        finally:
+            with self._state_lock:
+                self._writing_back = False
+        return written
+
+    def first_error(self, kind: str) -> bool:
+        """True the first time an error of ``kind`` is seen (logged at WARNING, repeats
+        at DEBUG); bounded, so that errors of ever new text cannot grow memory."""
+        with self._state_lock:
+            if kind in self._logged_kinds or len(self._logged_kinds) >= _MAX_LOGGED_KINDS:
+                return False
+            self._logged_kinds.add(kind)
+            return True
 
 
 # -- REP_STORAGE classes written before RobotsStorage was a base class ------------------

@@ -24,14 +24,13 @@ from scrapy_rep.policy.config import Config, SettingError
 from scrapy_rep.policy.records import OriginRecord
 from scrapy_rep.storage.base import (
     MAX_DECODED,
-    MemoryStorage,
+    LocalFallback,
     RobotsStorage,
     absurd_after,
-    fetched_later,
     holder_is_dead,
+    newer_than_stored,
     pack_record,
     record_limit,
-    unpack_record,
 )
 from scrapy_rep.storage.base import unpack_stored as _unpack_stored
 from scrapy_rep.storage.cluster import ClusterError, Parked, SpiderCluster
@@ -49,7 +48,6 @@ KEY_PREFIX = "scrapy-rep:v1:"
 CLUSTER_PREFIX = f"{KEY_PREFIX}cluster:"
 _T = TypeVar("_T")
 DOWN = object()  # "Redis unavailable, use the fallback"
-_MAX_LOGGED_KINDS = 64
 _WRITE_BACK_BATCH = 200
 
 # -- the URL: secrets masked, checked, the client opened ------------------------------------
@@ -352,7 +350,7 @@ class RedisStorage(RobotsStorage):
         self._record_ttl_ms = max(1000, int(record_ttl * 1000))
         self._record_limit = record_limit
         self._reconnect_interval = reconnect_interval
-        self._fallback = MemoryStorage(fallback_max_origins)
+        self._fallback = LocalFallback(fallback_max_origins)
         self._scripts = {
             name: client.register_script(body) for name, body in _LEASE_SCRIPTS.items()
         }
@@ -369,11 +367,6 @@ class RedisStorage(RobotsStorage):
         self._lock = threading.Lock()  # guards the outage state below
         self._down = False
         self._next_probe = 0.0
-        self._logged: set[str] = set()
-        # Origins learned while Redis could not take them: written back when it can.
-        self._unsynced: set[str] = set()
-        self._writing_back = False
-        self._next_write_back = 0.0
         self._closed = False
 
     @classmethod
@@ -404,7 +397,7 @@ class RedisStorage(RobotsStorage):
         key = self.origin_key(origin)
         blob = pack_record(record)
         result = self._call(lambda: self._client.set(key, blob, px=self._record_ttl_ms))
-        self._keep_locally(origin, record, result is not DOWN)
+        self._fallback.keep(origin, record, stored=result is not DOWN)
 
     def _lease_args(self, holder: str, ttl: float) -> list[Any]:
         ttl_ms = max(1, int(ttl * 1000))
@@ -498,7 +491,7 @@ class RedisStorage(RobotsStorage):
             return list(pipe.execute())
 
         result = self._call(store_and_release)
-        self._keep_locally(origin, record, result is not DOWN)
+        self._fallback.keep(origin, record, stored=result is not DOWN)
 
     # -- the cluster primitives (docs/cluster.md; callers use ``cluster(spider)``) ----
 
@@ -598,11 +591,11 @@ class RedisStorage(RobotsStorage):
     def close(self) -> None:
         if self._closed:
             return
-        if self._unsynced:
+        if self._fallback.unsynced:
             # A last chance for what an outage left behind: one probe (the per-call
             # timeout bounds it), which writes back when Redis answers.
             with self._lock:
-                self._next_probe = self._next_write_back = 0.0
+                self._next_probe = self._fallback.next_write_back = 0.0
             self._call(self._client.ping)
         self._closed = True
         self._fallback.close()
@@ -704,60 +697,38 @@ class RedisStorage(RobotsStorage):
                     "robots.txt store redis %s is reachable again; using it "
                     "(writing back %d origin(s) learned meanwhile)",
                     self._masked_url,
-                    len(self._unsynced),
+                    len(self._fallback.unsynced),
                 )
-        if self._unsynced:
+        if self._fallback.unsynced:
             self._write_back()
 
     def _write_back(self) -> None:
         """Put what the fallback learned into Redis, unless Redis has newer by now."""
         with self._lock:
-            if self._writing_back or self._down or not self._unsynced:
-                return
-            if time.monotonic() < self._next_write_back:
-                return  # the last attempt failed: not on every call
-            self._writing_back = True
-            pending = list(self._unsynced)
+            if self._down or not self._fallback.write_back_due():
+                return  # (after a failed attempt: not on every call)
         try:
-            for start in range(0, len(pending), _WRITE_BACK_BATCH):
-                if not self._write_back_batch(pending[start : start + _WRITE_BACK_BATCH]):
-                    return
-        finally:
-            with self._lock:
-                self._writing_back = False
-
-    def _write_back_batch(self, origins: list[str]) -> bool:
-        mine = {o: r for o in origins if (r := self._fallback.get(o)) is not None}
-        keys = [self.origin_key(o) for o in mine]
-        try:
-            theirs = self._client.mget(keys) if keys else []
-            pipe = self._client.pipeline(transaction=False)
-            for (origin, record), raw in zip(mine.items(), theirs, strict=True):
-                stored = unpack_record(raw, self._record_limit)
-                if stored is None or fetched_later(record, stored):
-                    pipe.set(self.origin_key(origin), pack_record(record), px=self._record_ttl_ms)
-            pipe.execute()
+            self._fallback.write_back(self._write_newer, batch=_WRITE_BACK_BATCH)
         except self._outage_errors as exc:
             self._went_down(exc)
-            return False
         except self._redis_error as exc:
             self._log_once(exc)
-            with self._lock:
-                self._next_write_back = time.monotonic() + self._reconnect_interval
-            return False
-        with self._lock:
-            self._unsynced.difference_update(origins)
-        for origin in mine:
-            if origin not in self._unsynced:  # Redis has it (or newer): stop answering
-                self._fallback.discard(origin)
-        return True
+            self._fallback.next_write_back = time.monotonic() + self._reconnect_interval
+
+    def _write_newer(self, mine: dict[str, OriginRecord]) -> int:
+        theirs = self._client.mget([self.origin_key(o) for o in mine]) if mine else []
+        pipe = self._client.pipeline(transaction=False)
+        written = 0
+        for (origin, record), raw in zip(mine.items(), theirs, strict=True):
+            if newer_than_stored(record, raw, self._record_limit):
+                pipe.set(self.origin_key(origin), pack_record(record), px=self._record_ttl_ms)
+                written += 1
+        pipe.execute()
+        return written
 
     def _log_once(self, exc: BaseException) -> None:
         message = self._scrub(exc)
-        with self._lock:
-            first = message not in self._logged and len(self._logged) < _MAX_LOGGED_KINDS
-            self._logged.add(message)
-        if first:
+        if self._fallback.first_error(message):
             logger.warning(
                 "robots.txt store redis %s: %s (treated as a cache miss; "
                 "repeats are logged at DEBUG)",
@@ -766,16 +737,6 @@ class RedisStorage(RobotsStorage):
             )
         else:
             logger.debug("redis error: %s", message)
-
-    def _keep_locally(self, origin: str, record: OriginRecord, stored: bool) -> None:
-        if not stored:
-            # The only copy for now: answered from here, written back later.
-            self._fallback.put(origin, record)
-            with self._lock:
-                self._unsynced.add(origin)
-        elif len(self._fallback):
-            # An outage-era copy is kept in step, so it never answers with older data.
-            self._fallback.put(origin, record)
 
 
 def _envelope(origin: str, blob: bytes) -> bytes:

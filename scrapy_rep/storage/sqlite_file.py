@@ -12,9 +12,8 @@ import contextlib
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeVar
 
 from scrapy_rep.policy.config import SettingError, StorePlace
 from scrapy_rep.policy.records import OriginRecord
@@ -213,8 +212,6 @@ def read_records_read_only(
 
 # -- SQL ------------------------------------------------------------------------------
 
-_T = TypeVar("_T")
-
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS origins (
@@ -295,7 +292,8 @@ def take_lease(
     conn: sqlite3.Connection, origin: str, holder: str, ttl: float, renewing: bool
 ) -> bool:
     """Take (or, ``renewing``, extend) the lease in one write transaction."""
-    return bool(_in_write(conn, lambda: _take(conn, origin, holder, ttl, renewing)))
+    with write_transaction(conn):
+        return _take(conn, origin, holder, ttl, renewing)
 
 
 def take_lease_and_read(
@@ -303,24 +301,17 @@ def take_lease_and_read(
 ) -> tuple[bool, object]:
     """Take the lease and, when won, read the record's raw value, in one transaction:
     one commit and one trip to the store for a fetch's start."""
-
-    def both() -> tuple[bool, object] | None:
+    with write_transaction(conn):
         if not _take(conn, origin, holder, ttl, False):
-            return None
+            return False, None
         return True, read_record(conn, origin)
-
-    return _in_write(conn, both) or (False, None)
 
 
 def store_and_release(conn: sqlite3.Connection, origin: str, blob: bytes, holder: str) -> None:
     """Write the record and give up our lease in one transaction (one commit)."""
-
-    def both() -> bool:
+    with write_transaction(conn):
         write_record(conn, origin, blob)
         conn.execute(RELEASE_LEASE, (origin, holder))
-        return True
-
-    _in_write(conn, both)
 
 
 def read_record(conn: sqlite3.Connection, origin: str) -> object:
@@ -354,35 +345,20 @@ def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         raise
 
 
-def _in_write(conn: sqlite3.Connection, body: Callable[[], _T | None]) -> _T | None:
-    """Run ``body`` inside BEGIN IMMEDIATE (the write lock is taken before anything is
-    read); None from ``body`` rolls back, anything else commits."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        result = body()
-        conn.execute("ROLLBACK" if result is None else "COMMIT")
-        return result
-    except BaseException:
-        with contextlib.suppress(sqlite3.Error):
-            conn.execute("ROLLBACK")
-        raise
-
-
-def _take(
-    conn: sqlite3.Connection, origin: str, holder: str, ttl: float, renewing: bool
-) -> bool | None:
-    """The lease decision, inside a write transaction: True (taken), None (not)."""
+def _take(conn: sqlite3.Connection, origin: str, holder: str, ttl: float, renewing: bool) -> bool:
+    """The lease decision, inside a write transaction; nothing is written when it is
+    not taken."""
     now = time.time()
     current = read_lease(conn, origin)
     if renewing and (current is None or current[0] != holder):
-        return None  # no longer ours: a renewal never takes a lease
+        return False  # no longer ours: a renewal never takes a lease
     if current is not None and current[0] != holder and current[1] > now:
         other = current[0]
         taken_over = not renewing and (
             lease_is_absurd(current[1] - now, ttl) or holder_is_dead(other)
         )
         if not taken_over:
-            return None
+            return False
     conn.execute(
         "INSERT OR REPLACE INTO leases (origin, holder, expires_at) VALUES (?, ?, ?)",
         (origin, holder, now + ttl),

@@ -29,10 +29,10 @@ from scrapy_rep.policy.records import OriginRecord
 from scrapy_rep.storage import sqlite_file
 from scrapy_rep.storage.base import (
     MAX_DECODED,
-    MemoryStorage,
+    LocalFallback,
     RobotsStorage,
     WouldBlock,
-    fetched_later,
+    newer_than_stored,
     pack_record,
     unpack_record,
     warn_unreadable,
@@ -63,7 +63,6 @@ __all__ = ["DB_SCHEMA_VERSION", "DEFAULT_FILENAME", "SqliteStorage", "read_recor
 logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
-_MAX_LOGGED_KINDS = 64
 # What the sqlite3 driver really raises on a damaged file: DatabaseError and its
 # subclasses, UnicodeDecodeError when a flipped byte lands in schema or text columns,
 # ValueError/OverflowError from values that do not convert.
@@ -126,13 +125,12 @@ class SqliteStorage(RobotsStorage):
         self._busy_timeout = busy_timeout
         self._record_limit = record_limit
         self._lock = threading.RLock()
-        self._logged: set[str] = set()
         self._closed = False
         self._repaired = False
         self._checked = False
         self._file_id: tuple[int, int] | None = None
         # Answers for what SQLite could not store or read (disk full, I/O errors).
-        self._fallback = MemoryStorage(fallback_max_origins)
+        self._fallback = LocalFallback(fallback_max_origins)
         # without_waiting: per thread; its own connection, opened when first needed
         self._local = threading.local()
         self._quick: sqlite3.Connection | None = None
@@ -141,8 +139,6 @@ class SqliteStorage(RobotsStorage):
         self._locked_out = False
         self._locked_since = 0.0
         self._spells = 0
-        self._unsynced: set[str] = set()
-        self._next_write_back = 0.0
         self.lock_waits = 0
         # The cluster file's connection (opened by cluster()) and its own lock.
         self._cluster_lock = threading.Lock()
@@ -292,7 +288,7 @@ class SqliteStorage(RobotsStorage):
                         continue  # undecodable text in a table: the file is damaged
                     self._log_once(what, exc)
                 else:
-                    if what in WRITES and self._write_back_due():
+                    if what in WRITES and self._fallback.write_back_due():
                         # decided while a write failed (disk full, I/O): the store
                         # takes writes again
                         self._write_back(conn)
@@ -323,11 +319,9 @@ class SqliteStorage(RobotsStorage):
         return True
 
     def _log_once(self, operation: str, exc: BaseException) -> None:
-        kind = f"{operation}:{type(exc).__name__}:{exc}"
-        if kind in self._logged or len(self._logged) >= _MAX_LOGGED_KINDS:
+        if not self._fallback.first_error(f"{operation}:{type(exc).__name__}:{exc}"):
             logger.debug("sqlite %s failed on %s: %s", operation, self.path, exc)
             return
-        self._logged.add(kind)
         logger.warning(
             "robots.txt store %s: %s failed (%s: %s); using process-local "
             "state for it (further errors of this kind are logged at DEBUG)",
@@ -340,7 +334,7 @@ class SqliteStorage(RobotsStorage):
     # -- RobotsStorage ----------------------------------------------------------------
 
     def get(self, origin: str) -> OriginRecord | None:
-        local = self._unsynced_copy(origin)
+        local = self._fallback.unsynced_copy(origin)
         if local is not None:
             return local  # decided here while the file could not take it: the newest
         raw = self._run("read", lambda conn: read_record(conn, origin))
@@ -377,14 +371,8 @@ class SqliteStorage(RobotsStorage):
 
     def put(self, origin: str, record: OriginRecord) -> None:
         blob = pack_record(record)
-        failed = self._run("write", lambda conn: write_record(conn, origin, blob)) is FAILED
-        if failed:
-            self._keep_unsynced(origin, record)  # the only copy, written back later
-        elif len(self._fallback):
-            # It keeps a copy from an earlier failure in step, so it never answers
-            # with something older.
-            self._fallback.put(origin, record)
-            self._unsynced.discard(origin)
+        result = self._run("write", lambda conn: write_record(conn, origin, blob))
+        self._fallback.keep(origin, record, stored=result is not FAILED)
 
     def acquire_lease(self, origin: str, holder: str, ttl: float) -> bool:
         result = self._run("lease", lambda conn: take_lease(conn, origin, holder, ttl, False))
@@ -409,12 +397,9 @@ class SqliteStorage(RobotsStorage):
         blob = pack_record(record)
         self._fallback.release_lease(origin, holder)
         write = self._run("write", lambda conn: store_and_release(conn, origin, blob, holder))
+        self._fallback.keep(origin, record, stored=write is not FAILED)
         if write is FAILED:
-            self._keep_unsynced(origin, record)
             self._run("lease release", lambda conn: conn.execute(RELEASE_LEASE, (origin, holder)))
-        elif len(self._fallback):
-            self._fallback.put(origin, record)
-            self._unsynced.discard(origin)
 
     def renew_lease(self, origin: str, holder: str, ttl: float) -> bool:
         result = self._run("lease", lambda conn: take_lease(conn, origin, holder, ttl, True))
@@ -606,49 +591,29 @@ class SqliteStorage(RobotsStorage):
             else f"wrote back {written} origin(s) decided meanwhile",
         )
 
-    def _keep_unsynced(self, origin: str, record: OriginRecord) -> None:
-        """The store could not take ``record``: the fallback answers for it until it is
-        written back."""
-        self._fallback.put(origin, record)
-        self._unsynced.add(origin)
-
-    def _unsynced_copy(self, origin: str) -> OriginRecord | None:
-        if origin not in self._unsynced:
-            return None
-        return self._fallback.get(origin)
-
-    def _write_back_due(self) -> bool:
-        """After a failed write-back, not before ``WRITE_BACK_RETRY`` seconds."""
-        return bool(self._unsynced) and time.monotonic() >= self._next_write_back
-
     def _write_back(self, conn: sqlite3.Connection) -> int | None:
-        """Write the fallback's unsynced records, each unless the file has a record of
-        a later fetch, in one transaction without waiting; how many were written, None
-        when it failed (they stay unsynced)."""
-        pending = list(self._unsynced)
-        if not pending:
-            return 0
-        mine = {o: r for o in pending if (r := self._fallback.get(o)) is not None}
-        written = 0
-        try:
+        """Write the fallback's unsynced records in one transaction without waiting;
+        how many were written, None when it failed (they stay unsynced)."""
+
+        def write_newer(mine: dict[str, OriginRecord]) -> int:
+            written = 0
             with write_transaction(conn):
                 for origin, record in mine.items():
-                    theirs = unpack_record(read_record(conn, origin), self._record_limit)
-                    if theirs is None or fetched_later(record, theirs):
+                    if newer_than_stored(record, read_record(conn, origin), self._record_limit):
                         write_record(conn, origin, pack_record(record))
                         written += 1
-        except (sqlite3.Error, ValueError, OverflowError) as exc:
+            return written
+
+        try:
+            return self._fallback.write_back(write_newer)
+        except _DRIVER_ERRORS as exc:
             logger.debug("writing back to %s failed: %s", self.path, exc)
-            self._next_write_back = time.monotonic() + WRITE_BACK_RETRY
+            self._fallback.next_write_back = time.monotonic() + WRITE_BACK_RETRY
             return None
-        self._unsynced.difference_update(pending)
-        for origin in mine:
-            self._fallback.discard(origin)  # the file has it (or a later one) now
-        return written
 
     def _write_back_at_close(self) -> None:
         """Last chance, without waiting (the caller holds ``_lock``); say what is lost."""
-        if not self._unsynced:
+        if not self._fallback.unsynced:
             return
         try:
             conn = self._quick_connection()
@@ -662,7 +627,7 @@ class SqliteStorage(RobotsStorage):
                 "locked could not be written to it (their robots.txt is fetched again "
                 "by the next crawl)",
                 self.path,
-                len(self._unsynced),
+                len(self._fallback.unsynced),
             )
 
     # -- the cluster primitives (storage/cluster.py) ---------------------------------------
