@@ -12,7 +12,7 @@ import contextlib
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from scrapy_rep.policy.config import SettingError, StorePlace
@@ -28,8 +28,12 @@ DEFAULT_FILENAME = "scrapy_rep.sqlite3"
 #: Bumped whenever the table layout changes; a file with another version is replaced.
 DB_SCHEMA_VERSION = 1
 SQLITE_MAGIC = b"SQLite format 3\x00"
-#: The tables a store of ours may hold (older builds had no ``meta``).
-OUR_TABLES = {"meta", "origins", "leases"}
+#: The tables of a store of ours (older builds had no ``meta``) and their columns.
+TABLES = {
+    "meta": "key TEXT PRIMARY KEY, value TEXT NOT NULL",
+    "origins": "origin TEXT PRIMARY KEY, record BLOB NOT NULL, updated_at REAL NOT NULL",
+    "leases": "origin TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at REAL NOT NULL",
+}
 
 
 def path_of(place: StorePlace, *, create: bool = True) -> Path | None:
@@ -75,10 +79,9 @@ def lock_path(path: Path) -> Path:
 
 
 def known_as_ours(path: Path) -> bool:
-    """Whether scrapy-rep has used ``path`` before: the default file name, or the lock
-    file every open leaves beside the store. Only such a file may be moved aside when
-    it does not look like a store; anything else at a configured path is probably a
-    mistake in REP_STORAGE, and renaming it could hide someone's database."""
+    """Whether scrapy-rep has used ``path`` before (the default file name, or the lock file
+    every open leaves): only such a file may be moved aside when it does not look like a
+    store; renaming another could hide someone's database."""
     return path.name == DEFAULT_FILENAME or lock_path(path).exists()
 
 
@@ -87,14 +90,12 @@ def known_as_ours(path: Path) -> bool:
 _STORE_SUFFIXES = ("", "-wal", "-shm", ".lock", ".cluster", ".cluster-wal", ".cluster-shm")
 
 
-def untrusted_file(path: Path) -> str | None:
-    """Why a file of the store at ``path`` may have been written by another user, or
-    None. A parked request is stored with pickle (as Scrapy's JOBDIR and scrapy-redis
-    store them), so whoever can write the store can run code in the next crawl: a
-    file another user can write (group or other write bit) or that another user owns
-    is refused (docs/storage.md, "Trust"). POSIX only; elsewhere nothing is checked."""
+def check_trusted(path: Path) -> None:
+    """Raise ``SettingError`` when another user owns or can write a file of the store:
+    parked requests are pickled (as Scrapy's JOBDIR and scrapy-redis store them), so whoever
+    can write the store can run code in the next crawl (docs/storage.md, "Trust"). POSIX."""
     if os.name != "posix":  # pragma: no cover - Windows
-        return None
+        return
     for suffix in _STORE_SUFFIXES:
         name = f"{path}{suffix}"
         try:
@@ -102,20 +103,18 @@ def untrusted_file(path: Path) -> str | None:
         except OSError:
             continue  # not there (yet): created by this process, with its own mode
         if stat.st_uid != os.geteuid():
-            return f"{name} is owned by another user (uid {stat.st_uid})"
-        if stat.st_mode & 0o022:
+            reason = f"{name} is owned by another user (uid {stat.st_uid})"
+        elif stat.st_mode & 0o022:
             who = "its group" if stat.st_mode & 0o020 else "every user"
-            return f"{name} can be written by {who} (mode {stat.st_mode & 0o777:o})"
-    return None
-
-
-def refuse_untrusted(path: Path, reason: str) -> SettingError:
-    return SettingError(
-        f"REP_STORAGE: refusing the robots.txt store {path}: {reason}. The store holds "
-        "requests serialised with pickle, so another user who can write it could run "
-        "code in this crawl; make it writable by its owner only (chmod go-w), or point "
-        "REP_STORAGE at a file of your own."
-    )
+            reason = f"{name} can be written by {who} (mode {stat.st_mode & 0o777:o})"
+        else:
+            continue
+        raise SettingError(
+            f"REP_STORAGE: refusing the robots.txt store {path}: {reason}. The store holds "
+            "requests serialised with pickle, so another user who can write it could run "
+            "code in this crawl; make it writable by its owner only (chmod go-w), or point "
+            "REP_STORAGE at a file of your own."
+        )
 
 
 def is_sqlite_file(path: Path) -> bool:
@@ -123,10 +122,8 @@ def is_sqlite_file(path: Path) -> bool:
     try:
         with open(path, "rb") as fh:
             header = fh.read(len(SQLITE_MAGIC))
-    except (FileNotFoundError, IsADirectoryError):
-        return True  # nothing to judge: SQLite creates it, or the open fails
     except OSError:
-        return True  # unreadable: the open reports it
+        return True  # missing or unreadable: SQLite creates it, or the open reports it
     return not header or header == SQLITE_MAGIC
 
 
@@ -212,26 +209,25 @@ def read_records_read_only(
 
 # -- SQL ------------------------------------------------------------------------------
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS origins (
-    origin TEXT PRIMARY KEY, record BLOB NOT NULL, updated_at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS leases (
-    origin TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at REAL NOT NULL);
-"""
-# Leases that are over, or that cannot be read: nobody can be waiting on them.
-CLEAN_LEASES = (
-    "DELETE FROM leases WHERE typeof(expires_at) NOT IN ('integer', 'real') "
-    "OR typeof(holder) != 'text' OR expires_at < ?"
-)
+
+def connect(
+    path: Path, timeout: float, setup: Callable[[sqlite3.Connection], object]
+) -> sqlite3.Connection:
+    """An autocommit connection for any thread, closed again when ``setup`` raises.
+    (Autocommit: each statement is its own transaction, and a write says BEGIN IMMEDIATE.)"""
+    conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
+    try:
+        setup(conn)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
-#: The columns of each table, as ``SCHEMA`` creates them.
-COLUMNS = {
-    "meta": ["key", "value"],
-    "origins": ["origin", "record", "updated_at"],
-    "leases": ["origin", "holder", "expires_at"],
-}
+def close_quietly(conn: sqlite3.Connection | None) -> None:
+    if conn is not None:
+        with contextlib.suppress(sqlite3.Error):
+            conn.close()
 
 
 class BadDatabase(Exception):
@@ -245,13 +241,41 @@ class BadDatabase(Exception):
         self.certain = certain
 
 
-def check_columns(conn: sqlite3.Connection) -> None:
-    """Raise ``BadDatabase`` when a table of ours has other columns (CREATE TABLE IF
-    NOT EXISTS leaves such a table as it is, and every query on it would fail)."""
-    for table, expected in COLUMNS.items():
-        found = [row[1] for row in conn.execute(f"PRAGMA table_info({table})").fetchall()]
-        if found != expected:
-            raise BadDatabase(f"table {table} has columns {', '.join(map(str, found))}")
+def prepare(conn: sqlite3.Connection) -> None:
+    """Make the file a store of this version, or raise ``BadDatabase``; an
+    ``OperationalError`` that is not the file's fault (locked, I/O, permissions) passes."""
+    try:
+        # Identify the file before anything writes to it (WAL mode rewrites the header):
+        # a database that is not ours must be left as it is.
+        identify(conn)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        with write_transaction(conn):
+            identify(conn)  # again, inside the write lock: another process may have won
+            for table, columns in TABLES.items():
+                conn.execute(f"CREATE TABLE IF NOT EXISTS {table} ({columns})")
+                # CREATE TABLE IF NOT EXISTS leaves a table of ours with other columns as
+                # it is, and every query on it would fail: damage, repaired.
+                found = [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
+                if found != [column.split()[0] for column in columns.split(", ")]:
+                    raise BadDatabase(f"table {table} has columns {', '.join(map(str, found))}")
+            conn.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
+                (str(DB_SCHEMA_VERSION),),
+            )
+            # Leases that are over, or that cannot be read: nobody can be waiting on them.
+            conn.execute(
+                "DELETE FROM leases WHERE typeof(expires_at) NOT IN ('integer', 'real') "
+                "OR typeof(holder) != 'text' OR expires_at < ?",
+                (time.time(),),
+            )
+    except sqlite3.DatabaseError as exc:
+        if isinstance(exc, sqlite3.OperationalError) and not is_damage(exc):
+            raise
+        raise BadDatabase(str(exc)) from exc
+    except (ValueError, OverflowError) as exc:
+        # UnicodeDecodeError: a flipped byte in the schema text
+        raise BadDatabase(f"damaged schema ({type(exc).__name__})") from exc
 
 
 def identify(conn: sqlite3.Connection) -> None:
@@ -264,7 +288,7 @@ def identify(conn: sqlite3.Connection) -> None:
         if row is None or str(row[0]) != str(DB_SCHEMA_VERSION):
             found = "none" if row is None else row[0]
             raise BadDatabase(f"unknown schema version {found}")
-    elif tables - OUR_TABLES:
+    elif tables - TABLES.keys():
         names = ", ".join(sorted(tables)[:5])
         raise BadDatabase(
             "not a scrapy-rep store",
@@ -352,13 +376,13 @@ def _take(conn: sqlite3.Connection, origin: str, holder: str, ttl: float, renewi
     current = read_lease(conn, origin)
     if renewing and (current is None or current[0] != holder):
         return False  # no longer ours: a renewal never takes a lease
-    if current is not None and current[0] != holder and current[1] > now:
-        other = current[0]
-        taken_over = not renewing and (
-            lease_is_absurd(current[1] - now, ttl) or holder_is_dead(other)
-        )
-        if not taken_over:
-            return False
+    if (
+        current is not None
+        and current[0] != holder
+        and current[1] > now
+        and not (lease_is_absurd(current[1] - now, ttl) or holder_is_dead(current[0]))
+    ):
+        return False  # someone else's live lease (never when renewing: that returned above)
     conn.execute(
         "INSERT OR REPLACE INTO leases (origin, holder, expires_at) VALUES (?, ?, ?)",
         (origin, holder, now + ttl),
@@ -366,10 +390,13 @@ def _take(conn: sqlite3.Connection, origin: str, holder: str, ttl: float, renewi
     return True
 
 
-def is_corruption(exc: sqlite3.Error) -> bool:
+def is_damage(exc: BaseException) -> bool:
+    """Whether a driver error says the file is damaged."""
+    if isinstance(exc, UnicodeDecodeError):
+        return True  # undecodable text in a table
     text = str(exc).lower()
     # "could not decode to UTF-8": how Python 3.11's sqlite3 reports invalid text
-    # (later versions raise UnicodeDecodeError, handled where it is caught).
-    return any(
+    # (later versions raise UnicodeDecodeError).
+    return isinstance(exc, sqlite3.DatabaseError) and any(
         mark in text for mark in ("malformed", "not a database", "corrupt", "could not decode")
     )
