@@ -1,9 +1,6 @@
 """The SQLite store's file and its SQL: where the file lives, whether it is ours, moving
-it aside, reading it without writing; its tables, and the lease rows (read defensively,
-taken and renewed inside one write transaction).
-
-``sqlite_store`` holds the connections, errors and repair; nothing here keeps a
-connection open.
+it aside, reading it without writing; its tables and lease rows (read defensively, taken
+inside one write transaction). Nothing here keeps a connection open (``sqlite_store`` does).
 """
 
 from __future__ import annotations
@@ -127,14 +124,6 @@ def is_sqlite_file(path: Path) -> bool:
     return not header or header == SQLITE_MAGIC
 
 
-def refuse_foreign(path: Path, what: str) -> SettingError:
-    return SettingError(
-        f"REP_STORAGE: {path} is {what}, not a scrapy-rep robots.txt store, and "
-        "scrapy-rep has never used this path: refusing to move it aside. Point "
-        "REP_STORAGE at another file (or delete this one if it is a damaged store)."
-    )
-
-
 def file_id(path: Path) -> tuple[int, int] | None:
     try:
         stat = os.stat(path)
@@ -182,13 +171,10 @@ def move_aside(path: Path) -> Path:
 def read_records_read_only(
     path: Path, origins: list[str], limit: int = MAX_DECODED
 ) -> dict[str, OriginRecord | None]:
-    """Read records without writing anything (no schema set-up, no lease clean-up).
-
-    Without a ``-wal`` file no writer is active and ``immutable`` reads without creating
-    ``-wal``/``-shm`` files; with one, ``mode=ro`` sees what the writer has committed.
-    Origins without a row are left out; a row that does not decode maps to None.
-    Raises ``sqlite3.Error`` when the file is not a readable store of this version.
-    """
+    """Read records without writing anything: origins without a row are left out, a row
+    that does not decode maps to None; ``sqlite3.Error`` when it is no store of this version.
+    Without a ``-wal`` file no writer is active and ``immutable`` creates no ``-wal``/``-shm``
+    files; with one, ``mode=ro`` sees what the writer has committed."""
     flag = "mode=ro" if Path(f"{path}-wal").exists() else "immutable=1"
     conn = sqlite3.connect(f"{path.absolute().as_uri()}?{flag}", uri=True, timeout=3.0)
     try:
@@ -197,9 +183,9 @@ def read_records_read_only(
             raise sqlite3.DatabaseError(f"unknown schema version {version}")
         result: dict[str, OriginRecord | None] = {}
         for origin in origins:
-            row = conn.execute("SELECT record FROM origins WHERE origin = ?", (origin,)).fetchone()
-            if row is not None:
-                result[origin] = unpack_record(row[0], limit)
+            raw = read_record(conn, origin)
+            if raw is not None:
+                result[origin] = unpack_record(raw, limit)
         return result
     except (ValueError, OverflowError) as exc:  # UnicodeDecodeError from a damaged schema
         raise sqlite3.DatabaseError(f"damaged store ({type(exc).__name__})") from exc
@@ -211,13 +197,16 @@ def read_records_read_only(
 
 
 def connect(
-    path: Path, timeout: float, setup: Callable[[sqlite3.Connection], object]
+    path: Path, timeout: float, setup: str | Callable[[sqlite3.Connection], object]
 ) -> sqlite3.Connection:
-    """An autocommit connection for any thread, closed again when ``setup`` raises.
-    (Autocommit: each statement is its own transaction, and a write says BEGIN IMMEDIATE.)"""
+    """An autocommit connection (a write says BEGIN IMMEDIATE itself) for any thread, set up
+    by a script or a function; closed again when that raises."""
     conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
     try:
-        setup(conn)
+        if isinstance(setup, str):
+            conn.executescript(setup)
+        else:
+            setup(conn)
     except BaseException:
         conn.close()
         raise
@@ -323,8 +312,7 @@ def take_lease(
 def take_lease_and_read(
     conn: sqlite3.Connection, origin: str, holder: str, ttl: float
 ) -> tuple[bool, object]:
-    """Take the lease and, when won, read the record's raw value, in one transaction:
-    one commit and one trip to the store for a fetch's start."""
+    """Take the lease and, when won, read the record's raw value: one transaction."""
     with write_transaction(conn):
         if not _take(conn, origin, holder, ttl, False):
             return False, None
@@ -370,8 +358,7 @@ def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 
 
 def _take(conn: sqlite3.Connection, origin: str, holder: str, ttl: float, renewing: bool) -> bool:
-    """The lease decision, inside a write transaction; nothing is written when it is
-    not taken."""
+    """The lease decision, inside a write transaction (nothing written when not taken)."""
     now = time.time()
     current = read_lease(conn, origin)
     if renewing and (current is None or current[0] != holder):

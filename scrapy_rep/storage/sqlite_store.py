@@ -1,14 +1,12 @@
 """SQLite store: the embedded default, shared by every Scrapy process on one machine.
 
-Where the file goes, damage and repair, locked spells, answers without waiting and trust:
-docs/storage.md. Why several processes and threads are safe: WAL (readers never block the
-writer; a killed writer leaves the last commit readable), ``synchronous=NORMAL`` (a power
-cut may lose the last commits, never the file: a lost copy costs a refetch), a lease row
-taken inside ``BEGIN IMMEDIATE`` (the write lock is held before the row is read, so two
-processes cannot both see it free; wall clock, as expiries are compared across
-processes), and one connection per instance behind a lock. Nothing raises out of the
-``RobotsStorage`` interface: errors degrade to a small in-process fallback, logged once
-per kind.
+The whole story (where the file goes, damage and repair, locked spells, answers without
+waiting, trust) is in docs/storage.md. Processes and threads are safe through WAL (readers
+never block the writer; a killed writer leaves the last commit readable),
+``synchronous=NORMAL`` (a power cut may lose the last commits, never the file), lease rows
+taken inside ``BEGIN IMMEDIATE`` (on the wall clock, compared across processes), and one
+connection per instance behind a lock. Nothing raises out of the ``RobotsStorage``
+interface: errors degrade to an in-process fallback, logged once per kind.
 """
 
 from __future__ import annotations
@@ -38,7 +36,6 @@ from scrapy_rep.storage.base import (
 )
 from scrapy_rep.storage.cluster import ClusterError, Parked, SpiderCluster
 from scrapy_rep.storage.sqlite_file import (
-    DB_SCHEMA_VERSION,
     DEFAULT_FILENAME,
     RELEASE_LEASE,
     BadDatabase,
@@ -54,14 +51,13 @@ from scrapy_rep.storage.sqlite_file import (
     write_transaction,
 )
 
-__all__ = ["DB_SCHEMA_VERSION", "DEFAULT_FILENAME", "SqliteStorage", "read_records_read_only"]
+__all__ = ["DEFAULT_FILENAME", "SqliteStorage", "read_records_read_only"]
 
 logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
-# What the sqlite3 driver really raises on a damaged file: DatabaseError and its
-# subclasses, UnicodeDecodeError when a flipped byte lands in schema or text columns,
-# ValueError/OverflowError from values that do not convert.
+# What the sqlite3 driver really raises on a damaged file: sqlite3.Error, UnicodeDecodeError
+# (a flipped byte in text), ValueError/OverflowError (values that do not convert).
 _DRIVER_ERRORS = (sqlite3.Error, ValueError, OverflowError)
 #: What a call answers when the in-process fallback must answer instead.
 FAILED = object()
@@ -173,7 +169,11 @@ class SqliteStorage(RobotsStorage):
             # file for a store of ours and move it aside.
             with contextlib.suppress(OSError):
                 lock.unlink()
-        raise sqlite_file.refuse_foreign(self.path, foreign)
+        raise SettingError(
+            f"REP_STORAGE: {self.path} is {foreign}, not a scrapy-rep robots.txt store, and "
+            "scrapy-rep has never used this path: refusing to move it aside. Point "
+            "REP_STORAGE at another file (or delete this one if it is a damaged store)."
+        )
 
     def _set_aside(self, reason: BaseException) -> bool:
         """Move the damaged file away (the caller holds the open lock)."""
@@ -214,12 +214,18 @@ class SqliteStorage(RobotsStorage):
             return None
 
     def _run(self, what: str, query: Callable[[sqlite3.Connection], _T]) -> _T | object:
-        """Run ``query`` on the connection; ``FAILED`` when the fallback must answer.
-
-        Damage found by a query moves the file aside and retries on a fresh store (once
-        per instance: a file that keeps failing is not moved again)."""
+        """Run ``query``; ``FAILED`` when the fallback must answer. Damage found by a query
+        moves the file aside and retries on a fresh store (once per instance: a file that
+        keeps failing is not moved again). Answering now, it answers or raises WouldBlock."""
         if self.answering_now():
-            return self._run_now(what, query)
+            if not self._lock.acquire(blocking=False):
+                raise WouldBlock
+            try:
+                return self._run_quick(what, query)
+            except Exception as exc:  # busy, damaged, I/O: the worker's to handle
+                raise WouldBlock from exc
+            finally:
+                self._lock.release()
         with self._lock:
             if self._locked_out:
                 try:
@@ -384,16 +390,6 @@ class SqliteStorage(RobotsStorage):
         finally:
             self._local.now = False
 
-    def _run_now(self, what: str, query: Callable[[sqlite3.Connection], _T]) -> _T:
-        if not self._lock.acquire(blocking=False):
-            raise WouldBlock
-        try:
-            return self._run_quick(what, query)
-        except Exception as exc:  # busy, damaged, I/O: the worker's to handle
-            raise WouldBlock from exc
-        finally:
-            self._lock.release()
-
     def _run_quick(self, what: str, query: Callable[[sqlite3.Connection], _T]) -> _T:
         """``query`` on the connection that never waits (the caller holds ``_lock``)."""
         conn = self._quick_connection()
@@ -416,11 +412,7 @@ class SqliteStorage(RobotsStorage):
         if self._quick is None:
             try:
                 self._quick = sqlite_file.connect(
-                    self.path,
-                    0,
-                    lambda conn: conn.executescript(
-                        "PRAGMA synchronous = NORMAL; PRAGMA wal_autocheckpoint = 0"
-                    ),
+                    self.path, 0, "PRAGMA synchronous = NORMAL; PRAGMA wal_autocheckpoint = 0"
                 )
             except sqlite3.Error as exc:
                 raise WouldBlock from exc
@@ -543,9 +535,7 @@ class SqliteStorage(RobotsStorage):
             try:
                 if self._cluster_conn is None:
                     self._cluster_conn = sqlite_file.connect(
-                        self.cluster_path,
-                        CLUSTER_BUSY_TIMEOUT,
-                        lambda conn: conn.executescript(_CLUSTER_SCHEMA),
+                        self.cluster_path, CLUSTER_BUSY_TIMEOUT, _CLUSTER_SCHEMA
                     )
                 conn = self._cluster_conn
                 with write_transaction(conn) if write else contextlib.nullcontext(conn):
@@ -623,13 +613,11 @@ class SqliteStorage(RobotsStorage):
                 conn.execute("DELETE FROM owners WHERE spider = ? AND owner = ?", (spider, owner))
 
     def parked(self, spider: str, owner: str | None = None) -> list[Parked]:
-        query = "SELECT key, origin, blob FROM parked WHERE spider = ?"
-        args: tuple[str, ...] = (spider,)
-        if owner:
-            query += " AND owner = ?"
-            args += (owner,)
         with self._cluster_call(write=False) as conn:
-            rows = conn.execute(query, args).fetchall()
+            rows = conn.execute(  # no owner (''): every owner's
+                "SELECT key, origin, blob FROM parked WHERE spider = ? AND ? IN (owner, '')",
+                (spider, owner or ""),
+            ).fetchall()
         return [(str(k), str(o), bytes(b)) for k, o, b in rows]
 
     def reserve_turn(
