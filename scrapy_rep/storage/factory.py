@@ -98,35 +98,30 @@ def wait_until_reachable(store: RedisStorage, spec: str, within: float) -> None:
         time.sleep(min(_REACH_RETRY_EVERY, max(deadline - time.monotonic(), 0.0)))
 
 
-def sqlite_place_problem(path: Path) -> str | None:
-    """Why a SQLite store cannot live at ``path`` (the crawl does not start: docs/storage.md,
-    "Storage path problems"), or None. A missing directory is not created: a typo would
-    otherwise build a tree at ``/``."""
-    if path.is_dir():
-        return f"{path} is a directory; name a file inside it"
+def check_sqlite_place(path: Path, spec: str) -> None:
+    """Raise ``SettingError`` naming ``REP_STORAGE`` when a SQLite store cannot live at
+    ``path``: the crawl does not start (docs/storage.md, "Storage path problems"). A missing
+    directory is not created: a typo would otherwise build a tree at ``/``."""
     parent = path.parent
-    if not parent.is_dir():
+    problem: str | None = None
+    if path.is_dir():
+        problem = f"{path} is a directory; name a file inside it"
+    elif not parent.is_dir():
+        problem = f"the directory {parent} does not exist; create it first"
         for ancestor in (parent, *parent.parents):
             if ancestor.exists() and not ancestor.is_dir():
-                return f"{ancestor} is a file, not a directory"
-        return f"the directory {parent} does not exist; create it first"
-    if path.exists():
-        if not path.is_file():
-            return f"{path} is not a regular file"
-        if not os.access(path, os.R_OK | os.W_OK):
-            return f"{path} is not readable and writable"
-        return None
-    try:
-        # Can a file be made here? An unnamed temporary file leaves nothing behind.
-        with tempfile.TemporaryFile(dir=parent):
-            pass
-    except OSError as exc:
-        return f"cannot create a file in {parent} ({exc.strerror or exc})"
-    return None
-
-
-def check_sqlite_place(path: Path, spec: str) -> None:
-    """Raise ``SettingError`` naming ``REP_STORAGE`` when ``path`` cannot hold the store."""
-    problem = sqlite_place_problem(path)
+                problem = f"{ancestor} is a file, not a directory"
+                break
+    elif path.exists() and not path.is_file():
+        problem = f"{path} is not a regular file"
+    elif path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        problem = f"{path} is not readable and writable"
+    elif not path.exists():
+        try:
+            # Can a file be made here? An unnamed temporary file leaves nothing behind.
+            with tempfile.TemporaryFile(dir=parent):
+                pass
+        except OSError as exc:
+            problem = f"cannot create a file in {parent} ({exc.strerror or exc})"
     if problem is not None:
         raise SettingError(f"REP_STORAGE = {spec!r}: {problem}")

@@ -75,13 +75,6 @@ def lock_path(path: Path) -> Path:
     return Path(f"{path}.lock")
 
 
-def known_as_ours(path: Path) -> bool:
-    """Whether scrapy-rep has used ``path`` before (the default file name, or the lock file
-    every open leaves): only such a file may be moved aside when it does not look like a
-    store; renaming another could hide someone's database."""
-    return path.name == DEFAULT_FILENAME or lock_path(path).exists()
-
-
 #: The files a store at ``PATH`` consists of: the database, SQLite's journal and
 #: shared-memory index, the open lock, and the cluster state beside it.
 _STORE_SUFFIXES = ("", "-wal", "-shm", ".lock", ".cluster", ".cluster-wal", ".cluster-shm")

@@ -99,8 +99,7 @@ CREATE TABLE IF NOT EXISTS turns (
 
 
 class SqliteStorage(RobotsStorage):
-    """One SQLite file; one connection per instance, guarded by a lock (and one more
-    for answers without waiting)."""
+    """One SQLite file; one connection per instance behind a lock (one more answers now)."""
 
     shared = True
     answers_without_waiting = True
@@ -150,8 +149,10 @@ class SqliteStorage(RobotsStorage):
             raise SettingError(f"REP_STORAGE: cannot create {self.path.parent}: {exc}") from None
         sqlite_file.check_trusted(self.path)
         lock = sqlite_file.lock_path(self.path)
-        marked = lock.exists()
-        ours = sqlite_file.known_as_ours(self.path)  # before open_lock creates the marker
+        marked = lock.exists()  # before open_lock creates it
+        # Only a path scrapy-rep has used (the default name, or the lock file every open
+        # leaves) is moved aside when it is no store: renaming another could hide someone's.
+        ours = marked or self.path.name == DEFAULT_FILENAME
         with sqlite_file.open_lock(self.path):
             try:
                 return self._connect()
@@ -625,13 +626,12 @@ class SqliteStorage(RobotsStorage):
     ) -> tuple[bool, float]:
         with self._cluster_call() as conn:
             now = time.time()
-            row = conn.execute(
-                "SELECT next_at FROM turns WHERE spider = ? AND origin = ?", (spider, origin)
+            row = conn.execute(  # an unreadable row is broken, not obeyed
+                "SELECT next_at FROM turns WHERE spider = ? AND origin = ? "
+                "AND typeof(next_at) IN ('integer', 'real')",
+                (spider, origin),
             ).fetchone()
-            try:
-                next_at = float(row[0]) if row is not None else 0.0
-            except (TypeError, ValueError):
-                next_at = 0.0  # an unreadable row is broken, not obeyed
+            next_at = float(row[0]) if row is not None else 0.0
             if next_at > now + horizon + spacing:
                 next_at = 0.0  # absurd (a clock jump): broken, not obeyed
             start = max(now + max(not_before, 0.0), next_at)
