@@ -135,15 +135,14 @@ def open_lock(path: Path) -> Iterator[None]:
     try:
         # Owner-writable only, whatever the umask (the trust check refuses others).
         descriptor = os.open(lock_path(path), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        handle = os.fdopen(descriptor, "a")
     except OSError:
         yield
         return
     try:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
         yield
     finally:
-        handle.close()  # also drops the flock
+        os.close(descriptor)  # also drops the flock
 
 
 def move_aside(path: Path) -> Path:
@@ -295,21 +294,33 @@ def read_lease(conn: sqlite3.Connection, origin: str) -> tuple[str, float] | Non
 
 
 def take_lease(
-    conn: sqlite3.Connection, origin: str, holder: str, ttl: float, renewing: bool
-) -> bool:
-    """Take (or, ``renewing``, extend) the lease in one write transaction."""
-    with write_transaction(conn):
-        return _take(conn, origin, holder, ttl, renewing)
-
-
-def take_lease_and_read(
-    conn: sqlite3.Connection, origin: str, holder: str, ttl: float
+    conn: sqlite3.Connection,
+    origin: str,
+    holder: str,
+    ttl: float,
+    *,
+    renewing: bool = False,
+    read: bool = False,
 ) -> tuple[bool, object]:
-    """Take the lease and, when won, read the record's raw value: one transaction."""
+    """Take (or, ``renewing``, extend) the lease in one write transaction, and when taken
+    and ``read``, read the record's raw value in it (one commit for a fetch's start)."""
     with write_transaction(conn):
-        if not _take(conn, origin, holder, ttl, False):
-            return False, None
-        return True, read_record(conn, origin)
+        now = time.time()
+        current = read_lease(conn, origin)
+        if renewing and (current is None or current[0] != holder):
+            return False, None  # no longer ours: a renewal never takes a lease
+        if (
+            current is not None
+            and current[0] != holder
+            and current[1] > now
+            and not (lease_is_absurd(current[1] - now, ttl) or holder_is_dead(current[0]))
+        ):
+            return False, None  # another's live lease (never when renewing: returned above)
+        conn.execute(
+            "INSERT OR REPLACE INTO leases (origin, holder, expires_at) VALUES (?, ?, ?)",
+            (origin, holder, now + ttl),
+        )
+        return True, read_record(conn, origin) if read else None
 
 
 def store_and_release(conn: sqlite3.Connection, origin: str, blob: bytes, holder: str) -> None:
@@ -348,26 +359,6 @@ def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         with contextlib.suppress(sqlite3.Error):
             conn.execute("ROLLBACK")
         raise
-
-
-def _take(conn: sqlite3.Connection, origin: str, holder: str, ttl: float, renewing: bool) -> bool:
-    """The lease decision, inside a write transaction (nothing written when not taken)."""
-    now = time.time()
-    current = read_lease(conn, origin)
-    if renewing and (current is None or current[0] != holder):
-        return False  # no longer ours: a renewal never takes a lease
-    if (
-        current is not None
-        and current[0] != holder
-        and current[1] > now
-        and not (lease_is_absurd(current[1] - now, ttl) or holder_is_dead(current[0]))
-    ):
-        return False  # someone else's live lease (never when renewing: that returned above)
-    conn.execute(
-        "INSERT OR REPLACE INTO leases (origin, holder, expires_at) VALUES (?, ?, ?)",
-        (origin, holder, now + ttl),
-    )
-    return True
 
 
 def is_damage(exc: BaseException) -> bool:

@@ -46,7 +46,6 @@ from scrapy_rep.storage.sqlite_file import (
     read_records_read_only,
     store_and_release,
     take_lease,
-    take_lease_and_read,
     write_record,
     write_transaction,
 )
@@ -329,7 +328,7 @@ class SqliteStorage(RobotsStorage):
         self._fallback.keep(origin, record, stored=result is not FAILED)
 
     def acquire_lease(self, origin: str, holder: str, ttl: float) -> bool:
-        result = self._run("lease", lambda conn: take_lease(conn, origin, holder, ttl, False))
+        result = self._run("lease", lambda conn: take_lease(conn, origin, holder, ttl)[0])
         if result is FAILED:
             # The shared lease is out of reach: single-flight within this process at least.
             return self._fallback.acquire_lease(origin, holder, ttl)
@@ -338,7 +337,7 @@ class SqliteStorage(RobotsStorage):
     def acquire_lease_and_get(
         self, origin: str, holder: str, ttl: float
     ) -> tuple[bool, OriginRecord | None]:
-        result = self._run("lease", lambda conn: take_lease_and_read(conn, origin, holder, ttl))
+        result = self._run("lease", lambda conn: take_lease(conn, origin, holder, ttl, read=True))
         if result is FAILED:
             held = self._fallback.acquire_lease(origin, holder, ttl)
             return held, self.get(origin) if held else None
@@ -354,10 +353,12 @@ class SqliteStorage(RobotsStorage):
             self.release_lease(origin, holder)
 
     def renew_lease(self, origin: str, holder: str, ttl: float) -> bool:
-        result = self._run("lease", lambda conn: take_lease(conn, origin, holder, ttl, True))
-        if result is FAILED:
+        renewed = self._run(
+            "lease", lambda conn: take_lease(conn, origin, holder, ttl, renewing=True)[0]
+        )
+        if renewed is FAILED:
             return self._fallback.renew_lease(origin, holder, ttl)
-        return bool(result)
+        return bool(renewed)
 
     def lease_holder(self, origin: str) -> str | None:
         result = self._run("lease read", lambda conn: read_lease(conn, origin))
