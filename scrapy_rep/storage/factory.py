@@ -70,8 +70,7 @@ def _custom_storage(path: str, config: Config, settings: Mapping[str, Any] | Non
         cls = load_object(path)
     except (ImportError, NameError, ValueError, AttributeError) as exc:
         raise SettingError(f"REP_STORAGE: cannot import {path!r}: {exc}") from None
-    if isinstance(cls, type) and issubclass(cls, RobotsStorage):
-        return cls.from_config(config, settings)
+    # A RobotsStorage subclass has from_config (the base class's default at least).
     store = cls.from_config(config, settings) if isinstance(cls, BuiltFromConfig) else cls()
     if isinstance(store, RobotsStorage):
         return store

@@ -46,9 +46,8 @@ def path_of(place: StorePlace, *, create: bool = True) -> Path | None:
         # data_path() creates the *directory* it returns, so ask for the data dir
         # itself and add the file name afterwards.
         return Path(data_path("", createdir=True)).absolute() / DEFAULT_FILENAME
-    if rest.startswith("//"):
-        # URL form: sqlite:///abs/path -> /abs/path; sqlite://rel/path -> rel/path
-        rest = rest[2:]
+    # URL form: sqlite:///abs/path -> /abs/path; sqlite://rel/path -> rel/path
+    rest = rest.removeprefix("//")
     if not rest:
         raise SettingError(f"REP_STORAGE: no file name in 'sqlite:{place.location}'")
     return Path(rest).expanduser().absolute()
@@ -75,8 +74,7 @@ def lock_path(path: Path) -> Path:
     return Path(f"{path}.lock")
 
 
-#: The files a store at ``PATH`` consists of: the database, SQLite's journal and
-#: shared-memory index, the open lock, and the cluster state beside it.
+#: A store's files: the database, its WAL and shared memory, the open lock, the cluster file.
 _STORE_SUFFIXES = ("", "-wal", "-shm", ".lock", ".cluster", ".cluster-wal", ".cluster-shm")
 
 
@@ -349,8 +347,7 @@ RELEASE_LEASE = "DELETE FROM leases WHERE origin = ? AND holder = ?"
 
 @contextlib.contextmanager
 def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """BEGIN IMMEDIATE (the write lock is taken before anything is read), COMMIT at the
-    end of the block, ROLLBACK if it raises."""
+    """BEGIN IMMEDIATE (the write lock is taken before anything is read); ROLLBACK on error."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield conn

@@ -68,10 +68,8 @@ WRITES = frozenset({"write", "lease", "lease release"})
 
 def is_busy(exc: BaseException) -> bool:
     """SQLite gave up waiting for a lock another connection holds."""
-    if not isinstance(exc, sqlite3.OperationalError):
-        return False
     text = str(exc).lower()
-    return "locked" in text or "busy" in text
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
 
 
 #: Write transactions made without waiting between two WAL checkpoints (each writes a
@@ -127,9 +125,8 @@ class SqliteStorage(RobotsStorage):
         self._local = threading.local()
         self._quick: sqlite3.Connection | None = None
         self._quick_writes = 0
-        # Another process holding the write lock (a locked spell)
-        self._locked_out = False
-        self._locked_since = 0.0
+        # Since when another process holds the write lock (a locked spell), or None
+        self._locked_since: float | None = None
         self._spells = 0
         self.lock_waits = 0
         # The cluster file's connection (opened by cluster()) and its own lock.
@@ -227,7 +224,7 @@ class SqliteStorage(RobotsStorage):
             finally:
                 self._lock.release()
         with self._lock:
-            if self._locked_out:
+            if self._locked_since is not None:
                 try:
                     return self._run_quick(what, query)
                 except WouldBlock:
@@ -251,9 +248,7 @@ class SqliteStorage(RobotsStorage):
                         continue
                     return FAILED
                 if what in WRITES and self._fallback.write_back_due():
-                    # decided while a write failed (disk full, I/O): the store takes
-                    # writes again
-                    self._write_back(conn)
+                    self._write_back(conn)  # what failed writes (disk full, I/O) left behind
                 return result
 
     def _repair(self, reason: BaseException) -> bool:
@@ -299,15 +294,13 @@ class SqliteStorage(RobotsStorage):
         if record is None and raw is not None and self.answering_now():
             raise WouldBlock  # checking the file is the worker's
         if record is None and raw is not None and not self._check_once():
-            # One bad value in a sound file: a miss (a damaged file was just moved
-            # aside instead, with its own WARNING).
+            # one bad value in a sound file: a miss (damage was repaired, with a WARNING)
             warn_unreadable(f"sqlite {self.path}")
         return record if record is not None else self._fallback.get(origin)
 
     def _check_once(self) -> bool:
-        """A value that does not decode may be a damaged page: check the file once per
-        instance, and repair it when the damage is real (it would otherwise stay damaged
-        for every run). True when it was found damaged and replaced."""
+        """A value that does not decode may be a damaged page: check the file once, and repair
+        it when it is (else it stays damaged for every run). True when it was replaced."""
         if self._checked:
             return False
         self._checked = True
@@ -338,10 +331,9 @@ class SqliteStorage(RobotsStorage):
         self, origin: str, holder: str, ttl: float
     ) -> tuple[bool, OriginRecord | None]:
         result = self._run("lease", lambda conn: take_lease(conn, origin, holder, ttl, read=True))
-        if result is FAILED:
+        if not isinstance(result, tuple):  # FAILED
             held = self._fallback.acquire_lease(origin, holder, ttl)
             return held, self.get(origin) if held else None
-        assert isinstance(result, tuple)
         return bool(result[0]), self._decoded(origin, result[1]) if result[0] else None
 
     def put_and_release_lease(self, origin: str, record: OriginRecord, holder: str) -> None:
@@ -362,9 +354,8 @@ class SqliteStorage(RobotsStorage):
 
     def lease_holder(self, origin: str) -> str | None:
         result = self._run("lease read", lambda conn: read_lease(conn, origin))
-        if result is FAILED or result is None:
+        if not isinstance(result, tuple):  # FAILED, or no readable lease row
             return self._fallback.lease_holder(origin)
-        assert isinstance(result, tuple)
         return str(result[0]) if float(result[1]) > time.time() else None
 
     def release_lease(self, origin: str, holder: str) -> None:
@@ -373,13 +364,11 @@ class SqliteStorage(RobotsStorage):
 
     # -- answers without waiting, for the reactor thread -------------------------------------
     #
-    # A second connection with no busy timeout, used only when the instance's lock is free:
-    # a WAL read, or a commit that does not fsync, takes tens of microseconds, where the hop
-    # to the worker thread cost many times more (measured: 0.1-0.5 s per store call in a
-    # broad crawl, queued in the worker). Whatever would wait or go wrong raises
-    # ``WouldBlock`` having changed nothing, and the worker makes the call again. This
-    # connection never checkpoints the WAL (an fsync could stall the reactor):
-    # ``housekeeping`` does, in the worker thread, every ``CHECKPOINT_EVERY`` writes.
+    # A second connection with no busy timeout, used only when the instance's lock is free: a
+    # WAL read or a commit that does not fsync takes microseconds, the hop to the worker thread
+    # far more (measured: 0.1-0.5 s per call in a broad crawl). What would wait or fail raises
+    # ``WouldBlock`` having changed nothing, and the worker makes the call again. It never
+    # checkpoints (an fsync could stall the reactor): ``housekeeping`` does, in the worker.
 
     def answering_now(self) -> bool:
         return bool(getattr(self._local, "now", False))
@@ -421,8 +410,7 @@ class SqliteStorage(RobotsStorage):
         return self._quick
 
     def housekeeping_due(self) -> bool:
-        """True once every ``CHECKPOINT_EVERY`` writes made without waiting (and counted
-        as done: the caller runs ``housekeeping`` in a worker thread)."""
+        """True every ``CHECKPOINT_EVERY`` writes made without waiting (counted as done)."""
         if self._quick_writes < CHECKPOINT_EVERY:
             return False
         self._quick_writes = 0
@@ -445,21 +433,18 @@ class SqliteStorage(RobotsStorage):
 
     # -- a locked spell: another process holds the write lock --------------------------------
     #
-    # Every write needs SQLite's one write lock; a process that keeps it (a BEGIN EXCLUSIVE
-    # left open, a long maintenance job, a stopped process) would make each write wait the
-    # busy timeout, one after another in the single worker thread. So the first call that
-    # waits it starts a spell: until a write gets the lock, every call tries without waiting
-    # (WAL reads do not need it) and a write that would wait is kept by the fallback at
-    # once; the write that ends the spell writes back what was decided meanwhile, unless the
-    # file holds a later fetch's record. Leases are process-local meanwhile (RFC 9309
-    # section 2.4 allows fetching robots.txt again; losing a request is not allowed).
+    # A process that keeps SQLite's one write lock (a BEGIN EXCLUSIVE left open, a stopped
+    # process) would make every write wait the busy timeout, one after another in the worker.
+    # So the first that waits it starts a spell: until a write gets the lock, calls do not wait
+    # (WAL reads still see other processes' records), what cannot be written is kept by the
+    # fallback and written back when the spell ends. Leases are process-local meanwhile (RFC
+    # 9309 section 2.4 allows fetching robots.txt again; losing a request is not allowed).
 
     def _lock_found(self, what: str, exc: BaseException) -> None:
         """A call waited the busy timeout: start a spell (the caller holds ``_lock``)."""
         self.lock_waits += 1
-        if self._locked_out:
+        if self._locked_since is not None:
             return
-        self._locked_out = True
         self._locked_since = time.monotonic()
         self._spells += 1
         logger.log(
@@ -476,15 +461,15 @@ class SqliteStorage(RobotsStorage):
 
     def _lock_over(self, conn: sqlite3.Connection) -> None:
         """A write got the lock: the spell is over; write back what it decided."""
-        if not self._locked_out:
+        since, self._locked_since = self._locked_since, None
+        if since is None:
             return
-        self._locked_out = False
         written = self._write_back(conn)
         logger.log(
             logging.INFO if self._spells == 1 else logging.DEBUG,
             "robots.txt store %s can be written again after %.0f s; %s",
             self.path,
-            time.monotonic() - self._locked_since,
+            time.monotonic() - since,
             "writing back failed, tried again later"
             if written is None
             else f"wrote back {written} origin(s) decided meanwhile",
@@ -512,10 +497,9 @@ class SqliteStorage(RobotsStorage):
 
     # -- the cluster primitives (storage/cluster.py) ---------------------------------------
     #
-    # In a file of their own beside the store (``<store>.cluster``): the store's schema
-    # checks never see these tables, and moving a damaged store aside never throws parked
-    # requests away. Processes on one machine share a wall clock, which the turns and
-    # heartbeats use.
+    # In a file of their own beside the store (``<store>.cluster``): the store's schema checks
+    # never see these tables, and moving a damaged store aside never throws parked requests
+    # away. Turns and heartbeats use the wall clock, which processes on one machine share.
 
     @property
     def cluster_path(self) -> Path:
@@ -658,7 +642,18 @@ class SqliteStorage(RobotsStorage):
         try:
             if self._closed:
                 return
-            self._write_back_at_close()
+            if self._fallback.unsynced:  # a last try, without waiting; say what is lost
+                written = None
+                with contextlib.suppress(WouldBlock):
+                    written = self._write_back(self._quick_connection())
+                if written is None:
+                    logger.info(
+                        "robots.txt store %s: %d origin(s) decided while it was "
+                        "locked could not be written to it (their robots.txt is fetched again "
+                        "by the next crawl)",
+                        self.path,
+                        len(self._fallback.unsynced),
+                    )
             self._closed = True
             self._close_quick()
             close_quietly(self._conn)
@@ -670,21 +665,6 @@ class SqliteStorage(RobotsStorage):
             conn, self._cluster_conn = self._cluster_conn, None
             self._cluster_lock.release()
             close_quietly(conn)
-
-    def _write_back_at_close(self) -> None:
-        """Last chance, without waiting (the caller holds ``_lock``); say what is lost."""
-        if not self._fallback.unsynced:
-            return
-        with contextlib.suppress(WouldBlock):
-            if self._write_back(self._quick_connection()) is not None:
-                return
-        logger.info(
-            "robots.txt store %s: %d origin(s) decided while it was "
-            "locked could not be written to it (their robots.txt is fetched again "
-            "by the next crawl)",
-            self.path,
-            len(self._fallback.unsynced),
-        )
 
     def describe(self) -> str:
         state = "" if self._conn is not None else " (unusable: process-local fallback)"
