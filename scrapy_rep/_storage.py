@@ -1,8 +1,4 @@
-"""Deprecated import path of the storage interface (documented before 0.2).
-
-Use ``scrapy_rep.storage.RobotsStorage``; this module only keeps old ``REP_STORAGE``
-classes that import it working.
-"""
+"""Deprecated import path of the storage interface, kept for old ``REP_STORAGE`` classes."""
 
 import warnings
 

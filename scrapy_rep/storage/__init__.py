@@ -1,8 +1,7 @@
 """Where per-origin robots.txt state lives: the interface, memory, SQLite and Redis.
 
-``RobotsStorage`` is the base class a custom ``REP_STORAGE`` class subclasses. Backends
-import ``base`` and ``cluster``; only ``factory`` knows them all.
-"""
+``RobotsStorage`` is the base class of a custom ``REP_STORAGE`` class. Backends import
+``base`` and ``cluster``; only ``factory`` knows them all."""
 
 from scrapy_rep.storage.base import MemoryStorage, RobotsStorage
 

@@ -1,5 +1,5 @@
-"""``REP_STORAGE`` -> a store. Kept apart from the backends so that none of them
-imports the factory that creates them (the layout issue: arrows point down only)."""
+"""``REP_STORAGE`` -> a store. Kept apart from the backends, so that none of them
+imports the factory that creates them (imports point down only)."""
 
 from __future__ import annotations
 
@@ -34,12 +34,9 @@ _REACH_RETRY_EVERY = 0.5
 def create_storage(
     config: Config, settings: Mapping[str, Any] | None = None, *, reach_within: float = 0.0
 ) -> RobotsStorage:
-    """Build the store ``REP_STORAGE`` names (``config.store_place``, parsed once).
-
-    ``reach_within`` > 0 (a crawl starting): a Redis store that does not answer within
-    that many seconds is a ``SettingError`` naming ``REP_STORAGE`` and the reason. Once
-    running, an outage degrades instead (nothing lost, one WARNING).
-    """
+    """Build the store ``REP_STORAGE`` names (``config.store_place``). ``reach_within`` > 0
+    (a crawl starting): a Redis store that does not answer within that many seconds is a
+    ``SettingError``; once running, an outage degrades instead (nothing lost, one WARNING)."""
     place = config.store_place
     if place.kind == "memory":
         return MemoryStorage(config.memory_max_origins)
@@ -73,8 +70,7 @@ def _custom_storage(path: str, config: Config, settings: Mapping[str, Any] | Non
         cls = load_object(path)
     except (ImportError, NameError, ValueError, AttributeError) as exc:
         raise SettingError(f"REP_STORAGE: cannot import {path!r}: {exc}") from None
-    if isinstance(cls, type) and issubclass(cls, RobotsStorage):
-        return cls.from_config(config, settings)
+    # A RobotsStorage subclass has from_config (the base class's default at least).
     store = cls.from_config(config, settings) if isinstance(cls, BuiltFromConfig) else cls()
     if isinstance(store, RobotsStorage):
         return store
@@ -89,57 +85,42 @@ def wait_until_reachable(store: RedisStorage, spec: str, within: float) -> None:
     from scrapy_rep.storage.redis_store import mask_url
 
     deadline = time.monotonic() + within
-    while True:
-        reason = store.unreachable_reason()
-        if reason is None:
-            return
+    while (reason := store.unreachable_reason()) is not None:
         if time.monotonic() >= deadline:
-            break
+            store.close()
+            raise SettingError(
+                f"REP_STORAGE = {mask_url(spec)!r}: the store does not answer ({reason}); "
+                f"tried for {within:g} s. Start Redis or fix the URL (an outage during a crawl "
+                "does not stop it: the crawl goes on with process-local state)"
+            )
         # Blocking is acceptable here: nothing runs yet while the crawl starts.
         time.sleep(min(_REACH_RETRY_EVERY, max(deadline - time.monotonic(), 0.0)))
-    store.close()
-    raise SettingError(
-        f"REP_STORAGE = {mask_url(spec)!r}: the store does not answer ({reason}); tried "
-        f"for {within:g} s. Start Redis or fix the URL (an outage during a crawl does not "
-        "stop it: the crawl goes on with process-local state)"
-    )
-
-
-def sqlite_place_problem(path: Path) -> str | None:
-    """Why a SQLite store cannot live at ``path``, or None when it can.
-
-    One rule for every place problem (docs/storage.md, "Storage path problems"): the
-    crawl does not start. A missing directory is not created (a typo would otherwise
-    build a tree at ``/``), a file in the way or a place where no file can be made
-    (``/proc``, a read-only mount) is named. Damage to an existing store is another
-    matter: it is moved aside and replaced (sqlite_store), and failures once running
-    degrade to process memory.
-    """
-    if path.is_dir():
-        return f"{path} is a directory; name a file inside it"
-    parent = path.parent
-    if not parent.is_dir():
-        for ancestor in (parent, *parent.parents):
-            if ancestor.exists() and not ancestor.is_dir():
-                return f"{ancestor} is a file, not a directory"
-        return f"the directory {parent} does not exist; create it first"
-    if path.exists():
-        if not path.is_file():
-            return f"{path} is not a regular file"
-        if not os.access(path, os.R_OK | os.W_OK):
-            return f"{path} is not readable and writable"
-        return None
-    try:
-        # Can a file be made here? An unnamed temporary file leaves nothing behind.
-        with tempfile.TemporaryFile(dir=parent):
-            pass
-    except OSError as exc:
-        return f"cannot create a file in {parent} ({exc.strerror or exc})"
-    return None
 
 
 def check_sqlite_place(path: Path, spec: str) -> None:
-    """Raise ``SettingError`` naming ``REP_STORAGE`` when ``path`` cannot hold the store."""
-    problem = sqlite_place_problem(path)
+    """Raise ``SettingError`` naming ``REP_STORAGE`` when a SQLite store cannot live at
+    ``path``: the crawl does not start (docs/storage.md, "Storage path problems"). A missing
+    directory is not created: a typo would otherwise build a tree at ``/``."""
+    parent = path.parent
+    problem: str | None = None
+    if path.is_dir():
+        problem = f"{path} is a directory; name a file inside it"
+    elif not parent.is_dir():
+        problem = f"the directory {parent} does not exist; create it first"
+        for ancestor in (parent, *parent.parents):
+            if ancestor.exists() and not ancestor.is_dir():
+                problem = f"{ancestor} is a file, not a directory"
+                break
+    elif path.exists() and not path.is_file():
+        problem = f"{path} is not a regular file"
+    elif path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        problem = f"{path} is not readable and writable"
+    elif not path.exists():
+        try:
+            # Can a file be made here? An unnamed temporary file leaves nothing behind.
+            with tempfile.TemporaryFile(dir=parent):
+                pass
+        except OSError as exc:
+            problem = f"cannot create a file in {parent} ({exc.strerror or exc})"
     if problem is not None:
         raise SettingError(f"REP_STORAGE = {spec!r}: {problem}")

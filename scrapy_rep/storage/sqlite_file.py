@@ -1,9 +1,6 @@
 """The SQLite store's file and its SQL: where the file lives, whether it is ours, moving
-it aside, reading it without writing; its tables, and the lease rows (read defensively,
-taken and renewed inside one write transaction).
-
-``sqlite_store`` holds the connections, errors and repair; nothing here keeps a
-connection open.
+it aside, reading it without writing; its tables and lease rows (read defensively, taken
+inside one write transaction). Nothing here keeps a connection open (``sqlite_store`` does).
 """
 
 from __future__ import annotations
@@ -12,7 +9,7 @@ import contextlib
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from scrapy_rep.policy.config import SettingError, StorePlace
@@ -28,8 +25,12 @@ DEFAULT_FILENAME = "scrapy_rep.sqlite3"
 #: Bumped whenever the table layout changes; a file with another version is replaced.
 DB_SCHEMA_VERSION = 1
 SQLITE_MAGIC = b"SQLite format 3\x00"
-#: The tables a store of ours may hold (older builds had no ``meta``).
-OUR_TABLES = {"meta", "origins", "leases"}
+#: The tables of a store of ours (older builds had no ``meta``) and their columns.
+TABLES = {
+    "meta": "key TEXT PRIMARY KEY, value TEXT NOT NULL",
+    "origins": "origin TEXT PRIMARY KEY, record BLOB NOT NULL, updated_at REAL NOT NULL",
+    "leases": "origin TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at REAL NOT NULL",
+}
 
 
 def path_of(place: StorePlace, *, create: bool = True) -> Path | None:
@@ -45,9 +46,8 @@ def path_of(place: StorePlace, *, create: bool = True) -> Path | None:
         # data_path() creates the *directory* it returns, so ask for the data dir
         # itself and add the file name afterwards.
         return Path(data_path("", createdir=True)).absolute() / DEFAULT_FILENAME
-    if rest.startswith("//"):
-        # URL form: sqlite:///abs/path -> /abs/path; sqlite://rel/path -> rel/path
-        rest = rest[2:]
+    # URL form: sqlite:///abs/path -> /abs/path; sqlite://rel/path -> rel/path
+    rest = rest.removeprefix("//")
     if not rest:
         raise SettingError(f"REP_STORAGE: no file name in 'sqlite:{place.location}'")
     return Path(rest).expanduser().absolute()
@@ -74,27 +74,16 @@ def lock_path(path: Path) -> Path:
     return Path(f"{path}.lock")
 
 
-def known_as_ours(path: Path) -> bool:
-    """Whether scrapy-rep has used ``path`` before: the default file name, or the lock
-    file every open leaves beside the store. Only such a file may be moved aside when
-    it does not look like a store; anything else at a configured path is probably a
-    mistake in REP_STORAGE, and renaming it could hide someone's database."""
-    return path.name == DEFAULT_FILENAME or lock_path(path).exists()
-
-
-#: The files a store at ``PATH`` consists of: the database, SQLite's journal and
-#: shared-memory index, the open lock, and the cluster state beside it.
+#: A store's files: the database, its WAL and shared memory, the open lock, the cluster file.
 _STORE_SUFFIXES = ("", "-wal", "-shm", ".lock", ".cluster", ".cluster-wal", ".cluster-shm")
 
 
-def untrusted_file(path: Path) -> str | None:
-    """Why a file of the store at ``path`` may have been written by another user, or
-    None. A parked request is stored with pickle (as Scrapy's JOBDIR and scrapy-redis
-    store them), so whoever can write the store can run code in the next crawl: a
-    file another user can write (group or other write bit) or that another user owns
-    is refused (docs/storage.md, "Trust"). POSIX only; elsewhere nothing is checked."""
+def check_trusted(path: Path) -> None:
+    """Raise ``SettingError`` when another user owns or can write a file of the store:
+    parked requests are pickled (as Scrapy's JOBDIR and scrapy-redis store them), so whoever
+    can write the store can run code in the next crawl (docs/storage.md, "Trust"). POSIX."""
     if os.name != "posix":  # pragma: no cover - Windows
-        return None
+        return
     for suffix in _STORE_SUFFIXES:
         name = f"{path}{suffix}"
         try:
@@ -102,20 +91,18 @@ def untrusted_file(path: Path) -> str | None:
         except OSError:
             continue  # not there (yet): created by this process, with its own mode
         if stat.st_uid != os.geteuid():
-            return f"{name} is owned by another user (uid {stat.st_uid})"
-        if stat.st_mode & 0o022:
+            reason = f"{name} is owned by another user (uid {stat.st_uid})"
+        elif stat.st_mode & 0o022:
             who = "its group" if stat.st_mode & 0o020 else "every user"
-            return f"{name} can be written by {who} (mode {stat.st_mode & 0o777:o})"
-    return None
-
-
-def refuse_untrusted(path: Path, reason: str) -> SettingError:
-    return SettingError(
-        f"REP_STORAGE: refusing the robots.txt store {path}: {reason}. The store holds "
-        "requests serialised with pickle, so another user who can write it could run "
-        "code in this crawl; make it writable by its owner only (chmod go-w), or point "
-        "REP_STORAGE at a file of your own."
-    )
+            reason = f"{name} can be written by {who} (mode {stat.st_mode & 0o777:o})"
+        else:
+            continue
+        raise SettingError(
+            f"REP_STORAGE: refusing the robots.txt store {path}: {reason}. The store holds "
+            "requests serialised with pickle, so another user who can write it could run "
+            "code in this crawl; make it writable by its owner only (chmod go-w), or point "
+            "REP_STORAGE at a file of your own."
+        )
 
 
 def is_sqlite_file(path: Path) -> bool:
@@ -123,19 +110,9 @@ def is_sqlite_file(path: Path) -> bool:
     try:
         with open(path, "rb") as fh:
             header = fh.read(len(SQLITE_MAGIC))
-    except (FileNotFoundError, IsADirectoryError):
-        return True  # nothing to judge: SQLite creates it, or the open fails
     except OSError:
-        return True  # unreadable: the open reports it
+        return True  # missing or unreadable: SQLite creates it, or the open reports it
     return not header or header == SQLITE_MAGIC
-
-
-def refuse_foreign(path: Path, what: str) -> SettingError:
-    return SettingError(
-        f"REP_STORAGE: {path} is {what}, not a scrapy-rep robots.txt store, and "
-        "scrapy-rep has never used this path: refusing to move it aside. Point "
-        "REP_STORAGE at another file (or delete this one if it is a damaged store)."
-    )
 
 
 def file_id(path: Path) -> tuple[int, int] | None:
@@ -156,15 +133,14 @@ def open_lock(path: Path) -> Iterator[None]:
     try:
         # Owner-writable only, whatever the umask (the trust check refuses others).
         descriptor = os.open(lock_path(path), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        handle = os.fdopen(descriptor, "a")
     except OSError:
         yield
         return
     try:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
         yield
     finally:
-        handle.close()  # also drops the flock
+        os.close(descriptor)  # also drops the flock
 
 
 def move_aside(path: Path) -> Path:
@@ -185,13 +161,10 @@ def move_aside(path: Path) -> Path:
 def read_records_read_only(
     path: Path, origins: list[str], limit: int = MAX_DECODED
 ) -> dict[str, OriginRecord | None]:
-    """Read records without writing anything (no schema set-up, no lease clean-up).
-
-    Without a ``-wal`` file no writer is active and ``immutable`` reads without creating
-    ``-wal``/``-shm`` files; with one, ``mode=ro`` sees what the writer has committed.
-    Origins without a row are left out; a row that does not decode maps to None.
-    Raises ``sqlite3.Error`` when the file is not a readable store of this version.
-    """
+    """Read records without writing anything: origins without a row are left out, a row
+    that does not decode maps to None; ``sqlite3.Error`` when it is no store of this version.
+    Without a ``-wal`` file no writer is active and ``immutable`` creates no ``-wal``/``-shm``
+    files; with one, ``mode=ro`` sees what the writer has committed."""
     flag = "mode=ro" if Path(f"{path}-wal").exists() else "immutable=1"
     conn = sqlite3.connect(f"{path.absolute().as_uri()}?{flag}", uri=True, timeout=3.0)
     try:
@@ -200,9 +173,9 @@ def read_records_read_only(
             raise sqlite3.DatabaseError(f"unknown schema version {version}")
         result: dict[str, OriginRecord | None] = {}
         for origin in origins:
-            row = conn.execute("SELECT record FROM origins WHERE origin = ?", (origin,)).fetchone()
-            if row is not None:
-                result[origin] = unpack_record(row[0], limit)
+            raw = read_record(conn, origin)
+            if raw is not None:
+                result[origin] = unpack_record(raw, limit)
         return result
     except (ValueError, OverflowError) as exc:  # UnicodeDecodeError from a damaged schema
         raise sqlite3.DatabaseError(f"damaged store ({type(exc).__name__})") from exc
@@ -212,26 +185,28 @@ def read_records_read_only(
 
 # -- SQL ------------------------------------------------------------------------------
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS origins (
-    origin TEXT PRIMARY KEY, record BLOB NOT NULL, updated_at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS leases (
-    origin TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at REAL NOT NULL);
-"""
-# Leases that are over, or that cannot be read: nobody can be waiting on them.
-CLEAN_LEASES = (
-    "DELETE FROM leases WHERE typeof(expires_at) NOT IN ('integer', 'real') "
-    "OR typeof(holder) != 'text' OR expires_at < ?"
-)
+
+def connect(
+    path: Path, timeout: float, setup: str | Callable[[sqlite3.Connection], object]
+) -> sqlite3.Connection:
+    """An autocommit connection (a write says BEGIN IMMEDIATE itself) for any thread, set up
+    by a script or a function; closed again when that raises."""
+    conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
+    try:
+        if isinstance(setup, str):
+            conn.executescript(setup)
+        else:
+            setup(conn)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
-#: The columns of each table, as ``SCHEMA`` creates them.
-COLUMNS = {
-    "meta": ["key", "value"],
-    "origins": ["origin", "record", "updated_at"],
-    "leases": ["origin", "holder", "expires_at"],
-}
+def close_quietly(conn: sqlite3.Connection | None) -> None:
+    if conn is not None:
+        with contextlib.suppress(sqlite3.Error):
+            conn.close()
 
 
 class BadDatabase(Exception):
@@ -245,13 +220,41 @@ class BadDatabase(Exception):
         self.certain = certain
 
 
-def check_columns(conn: sqlite3.Connection) -> None:
-    """Raise ``BadDatabase`` when a table of ours has other columns (CREATE TABLE IF
-    NOT EXISTS leaves such a table as it is, and every query on it would fail)."""
-    for table, expected in COLUMNS.items():
-        found = [row[1] for row in conn.execute(f"PRAGMA table_info({table})").fetchall()]
-        if found != expected:
-            raise BadDatabase(f"table {table} has columns {', '.join(map(str, found))}")
+def prepare(conn: sqlite3.Connection) -> None:
+    """Make the file a store of this version, or raise ``BadDatabase``; an
+    ``OperationalError`` that is not the file's fault (locked, I/O, permissions) passes."""
+    try:
+        # Identify the file before anything writes to it (WAL mode rewrites the header):
+        # a database that is not ours must be left as it is.
+        identify(conn)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        with write_transaction(conn):
+            identify(conn)  # again, inside the write lock: another process may have won
+            for table, columns in TABLES.items():
+                conn.execute(f"CREATE TABLE IF NOT EXISTS {table} ({columns})")
+                # CREATE TABLE IF NOT EXISTS leaves a table of ours with other columns as
+                # it is, and every query on it would fail: damage, repaired.
+                found = [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
+                if found != [column.split()[0] for column in columns.split(", ")]:
+                    raise BadDatabase(f"table {table} has columns {', '.join(map(str, found))}")
+            conn.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
+                (str(DB_SCHEMA_VERSION),),
+            )
+            # Leases that are over, or that cannot be read: nobody can be waiting on them.
+            conn.execute(
+                "DELETE FROM leases WHERE typeof(expires_at) NOT IN ('integer', 'real') "
+                "OR typeof(holder) != 'text' OR expires_at < ?",
+                (time.time(),),
+            )
+    except sqlite3.DatabaseError as exc:
+        if isinstance(exc, sqlite3.OperationalError) and not is_damage(exc):
+            raise
+        raise BadDatabase(str(exc)) from exc
+    except (ValueError, OverflowError) as exc:
+        # UnicodeDecodeError: a flipped byte in the schema text
+        raise BadDatabase(f"damaged schema ({type(exc).__name__})") from exc
 
 
 def identify(conn: sqlite3.Connection) -> None:
@@ -264,7 +267,7 @@ def identify(conn: sqlite3.Connection) -> None:
         if row is None or str(row[0]) != str(DB_SCHEMA_VERSION):
             found = "none" if row is None else row[0]
             raise BadDatabase(f"unknown schema version {found}")
-    elif tables - OUR_TABLES:
+    elif tables - TABLES.keys():
         names = ", ".join(sorted(tables)[:5])
         raise BadDatabase(
             "not a scrapy-rep store",
@@ -289,22 +292,33 @@ def read_lease(conn: sqlite3.Connection, origin: str) -> tuple[str, float] | Non
 
 
 def take_lease(
-    conn: sqlite3.Connection, origin: str, holder: str, ttl: float, renewing: bool
-) -> bool:
-    """Take (or, ``renewing``, extend) the lease in one write transaction."""
-    with write_transaction(conn):
-        return _take(conn, origin, holder, ttl, renewing)
-
-
-def take_lease_and_read(
-    conn: sqlite3.Connection, origin: str, holder: str, ttl: float
+    conn: sqlite3.Connection,
+    origin: str,
+    holder: str,
+    ttl: float,
+    *,
+    renewing: bool = False,
+    read: bool = False,
 ) -> tuple[bool, object]:
-    """Take the lease and, when won, read the record's raw value, in one transaction:
-    one commit and one trip to the store for a fetch's start."""
+    """Take (or, ``renewing``, extend) the lease in one write transaction, and when taken
+    and ``read``, read the record's raw value in it (one commit for a fetch's start)."""
     with write_transaction(conn):
-        if not _take(conn, origin, holder, ttl, False):
-            return False, None
-        return True, read_record(conn, origin)
+        now = time.time()
+        current = read_lease(conn, origin)
+        if renewing and (current is None or current[0] != holder):
+            return False, None  # no longer ours: a renewal never takes a lease
+        if (
+            current is not None
+            and current[0] != holder
+            and current[1] > now
+            and not (lease_is_absurd(current[1] - now, ttl) or holder_is_dead(current[0]))
+        ):
+            return False, None  # another's live lease (never when renewing: returned above)
+        conn.execute(
+            "INSERT OR REPLACE INTO leases (origin, holder, expires_at) VALUES (?, ?, ?)",
+            (origin, holder, now + ttl),
+        )
+        return True, read_record(conn, origin) if read else None
 
 
 def store_and_release(conn: sqlite3.Connection, origin: str, blob: bytes, holder: str) -> None:
@@ -333,8 +347,7 @@ RELEASE_LEASE = "DELETE FROM leases WHERE origin = ? AND holder = ?"
 
 @contextlib.contextmanager
 def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """BEGIN IMMEDIATE (the write lock is taken before anything is read), COMMIT at the
-    end of the block, ROLLBACK if it raises."""
+    """BEGIN IMMEDIATE (the write lock is taken before anything is read); ROLLBACK on error."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield conn
@@ -345,31 +358,13 @@ def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         raise
 
 
-def _take(conn: sqlite3.Connection, origin: str, holder: str, ttl: float, renewing: bool) -> bool:
-    """The lease decision, inside a write transaction; nothing is written when it is
-    not taken."""
-    now = time.time()
-    current = read_lease(conn, origin)
-    if renewing and (current is None or current[0] != holder):
-        return False  # no longer ours: a renewal never takes a lease
-    if current is not None and current[0] != holder and current[1] > now:
-        other = current[0]
-        taken_over = not renewing and (
-            lease_is_absurd(current[1] - now, ttl) or holder_is_dead(other)
-        )
-        if not taken_over:
-            return False
-    conn.execute(
-        "INSERT OR REPLACE INTO leases (origin, holder, expires_at) VALUES (?, ?, ?)",
-        (origin, holder, now + ttl),
-    )
-    return True
-
-
-def is_corruption(exc: sqlite3.Error) -> bool:
+def is_damage(exc: BaseException) -> bool:
+    """Whether a driver error says the file is damaged."""
+    if isinstance(exc, UnicodeDecodeError):
+        return True  # undecodable text in a table
     text = str(exc).lower()
     # "could not decode to UTF-8": how Python 3.11's sqlite3 reports invalid text
-    # (later versions raise UnicodeDecodeError, handled where it is caught).
-    return any(
+    # (later versions raise UnicodeDecodeError).
+    return isinstance(exc, sqlite3.DatabaseError) and any(
         mark in text for mark in ("malformed", "not a database", "corrupt", "could not decode")
     )

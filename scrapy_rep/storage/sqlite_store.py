@@ -1,15 +1,12 @@
 """SQLite store: the embedded default, shared by every Scrapy process on one machine.
 
-Where the file goes, damage and repair, locked spells and trust: docs/storage.md. Why
-several processes and threads are safe: WAL (readers never block the writer; a killed
-writer leaves the last commit readable), ``synchronous=NORMAL`` (a power cut may lose
-the last commits, never the file: a lost copy costs a refetch), a lease row taken inside
-``BEGIN IMMEDIATE`` (the write lock is held before the row is read, so two processes
-cannot both see it free; wall clock, as expiries are compared across processes), and
-one connection per instance behind a lock. The reactor thread first asks for an answer
-that needs no waiting (``without_waiting``); anything else goes to the worker thread.
-Nothing raises out of the ``RobotsStorage`` interface: errors degrade to a small
-in-process fallback, logged once per kind.
+The whole story (where the file goes, damage and repair, locked spells, answers without
+waiting, trust) is in docs/storage.md. Processes and threads are safe through WAL (readers
+never block the writer; a killed writer leaves the last commit readable),
+``synchronous=NORMAL`` (a power cut may lose the last commits, never the file), lease rows
+taken inside ``BEGIN IMMEDIATE`` (on the wall clock, compared across processes), and one
+connection per instance behind a lock. Nothing raises out of the ``RobotsStorage``
+interface: errors degrade to an in-process fallback, logged once per kind.
 """
 
 from __future__ import annotations
@@ -20,7 +17,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -39,33 +36,27 @@ from scrapy_rep.storage.base import (
 )
 from scrapy_rep.storage.cluster import ClusterError, Parked, SpiderCluster
 from scrapy_rep.storage.sqlite_file import (
-    CLEAN_LEASES,
-    DB_SCHEMA_VERSION,
     DEFAULT_FILENAME,
     RELEASE_LEASE,
-    SCHEMA,
     BadDatabase,
-    check_columns,
-    identify,
-    is_corruption,
+    close_quietly,
+    is_damage,
     read_lease,
     read_record,
     read_records_read_only,
     store_and_release,
     take_lease,
-    take_lease_and_read,
     write_record,
     write_transaction,
 )
 
-__all__ = ["DB_SCHEMA_VERSION", "DEFAULT_FILENAME", "SqliteStorage", "read_records_read_only"]
+__all__ = ["DEFAULT_FILENAME", "SqliteStorage", "read_records_read_only"]
 
 logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
-# What the sqlite3 driver really raises on a damaged file: DatabaseError and its
-# subclasses, UnicodeDecodeError when a flipped byte lands in schema or text columns,
-# ValueError/OverflowError from values that do not convert.
+# What the sqlite3 driver really raises on a damaged file: sqlite3.Error, UnicodeDecodeError
+# (a flipped byte in text), ValueError/OverflowError (values that do not convert).
 _DRIVER_ERRORS = (sqlite3.Error, ValueError, OverflowError)
 #: What a call answers when the in-process fallback must answer instead.
 FAILED = object()
@@ -77,10 +68,8 @@ WRITES = frozenset({"write", "lease", "lease release"})
 
 def is_busy(exc: BaseException) -> bool:
     """SQLite gave up waiting for a lock another connection holds."""
-    if not isinstance(exc, sqlite3.OperationalError):
-        return False
     text = str(exc).lower()
-    return "locked" in text or "busy" in text
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
 
 
 #: Write transactions made without waiting between two WAL checkpoints (each writes a
@@ -91,6 +80,8 @@ CHECKPOINT_EVERY = 250
 CLUSTER_BUSY_TIMEOUT = 10.0
 
 _CLUSTER_SCHEMA = """
+PRAGMA journal_mode = WAL;
+PRAGMA synchronous = NORMAL;
 CREATE TABLE IF NOT EXISTS owners (
     spider TEXT NOT NULL, owner TEXT NOT NULL, alive_until REAL NOT NULL,
     PRIMARY KEY (spider, owner));
@@ -105,8 +96,7 @@ CREATE TABLE IF NOT EXISTS turns (
 
 
 class SqliteStorage(RobotsStorage):
-    """One SQLite file; one connection per instance, guarded by a lock (and one more
-    for answers without waiting, ``NoWaitPath``)."""
+    """One SQLite file; one connection per instance behind a lock (one more answers now)."""
 
     shared = True
     answers_without_waiting = True
@@ -135,9 +125,8 @@ class SqliteStorage(RobotsStorage):
         self._local = threading.local()
         self._quick: sqlite3.Connection | None = None
         self._quick_writes = 0
-        # Another process holding the write lock (a locked spell)
-        self._locked_out = False
-        self._locked_since = 0.0
+        # Since when another process holds the write lock (a locked spell), or None
+        self._locked_since: float | None = None
         self._spells = 0
         self.lock_waits = 0
         # The cluster file's connection (opened by cluster()) and its own lock.
@@ -145,7 +134,7 @@ class SqliteStorage(RobotsStorage):
         self._cluster_conn: sqlite3.Connection | None = None
         self._conn: sqlite3.Connection | None = self._open()
 
-    # -- construction -------------------------------------------------------------
+    # -- construction, errors and repair -------------------------------------------------
 
     path_of = staticmethod(sqlite_file.path_of)
 
@@ -154,37 +143,34 @@ class SqliteStorage(RobotsStorage):
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise SettingError(f"REP_STORAGE: cannot create {self.path.parent}: {exc}") from None
-        untrusted = sqlite_file.untrusted_file(self.path)
-        if untrusted is not None:
-            raise sqlite_file.refuse_untrusted(self.path, untrusted)
+        sqlite_file.check_trusted(self.path)
         lock = sqlite_file.lock_path(self.path)
-        marked = lock.exists()
-        ours = sqlite_file.known_as_ours(self.path)  # before open_lock creates the marker
+        marked = lock.exists()  # before open_lock creates it
+        # Only a path scrapy-rep has used (the default name, or the lock file every open
+        # leaves) is moved aside when it is no store: renaming another could hide someone's.
+        ours = marked or self.path.name == DEFAULT_FILENAME
         with sqlite_file.open_lock(self.path):
             try:
-                return self._connect_checked()
+                return self._connect()
             except BadDatabase as exc:
-                refused = exc.foreign and (exc.certain or not ours)
-                if not refused and not self._set_aside(exc):
-                    return None
-                foreign = exc.foreign if refused else ""
+                foreign = exc.foreign if exc.certain or not ours else ""
+                if not foreign:
+                    return self._connect_or_log("open") if self._set_aside(exc) else None
             except sqlite3.Error as exc:
                 # Not the file's fault (permissions, read-only, a directory in the
                 # way): nothing to repair, and the crawl must still run.
                 self._log_once("open", exc)
                 return None
-            if not foreign:
-                try:
-                    return self._connect_checked()
-                except (BadDatabase, sqlite3.Error) as exc:
-                    self._log_once("open", exc)
-                    return None
         if not marked:
             # The marker this refused open made would make the next run take the
             # file for a store of ours and move it aside.
             with contextlib.suppress(OSError):
                 lock.unlink()
-        raise sqlite_file.refuse_foreign(self.path, foreign)
+        raise SettingError(
+            f"REP_STORAGE: {self.path} is {foreign}, not a scrapy-rep robots.txt store, and "
+            "scrapy-rep has never used this path: refusing to move it aside. Point "
+            "REP_STORAGE at another file (or delete this one if it is a damaged store)."
+        )
 
     def _set_aside(self, reason: BaseException) -> bool:
         """Move the damaged file away (the caller holds the open lock)."""
@@ -202,99 +188,68 @@ class SqliteStorage(RobotsStorage):
         )
         return True
 
-    def _connect_checked(self) -> sqlite3.Connection:
+    def _connect(self) -> sqlite3.Connection:
         if not sqlite_file.is_sqlite_file(self.path):
             raise BadDatabase("not a SQLite database", foreign="not a SQLite database")
         # Switching a new file to WAL needs a moment of exclusive access; another process
         # starting at the same time can make that fail with "locked" past busy_timeout.
         for attempt in range(3):
             try:
-                conn = self._connect()
+                conn = sqlite_file.connect(self.path, self._busy_timeout, sqlite_file.prepare)
+                break
             except sqlite3.OperationalError as exc:
-                if attempt == 2 or "locked" not in str(exc).lower():
+                if attempt == 2 or not is_busy(exc):
                     raise
-            else:
-                self._file_id = sqlite_file.file_id(self.path)
-                return conn
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _connect(self) -> sqlite3.Connection:
-        # isolation_level=None: autocommit, so each statement is its own transaction and
-        # the lease code can say BEGIN IMMEDIATE itself.
-        conn = sqlite3.connect(
-            self.path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
-        )
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
-            try:
-                # Identify the file before anything writes to it (WAL mode rewrites the
-                # header): a database that is not ours must be left as it is.
-                identify(conn)
-                conn.execute("PRAGMA journal_mode = WAL")
-                conn.execute("PRAGMA synchronous = NORMAL")
-                self._check_schema(conn)
-            except sqlite3.DatabaseError as exc:
-                if isinstance(exc, sqlite3.OperationalError) and not is_corruption(exc):
-                    raise  # locked, I/O, permissions: not the file's fault
-                raise BadDatabase(str(exc)) from exc
-            except (ValueError, OverflowError) as exc:
-                # UnicodeDecodeError: a flipped byte in the schema text
-                raise BadDatabase(f"damaged schema ({type(exc).__name__})") from exc
-        except BaseException:
-            conn.close()
-            raise
+        self._file_id = sqlite_file.file_id(self.path)
         return conn
 
-    def _check_schema(self, conn: sqlite3.Connection) -> None:
-        with write_transaction(conn):
-            identify(conn)  # again, inside the write lock: another process may have won
-            for statement in SCHEMA.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-            check_columns(conn)  # a table of ours with other columns: damage, repaired
-            conn.execute(
-                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
-                (str(DB_SCHEMA_VERSION),),
-            )
-            conn.execute(CLEAN_LEASES, (time.time(),))
-
-    # -- errors and repair --------------------------------------------------------------
+    def _connect_or_log(self, what: str) -> sqlite3.Connection | None:
+        try:
+            return self._connect()
+        except (BadDatabase, sqlite3.Error) as exc:
+            self._log_once(what, exc)
+            return None
 
     def _run(self, what: str, query: Callable[[sqlite3.Connection], _T]) -> _T | object:
-        """Run ``query`` on the connection; ``FAILED`` when the fallback must answer.
-
-        Corruption found by a query moves the file aside and retries once on a fresh
-        store (once per instance: a file that keeps failing is not moved again)."""
+        """Run ``query``; ``FAILED`` when the fallback must answer. Damage found by a query
+        moves the file aside and retries on a fresh store (once per instance: a file that
+        keeps failing is not moved again). Answering now, it answers or raises WouldBlock."""
         if self.answering_now():
-            return self._run_now(what, query)
+            if not self._lock.acquire(blocking=False):
+                raise WouldBlock
+            try:
+                return self._run_quick(what, query)
+            except Exception as exc:  # busy, damaged, I/O: the worker's to handle
+                raise WouldBlock from exc
+            finally:
+                self._lock.release()
         with self._lock:
-            if self._locked_out and not self._closed:
-                return self._run_locked_out(what, query)
-            for attempt in range(2):
+            if self._locked_since is not None:
+                try:
+                    return self._run_quick(what, query)
+                except WouldBlock:
+                    return FAILED
+                except _DRIVER_ERRORS as exc:
+                    if not is_busy(exc):
+                        self._log_once(what, exc)
+                    return FAILED
+            while True:
                 conn = self._conn
                 if conn is None or self._closed:
                     return FAILED
                 try:
                     result = query(conn)
-                except sqlite3.DatabaseError as exc:
+                except _DRIVER_ERRORS as exc:
                     if is_busy(exc):
                         self._lock_found(what, exc)
-                        return FAILED
-                    if attempt == 0 and is_corruption(exc) and self._repair(exc):
+                    elif not (is_damage(exc) and self._repair(exc)):
+                        self._log_once(what, exc)
+                    else:
                         continue
-                    self._log_once(what, exc)
-                except _DRIVER_ERRORS as exc:
-                    if attempt == 0 and isinstance(exc, UnicodeDecodeError) and self._repair(exc):
-                        continue  # undecodable text in a table: the file is damaged
-                    self._log_once(what, exc)
-                else:
-                    if what in WRITES and self._fallback.write_back_due():
-                        # decided while a write failed (disk full, I/O): the store
-                        # takes writes again
-                        self._write_back(conn)
-                    return result
-                return FAILED
-        return FAILED  # pragma: no cover
+                    return FAILED
+                if what in WRITES and self._fallback.write_back_due():
+                    self._write_back(conn)  # what failed writes (disk full, I/O) left behind
+                return result
 
     def _repair(self, reason: BaseException) -> bool:
         """Replace a store found damaged while in use; True when a fresh one is open."""
@@ -302,21 +257,15 @@ class SqliteStorage(RobotsStorage):
             return False
         self._repaired = True
         self._close_quick()
-        if self._conn is not None:
-            with contextlib.suppress(sqlite3.Error):
-                self._conn.close()
-            self._conn = None
+        conn, self._conn = self._conn, None
+        close_quietly(conn)
         with sqlite_file.open_lock(self.path):
             # Another process may have repaired it already: then its fresh file is
             # there, and moving that aside would throw its work away.
             if sqlite_file.file_id(self.path) == self._file_id:
                 self._set_aside(reason)
-            try:
-                self._conn = self._connect_checked()
-            except (BadDatabase, sqlite3.Error) as exc:
-                self._log_once("reopen", exc)
-                return False
-        return True
+            self._conn = self._connect_or_log("reopen")
+        return self._conn is not None
 
     def _log_once(self, operation: str, exc: BaseException) -> None:
         if not self._fallback.first_error(f"{operation}:{type(exc).__name__}:{exc}"):
@@ -345,16 +294,13 @@ class SqliteStorage(RobotsStorage):
         if record is None and raw is not None and self.answering_now():
             raise WouldBlock  # checking the file is the worker's
         if record is None and raw is not None and not self._check_once():
-            # One bad value in a sound file: a miss (a damaged file was just moved
-            # aside instead, with its own WARNING).
+            # one bad value in a sound file: a miss (damage was repaired, with a WARNING)
             warn_unreadable(f"sqlite {self.path}")
         return record if record is not None else self._fallback.get(origin)
 
     def _check_once(self) -> bool:
-        """An entry that does not decode may be a damaged page rather than one bad
-        value: check the file's structure once per instance, and repair it when the
-        damage is real (a damaged file would otherwise stay damaged for every run).
-        True when the file was found damaged and replaced."""
+        """A value that does not decode may be a damaged page: check the file once, and repair
+        it when it is (else it stays damaged for every run). True when it was replaced."""
         if self._checked:
             return False
         self._checked = True
@@ -375,7 +321,7 @@ class SqliteStorage(RobotsStorage):
         self._fallback.keep(origin, record, stored=result is not FAILED)
 
     def acquire_lease(self, origin: str, holder: str, ttl: float) -> bool:
-        result = self._run("lease", lambda conn: take_lease(conn, origin, holder, ttl, False))
+        result = self._run("lease", lambda conn: take_lease(conn, origin, holder, ttl)[0])
         if result is FAILED:
             # The shared lease is out of reach: single-flight within this process at least.
             return self._fallback.acquire_lease(origin, holder, ttl)
@@ -384,164 +330,121 @@ class SqliteStorage(RobotsStorage):
     def acquire_lease_and_get(
         self, origin: str, holder: str, ttl: float
     ) -> tuple[bool, OriginRecord | None]:
-        """``acquire_lease`` and, when won, ``get``: one transaction."""
-        result = self._run("lease", lambda conn: take_lease_and_read(conn, origin, holder, ttl))
-        if result is FAILED:
+        result = self._run("lease", lambda conn: take_lease(conn, origin, holder, ttl, read=True))
+        if not isinstance(result, tuple):  # FAILED
             held = self._fallback.acquire_lease(origin, holder, ttl)
             return held, self.get(origin) if held else None
-        assert isinstance(result, tuple)
         return bool(result[0]), self._decoded(origin, result[1]) if result[0] else None
 
     def put_and_release_lease(self, origin: str, record: OriginRecord, holder: str) -> None:
-        """``put`` and ``release_lease``: one transaction, one commit."""
         blob = pack_record(record)
         self._fallback.release_lease(origin, holder)
         write = self._run("write", lambda conn: store_and_release(conn, origin, blob, holder))
         self._fallback.keep(origin, record, stored=write is not FAILED)
         if write is FAILED:
-            self._run("lease release", lambda conn: conn.execute(RELEASE_LEASE, (origin, holder)))
+            self.release_lease(origin, holder)
 
     def renew_lease(self, origin: str, holder: str, ttl: float) -> bool:
-        result = self._run("lease", lambda conn: take_lease(conn, origin, holder, ttl, True))
-        if result is FAILED:
+        renewed = self._run(
+            "lease", lambda conn: take_lease(conn, origin, holder, ttl, renewing=True)[0]
+        )
+        if renewed is FAILED:
             return self._fallback.renew_lease(origin, holder, ttl)
-        return bool(result)
+        return bool(renewed)
 
     def lease_holder(self, origin: str) -> str | None:
         result = self._run("lease read", lambda conn: read_lease(conn, origin))
-        if result is FAILED or result is None:
+        if not isinstance(result, tuple):  # FAILED, or no readable lease row
             return self._fallback.lease_holder(origin)
-        assert isinstance(result, tuple)
         return str(result[0]) if float(result[1]) > time.time() else None
 
     def release_lease(self, origin: str, holder: str) -> None:
         self._fallback.release_lease(origin, holder)
         self._run("lease release", lambda conn: conn.execute(RELEASE_LEASE, (origin, holder)))
 
-    # -- answers without waiting, for the reactor thread ------------------------------------
+    # -- answers without waiting, for the reactor thread -------------------------------------
     #
-    # A store call made from the reactor thread through ``StoreCalls`` first tries
-    # ``without_waiting``: a second connection with no busy timeout, used only when the
-    # instance's lock is free. Whatever would wait or go wrong (another process holds the
-    # write lock, a damaged file, an I/O error, an undecodable value) raises ``WouldBlock``
-    # and changes nothing, and the call is then made again in the store's worker thread,
-    # which waits, repairs and falls back as the module docstring describes. A WAL read, or a
-    # commit that does not fsync (``synchronous = NORMAL``), takes tens of microseconds: the
-    # hop to the worker thread and back, and on a busy crawler the wait for the interpreter
-    # lock at each statement, cost many times more (measured: a broad crawl's store calls
-    # took 0.1-0.5 s each, queued behind one another in the worker).
-    #
-    # That connection never checkpoints the WAL itself (an fsync could stall the reactor);
-    # ``housekeeping`` does, in the worker thread, every ``CHECKPOINT_EVERY`` writes.
-    # Durability is the same as the worker's writes: a committed transaction survives a
-    # kill of the process (it is in the WAL); a power cut may lose the commits since the
-    # last checkpoint, never the file's consistency (and a lost robots.txt copy only costs a
-    # refetch).
+    # A second connection with no busy timeout, used only when the instance's lock is free: a
+    # WAL read or a commit that does not fsync takes microseconds, the hop to the worker thread
+    # far more (measured: 0.1-0.5 s per call in a broad crawl). What would wait or fail raises
+    # ``WouldBlock`` having changed nothing, and the worker makes the call again. It never
+    # checkpoints (an fsync could stall the reactor): ``housekeeping`` does, in the worker.
 
     def answering_now(self) -> bool:
         return bool(getattr(self._local, "now", False))
 
     @contextlib.contextmanager
     def without_waiting(self) -> Iterator[None]:
-        """This thread's calls answer now or raise ``WouldBlock`` (see above); a call
-        that raised it changed nothing it would not change again."""
         self._local.now = True
         try:
             yield
         finally:
             self._local.now = False
 
-    def _run_now(self, what: str, query: Callable[[sqlite3.Connection], _T]) -> _T:
-        if not self._lock.acquire(blocking=False):
-            raise WouldBlock
+    def _run_quick(self, what: str, query: Callable[[sqlite3.Connection], _T]) -> _T:
+        """``query`` on the connection that never waits (the caller holds ``_lock``)."""
+        conn = self._quick_connection()
+        before = conn.total_changes
         try:
-            conn = self._quick_connection()
-            before = conn.total_changes
-            try:
-                result = query(conn)
-            except Exception as exc:  # busy, damaged, I/O: the worker's to handle
-                if conn.in_transaction:  # (never left open for the next call)
-                    self._close_quick()
-                raise WouldBlock from exc
-            if conn.total_changes != before:
-                self._quick_writes += 1
-            if what in WRITES:
-                self._lock_over(conn)  # a write got the lock: a locked spell is over
-            return result
-        finally:
-            self._lock.release()
+            result = query(conn)
+        except Exception:
+            if conn.in_transaction:  # (never left open for the next call)
+                self._close_quick()
+            raise
+        if conn.total_changes != before:
+            self._quick_writes += 1
+        if what in WRITES:
+            self._lock_over(conn)  # a write got the lock: a locked spell is over
+        return result
 
     def _quick_connection(self) -> sqlite3.Connection:
         if self._conn is None or self._closed:
             raise WouldBlock  # the fallback answers: the worker's path
         if self._quick is None:
             try:
-                conn = sqlite3.connect(
-                    self.path, timeout=0, isolation_level=None, check_same_thread=False
+                self._quick = sqlite_file.connect(
+                    self.path, 0, "PRAGMA synchronous = NORMAL; PRAGMA wal_autocheckpoint = 0"
                 )
-                conn.execute("PRAGMA synchronous = NORMAL")
-                conn.execute("PRAGMA wal_autocheckpoint = 0")
             except sqlite3.Error as exc:
                 raise WouldBlock from exc
-            self._quick = conn
         return self._quick
 
     def housekeeping_due(self) -> bool:
-        """True once every ``CHECKPOINT_EVERY`` writes made without waiting (and
-        counted as done: the caller runs ``housekeeping`` in a worker thread)."""
+        """True every ``CHECKPOINT_EVERY`` writes made without waiting (counted as done)."""
         if self._quick_writes < CHECKPOINT_EVERY:
             return False
         self._quick_writes = 0
         return True
 
     def housekeeping(self) -> None:
-        """Checkpoint the WAL, on a connection of its own and without the instance's
-        lock (PASSIVE waits for no reader or writer), so calls answered without
-        waiting meanwhile are not sent to the worker by it."""
+        """Checkpoint the WAL on a connection of its own, without the instance's lock
+        (PASSIVE waits for nobody), so that calls answered meanwhile are not held up."""
         if self._closed:
             return
-        with contextlib.suppress(sqlite3.Error):
-            conn = sqlite3.connect(self.path, timeout=0, isolation_level=None)
-            try:
-                conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-            finally:
-                conn.close()
+        with (
+            contextlib.suppress(sqlite3.Error),
+            contextlib.closing(sqlite3.connect(self.path, timeout=0)) as conn,
+        ):
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
     def _close_quick(self) -> None:
         quick, self._quick = self._quick, None
-        if quick is not None:
-            with contextlib.suppress(sqlite3.Error):
-                quick.close()
+        close_quietly(quick)
 
-    # -- a locked spell: another process holds the write lock ------------------------------
+    # -- a locked spell: another process holds the write lock --------------------------------
     #
-    # Another process holds the write lock for longer than the busy timeout: stop waiting
-    # on it, decide locally, and write back once it answers.
-    #
-    # Every write (a lease, a record) needs SQLite's one write lock. Another process that
-    # keeps it (a ``BEGIN EXCLUSIVE`` left open, a long maintenance job, a stopped process)
-    # would make each write wait the whole busy timeout, one after another in the store's
-    # single worker thread: a crawl of new origins then waits seconds per origin although
-    # each call ends up answered by the in-process fallback anyway. So the first call that
-    # waits the busy timeout starts a *locked spell*: until the lock is seen free again,
-    # every call tries without waiting (SQLite's reads do not need the write lock in WAL
-    # mode, so other processes' records are still read) and a write that would wait is
-    # answered by the in-process fallback at once. The first write that gets the lock ends
-    # the spell, and what was decided meanwhile is written back in one transaction, unless
-    # the file holds a record from a later fetch by then. A lock therefore costs one busy
-    # timeout per spell, not one per call.
-    #
-    # While a spell lasts, leases are process-local (two processes may both fetch one
-    # robots.txt: RFC 9309 section 2.4 allows fetching it again, losing a request is not
-    # allowed), and an origin decided here is answered from this process's copy.
+    # A process that keeps SQLite's one write lock (a BEGIN EXCLUSIVE left open, a stopped
+    # process) would make every write wait the busy timeout, one after another in the worker.
+    # So the first that waits it starts a spell: until a write gets the lock, calls do not wait
+    # (WAL reads still see other processes' records), what cannot be written is kept by the
+    # fallback and written back when the spell ends. Leases are process-local meanwhile (RFC
+    # 9309 section 2.4 allows fetching robots.txt again; losing a request is not allowed).
 
     def _lock_found(self, what: str, exc: BaseException) -> None:
-        """A call waited the busy timeout: start a locked spell (the caller holds
-        ``_lock``)."""
+        """A call waited the busy timeout: start a spell (the caller holds ``_lock``)."""
         self.lock_waits += 1
-        if self._locked_out:
+        if self._locked_since is not None:
             return
-        self._locked_out = True
         self._locked_since = time.monotonic()
         self._spells += 1
         logger.log(
@@ -556,36 +459,17 @@ class SqliteStorage(RobotsStorage):
             exc,
         )
 
-    def _run_locked_out(self, what: str, query: Callable[[sqlite3.Connection], object]) -> object:
-        """``query`` without waiting, during a locked spell (the caller holds ``_lock``);
-        ``FAILED`` when it would have to wait or fails."""
-        try:
-            conn = self._quick_connection()
-        except WouldBlock:
-            return FAILED
-        try:
-            result = query(conn)
-        except (sqlite3.Error, ValueError, OverflowError) as exc:
-            if conn.in_transaction:  # (never left open for the next call)
-                self._close_quick()
-            if not is_busy(exc):
-                self._log_once(what, exc)
-            return FAILED
-        if what in WRITES:
-            self._lock_over(conn)
-        return result
-
     def _lock_over(self, conn: sqlite3.Connection) -> None:
         """A write got the lock: the spell is over; write back what it decided."""
-        if not self._locked_out:
+        since, self._locked_since = self._locked_since, None
+        if since is None:
             return
-        self._locked_out = False
         written = self._write_back(conn)
         logger.log(
             logging.INFO if self._spells == 1 else logging.DEBUG,
             "robots.txt store %s can be written again after %.0f s; %s",
             self.path,
-            time.monotonic() - self._locked_since,
+            time.monotonic() - since,
             "writing back failed, tried again later"
             if written is None
             else f"wrote back {written} origin(s) decided meanwhile",
@@ -611,74 +495,36 @@ class SqliteStorage(RobotsStorage):
             self._fallback.next_write_back = time.monotonic() + WRITE_BACK_RETRY
             return None
 
-    def _write_back_at_close(self) -> None:
-        """Last chance, without waiting (the caller holds ``_lock``); say what is lost."""
-        if not self._fallback.unsynced:
-            return
-        try:
-            conn = self._quick_connection()
-        except WouldBlock:
-            written = None
-        else:
-            written = self._write_back(conn)
-        if written is None:
-            logger.info(
-                "robots.txt store %s: %d origin(s) decided while it was "
-                "locked could not be written to it (their robots.txt is fetched again "
-                "by the next crawl)",
-                self.path,
-                len(self._fallback.unsynced),
-            )
-
     # -- the cluster primitives (storage/cluster.py) ---------------------------------------
     #
-    # Kept in a file of their own beside the store (``<store>.cluster``): the store's
-    # schema checks never see these tables, and moving a damaged store aside never
-    # throws parked requests away. One connection per instance, opened by the first
-    # ``cluster()``; BEGIN IMMEDIATE takes the write lock before anything is read, so
-    # adoption and turns are atomic across processes. Processes on one machine share a
-    # wall clock, which the turns and heartbeats use.
+    # In a file of their own beside the store (``<store>.cluster``): the store's schema checks
+    # never see these tables, and moving a damaged store aside never throws parked requests
+    # away. Turns and heartbeats use the wall clock, which processes on one machine share.
 
     @property
     def cluster_path(self) -> Path:
         return Path(f"{self.path}.cluster")
 
     def cluster(self, spider: str) -> SpiderCluster:
-        with self._cluster_lock:
-            self._cluster_connection()
+        with self._cluster_call(write=False):
+            pass  # opens the file now: one that cannot be opened is reported here
         return SpiderCluster(self, spider)
 
-    def _cluster_connection(self) -> sqlite3.Connection:
-        """The cluster file's connection (the caller holds ``_cluster_lock``)."""
-        if self._closed:
-            raise ClusterError(f"the robots.txt store {self.path} is closed")
-        if self._cluster_conn is None:
-            try:
-                conn = sqlite3.connect(
-                    self.cluster_path,
-                    timeout=CLUSTER_BUSY_TIMEOUT,
-                    isolation_level=None,
-                    check_same_thread=False,
-                )
-                try:
-                    conn.execute("PRAGMA journal_mode = WAL")
-                    conn.execute("PRAGMA synchronous = NORMAL")
-                    conn.executescript(_CLUSTER_SCHEMA)
-                except BaseException:
-                    conn.close()
-                    raise
-            except sqlite3.Error as exc:
-                raise ClusterError(f"{type(exc).__name__}: {exc}") from None
-            self._cluster_conn = conn
-        return self._cluster_conn
-
     @contextlib.contextmanager
-    def _cluster_write(self) -> Iterator[sqlite3.Connection]:
-        """BEGIN IMMEDIATE takes the write lock before anything is read, so two processes
+    def _cluster_call(self, *, write: bool = True) -> Iterator[sqlite3.Connection]:
+        """The cluster file's connection, under its lock; a ``write`` runs in BEGIN
+        IMMEDIATE, which takes the write lock before anything is read, so two processes
         never both see the same dead owner or the same free turn."""
         with self._cluster_lock:
+            if self._closed:
+                raise ClusterError(f"the robots.txt store {self.path} is closed")
             try:
-                with write_transaction(self._cluster_connection()) as conn:
+                if self._cluster_conn is None:
+                    self._cluster_conn = sqlite_file.connect(
+                        self.cluster_path, CLUSTER_BUSY_TIMEOUT, _CLUSTER_SCHEMA
+                    )
+                conn = self._cluster_conn
+                with write_transaction(conn) if write else contextlib.nullcontext(conn):
                     yield conn
             except (sqlite3.Error, ValueError, TypeError) as exc:
                 raise ClusterError(f"{type(exc).__name__}: {exc}") from None
@@ -686,7 +532,7 @@ class SqliteStorage(RobotsStorage):
     def park(
         self, spider: str, owner: str, ttl: float, add: Sequence[Parked], remove: Sequence[str]
     ) -> None:
-        with self._cluster_write() as conn:
+        with self._cluster_call() as conn:
             conn.execute(
                 "INSERT OR REPLACE INTO owners (spider, owner, alive_until) VALUES (?, ?, ?)",
                 (spider, owner, time.time() + ttl),
@@ -710,7 +556,7 @@ class SqliteStorage(RobotsStorage):
 
     def adopt(self, spider: str, owner: str, ttl: float, limit: int) -> list[Parked]:
         now = time.time()
-        with self._cluster_write() as conn:
+        with self._cluster_call() as conn:
             conn.execute(
                 "INSERT OR REPLACE INTO owners (spider, owner, alive_until) VALUES (?, ?, ?)",
                 (spider, owner, now + ttl),
@@ -722,21 +568,19 @@ class SqliteStorage(RobotsStorage):
                 "AND (o.alive_until IS NULL OR NOT (o.alive_until >= ?)) LIMIT ?",
                 (spider, owner, now, limit),
             ).fetchall()
-            mine = _present(conn, spider, owner, [row[1] for row in rows])
             adopted: list[Parked] = []
             for dead, key, origin, blob in rows:
                 conn.execute(
                     "DELETE FROM parked WHERE spider = ? AND owner = ? AND key = ?",
                     (spider, dead, key),
                 )
-                if key in mine:
-                    continue  # a duplicate of one we hold: collapses
-                mine.add(key)
-                conn.execute(
-                    "INSERT INTO parked (spider, owner, key, origin, blob) VALUES (?, ?, ?, ?, ?)",
+                # Ignored (no row changed) for a duplicate of one we hold: it collapses.
+                if conn.execute(
+                    "INSERT OR IGNORE INTO parked (spider, owner, key, origin, blob) "
+                    "VALUES (?, ?, ?, ?, ?)",
                     (spider, owner, key, origin, blob),
-                )
-                adopted.append((str(key), str(origin), bytes(blob)))
+                ).rowcount:
+                    adopted.append((str(key), str(origin), bytes(blob)))
             conn.execute(
                 "DELETE FROM owners WHERE spider = ? AND NOT (alive_until >= ?) AND owner NOT IN "
                 "(SELECT owner FROM parked WHERE spider = ?)",
@@ -745,7 +589,7 @@ class SqliteStorage(RobotsStorage):
         return adopted
 
     def retire(self, spider: str, owner: str, *, keep: bool) -> None:
-        with self._cluster_write() as conn:
+        with self._cluster_call() as conn:
             conn.execute(
                 "UPDATE owners SET alive_until = 0 WHERE spider = ? AND owner = ?",
                 (spider, owner),
@@ -755,30 +599,24 @@ class SqliteStorage(RobotsStorage):
                 conn.execute("DELETE FROM owners WHERE spider = ? AND owner = ?", (spider, owner))
 
     def parked(self, spider: str, owner: str | None = None) -> list[Parked]:
-        query = "SELECT key, origin, blob FROM parked WHERE spider = ?"
-        args: tuple[str, ...] = (spider,)
-        if owner:
-            query += " AND owner = ?"
-            args += (owner,)
-        try:
-            with self._cluster_lock:
-                rows = self._cluster_connection().execute(query, args).fetchall()
-        except sqlite3.Error as exc:
-            raise ClusterError(f"{type(exc).__name__}: {exc}") from None
+        with self._cluster_call(write=False) as conn:
+            rows = conn.execute(  # no owner (''): every owner's
+                "SELECT key, origin, blob FROM parked WHERE spider = ? AND ? IN (owner, '')",
+                (spider, owner or ""),
+            ).fetchall()
         return [(str(k), str(o), bytes(b)) for k, o, b in rows]
 
     def reserve_turn(
         self, spider: str, origin: str, spacing: float, horizon: float, not_before: float = 0.0
     ) -> tuple[bool, float]:
-        with self._cluster_write() as conn:
+        with self._cluster_call() as conn:
             now = time.time()
-            row = conn.execute(
-                "SELECT next_at FROM turns WHERE spider = ? AND origin = ?", (spider, origin)
+            row = conn.execute(  # an unreadable row is broken, not obeyed
+                "SELECT next_at FROM turns WHERE spider = ? AND origin = ? "
+                "AND typeof(next_at) IN ('integer', 'real')",
+                (spider, origin),
             ).fetchone()
-            try:
-                next_at = float(row[0]) if row is not None else 0.0
-            except (TypeError, ValueError):
-                next_at = 0.0  # an unreadable row is broken, not obeyed
+            next_at = float(row[0]) if row is not None else 0.0
             if next_at > now + horizon + spacing:
                 next_at = 0.0  # absurd (a clock jump): broken, not obeyed
             start = max(now + max(not_before, 0.0), next_at)
@@ -804,40 +642,30 @@ class SqliteStorage(RobotsStorage):
         try:
             if self._closed:
                 return
-            self._write_back_at_close()
+            if self._fallback.unsynced:  # a last try, without waiting; say what is lost
+                written = None
+                with contextlib.suppress(WouldBlock):
+                    written = self._write_back(self._quick_connection())
+                if written is None:
+                    logger.info(
+                        "robots.txt store %s: %d origin(s) decided while it was "
+                        "locked could not be written to it (their robots.txt is fetched again "
+                        "by the next crawl)",
+                        self.path,
+                        len(self._fallback.unsynced),
+                    )
             self._closed = True
             self._close_quick()
-            if self._conn is not None:
-                with contextlib.suppress(sqlite3.Error):
-                    self._conn.close()
+            close_quietly(self._conn)
             self._fallback.close()
         finally:
             self._lock.release()
-        self._close_cluster()
-
-    def _close_cluster(self) -> None:
         # Bounded as above: a cluster call waits at most its busy timeout.
-        if not self._cluster_lock.acquire(timeout=CLUSTER_BUSY_TIMEOUT + 2.0):
-            return
-        try:
+        if self._cluster_lock.acquire(timeout=CLUSTER_BUSY_TIMEOUT + 2.0):
             conn, self._cluster_conn = self._cluster_conn, None
-            if conn is not None:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.close()
-        finally:
             self._cluster_lock.release()
+            close_quietly(conn)
 
     def describe(self) -> str:
         state = "" if self._conn is not None else " (unusable: process-local fallback)"
         return f"sqlite {self.path}{state}"
-
-
-def _present(conn: sqlite3.Connection, spider: str, owner: str, keys: Iterable[str]) -> set[str]:
-    found: set[str] = set()
-    for key in set(keys):
-        row = conn.execute(
-            "SELECT 1 FROM parked WHERE spider = ? AND owner = ? AND key = ?", (spider, owner, key)
-        ).fetchone()
-        if row is not None:
-            found.add(key)
-    return found
