@@ -31,8 +31,9 @@ from scrapy_rep.storage.base import (
     newer_than_stored,
     pack_record,
     record_limit,
+    unpack_record,
+    warn_unreadable,
 )
-from scrapy_rep.storage.base import unpack_stored as _unpack_stored
 from scrapy_rep.storage.cluster import ClusterError, Parked, SpiderCluster
 
 if TYPE_CHECKING:
@@ -380,7 +381,11 @@ class RedisStorage(RobotsStorage):
         return cls(client, url=url, record_ttl=record_ttl, **kwargs)
 
     def _unpack(self, raw: object) -> OriginRecord | None:
-        return _unpack_stored(raw, f"redis {self._masked_url}", self._record_limit)
+        """A stored value as a record; an unreadable one is a miss, and logged."""
+        record = unpack_record(raw, self._record_limit)
+        if record is None and raw is not None:
+            warn_unreadable(f"redis {self._masked_url}")
+        return record
 
     # -- RobotsStorage ----------------------------------------------------------------
 
