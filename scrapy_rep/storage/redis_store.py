@@ -1,13 +1,11 @@
 """Redis store: one robots.txt fetch per origin across many processes and machines.
 
-One ``RedisStorage`` holds a crawl's records, fetch leases and cluster primitives
-(docs/cluster.md), all on one redis-py client (its connection pool is thread-safe).
-Keys are namespaced and versioned (``scrapy-rep:v1:...``); a record's TTL outlives
-``REP_STALE_MAX_AGE + REP_UNREACHABLE_WAIT``, so forgotten origins go by themselves.
-Leases and cluster steps are Lua scripts (atomic), timed on the server's clock. Outages,
-write-back and secrets: docs/storage.md, "Redis". No log line or ``describe()`` shows a
-password: everything between ``://`` and the *last* ``@`` is credentials whatever it
-holds, and ``check_url`` refuses a URL redis-py would read other credentials from.
+Records, fetch leases and cluster primitives (docs/cluster.md) share one redis-py client
+(its connection pool is thread-safe). Leases and cluster steps are Lua scripts (atomic),
+timed on the server's clock. Outages, write-back and secrets: docs/storage.md, "Redis".
+No log line or ``describe()`` shows a password: everything between ``://`` and the
+*last* ``@`` is credentials whatever it holds, and ``check_url`` refuses a URL redis-py
+would read other credentials from.
 """
 
 from __future__ import annotations
@@ -82,8 +80,7 @@ def mask_url(url: str) -> str:
     if parts is None:
         return "<unparsable redis URL>"
     scheme, userinfo, rest = parts
-    rest = rest.partition("#")[0]
-    location, _, query = rest.partition("?")
+    location, _, query = rest.partition("#")[0].partition("?")
     masked = f"{scheme}://"
     if userinfo:
         user, has_password, _ = userinfo.partition(":")
@@ -115,9 +112,7 @@ def secrets_of(url: str) -> list[str]:
         for key, value in parse_qsl(rest.partition("#")[0].partition("?")[2]):
             if key.lower() in _SECRET_PARAMS:
                 found.add(value)
-        fragment = rest.partition("#")[2]
-        if fragment:
-            found.add(fragment)
+        found.add(rest.partition("#")[2])  # the fragment
     return sorted((s for s in found if len(s) >= 2), key=len, reverse=True)
 
 
@@ -150,12 +145,9 @@ def check_url(url: str) -> str | None:
         return f"redis-py cannot parse it (a bad port or database number?); or {hint}"
     user, has_password, password = userinfo.partition(":")
     expected_password = unquote(password) if has_password else None
-    expected_user = unquote(user) if userinfo and (user or not has_password) else None
-    if userinfo and not has_password:
-        expected_user = unquote(userinfo)
     if parsed.get("password") != expected_password and "password" not in rest:
         return f"redis-py reads another password from it; {hint}"
-    if (parsed.get("username") or None) != (expected_user or None) and "username" not in rest:
+    if (parsed.get("username") or None) != (unquote(user) or None) and "username" not in rest:
         return f"redis-py reads another user name from it; {hint}"
     return None
 
@@ -245,14 +237,6 @@ if redis.call('type', KEYS[1])['ok'] ~= 'string' then return false end
 return redis.call('get', KEYS[1])
 """
 
-_LEASE_SCRIPTS = {
-    "acquire": _ACQUIRE,
-    "renew": _RENEW,
-    "takeover": _TAKEOVER,
-    "release": _RELEASE,
-    "holder": _HOLDER,
-}
-
 # -- Lua: cluster primitives -------------------------------------------------------------
 
 # KEYS: owners set, my parked hash, my heartbeat. ARGV: me, key prefix, limit, ttl ms.
@@ -324,6 +308,17 @@ redis.call('SET', KEYS[1], string.format('%.6f', after), 'PX',
 return {'1', string.format('%.6f', start - now)}
 """
 
+_SCRIPTS = {
+    "acquire": _ACQUIRE,
+    "renew": _RENEW,
+    "takeover": _TAKEOVER,
+    "release": _RELEASE,
+    "holder": _HOLDER,
+    "adopt": _ADOPT_LUA,
+    "claim_parked": _TAKE_OVER_LUA,
+    "turn": _TURN_LUA,
+}
+
 
 class RedisStorage(RobotsStorage):
     """Records, leases and the cluster primitives in Redis, on one client, with an
@@ -341,9 +336,7 @@ class RedisStorage(RobotsStorage):
         fallback_max_origins: int = 100_000,
         record_limit: int = MAX_DECODED,
     ) -> None:
-        from redis.exceptions import ConnectionError as RedisConnectionError
-        from redis.exceptions import RedisError
-        from redis.exceptions import TimeoutError as RedisTimeoutError
+        from redis import exceptions
 
         self._masked_url = mask_url(url)
         self._secrets = secrets_of(url)
@@ -352,19 +345,10 @@ class RedisStorage(RobotsStorage):
         self._record_limit = record_limit
         self._reconnect_interval = reconnect_interval
         self._fallback = LocalFallback(fallback_max_origins)
-        self._scripts = {
-            name: client.register_script(body) for name, body in _LEASE_SCRIPTS.items()
-        }
-        self._adopt = client.register_script(_ADOPT_LUA)
-        self._turn = client.register_script(_TURN_LUA)
-        self._take_over = client.register_script(_TAKE_OVER_LUA)
-        self._timeout_errors: tuple[type[BaseException], ...] = (RedisTimeoutError, TimeoutError)
-        self._outage_errors: tuple[type[BaseException], ...] = (
-            RedisConnectionError,
-            RedisTimeoutError,
-            OSError,
-        )
-        self._redis_error: type[BaseException] = RedisError
+        self._scripts = {name: client.register_script(body) for name, body in _SCRIPTS.items()}
+        self._timeout_errors = (exceptions.TimeoutError, TimeoutError)
+        self._outage_errors = (exceptions.ConnectionError, exceptions.TimeoutError, OSError)
+        self._redis_error = exceptions.RedisError
         self._lock = threading.Lock()  # guards the outage state below
         self._down = False
         self._next_probe = 0.0
@@ -404,10 +388,10 @@ class RedisStorage(RobotsStorage):
         result = self._call(lambda: self._client.set(key, blob, px=self._record_ttl_ms))
         self._fallback.keep(origin, record, stored=result is not DOWN)
 
-    def _lease_args(self, holder: str, ttl: float) -> list[Any]:
-        ttl_ms = max(1, int(ttl * 1000))
-        absurd_ms = int(absurd_after(ttl) * 1000)
-        return [holder, ttl_ms, absurd_ms]
+    def _lease_script(self, name: str, origin: str, *args: str | int) -> Any:
+        """Run the lease script ``name`` on ``origin``'s lease (``DOWN``: not run)."""
+        keys = [self.lease_key(origin)]
+        return self._call(lambda: self._scripts[name](keys=keys, args=args))
 
     def _settle(self, origin: str, answer: Any, holder: str, ttl: float) -> bool:
         """The acquire script's answer; a refusal by a dead local holder is taken over."""
@@ -416,47 +400,39 @@ class RedisStorage(RobotsStorage):
             return True
         if not holder_is_dead(current):
             return False
-        args: list[str | int] = [current, holder, max(1, int(ttl * 1000))]
-        result = self._call(
-            lambda: self._scripts["takeover"](keys=[self.lease_key(origin)], args=args)
-        )
+        result = self._lease_script("takeover", origin, current, holder, _ms(ttl))
         return result is not DOWN and bool(result)
 
     def acquire_lease(self, origin: str, holder: str, ttl: float) -> bool:
-        key, args = self.lease_key(origin), self._lease_args(holder, ttl)
-        answer = self._call(lambda: self._scripts["acquire"](keys=[key], args=args))
+        answer = self._lease_script("acquire", origin, *_acquire_args(holder, ttl))
         if answer is DOWN:
             return self._fallback.acquire_lease(origin, holder, ttl)
         return self._settle(origin, answer, holder, ttl)
 
     def renew_lease(self, origin: str, holder: str, ttl: float) -> bool:
-        key, ttl_ms = self.lease_key(origin), max(1, int(ttl * 1000))
-        answer = self._call(lambda: self._scripts["renew"](keys=[key], args=[holder, ttl_ms]))
+        answer = self._lease_script("renew", origin, holder, _ms(ttl))
         if answer is DOWN:
             return self._fallback.renew_lease(origin, holder, ttl)
         return bool(answer)
 
     def lease_holder(self, origin: str) -> str | None:
-        key = self.lease_key(origin)
-        answer = self._call(lambda: self._scripts["holder"](keys=[key]))
+        answer = self._lease_script("holder", origin)
         if answer is DOWN:
             return self._fallback.lease_holder(origin)
         return None if not answer else _text(answer)
 
     def release_lease(self, origin: str, holder: str) -> None:
         self._fallback.release_lease(origin, holder)
-        key = self.lease_key(origin)
         # If Redis is down the lease simply expires by its PX.
-        self._call(lambda: self._scripts["release"](keys=[key], args=[holder]))
+        self._lease_script("release", origin, holder)
 
-    # Batched forms (see base.acquire_and_read / put_and_release): a robots.txt fetch
-    # costs a shared store four round trips instead of six.
+    # Batched forms: a robots.txt fetch costs a shared store four round trips, not six.
 
     def acquire_lease_and_get(
         self, origin: str, holder: str, ttl: float
     ) -> tuple[bool, OriginRecord | None]:
         lease_key, key = self.lease_key(origin), self.origin_key(origin)
-        args = self._lease_args(holder, ttl)
+        args = _acquire_args(holder, ttl)
         local = self._fallback.get(origin)  # before a write-back empties it (see get)
 
         def take_and_read() -> list[Any]:
@@ -508,15 +484,9 @@ class RedisStorage(RobotsStorage):
         return f"{CLUSTER_PREFIX}{spider}:"
 
     def _cluster_call(self, operation: Callable[[], _T]) -> _T:
-        """One cluster operation; ``ClusterError`` when Redis fails it. An idle pooled
-        socket that died (a server restart) is retried once, as ``_call`` does."""
+        """One cluster operation; ``ClusterError`` when Redis fails it."""
         try:
-            try:
-                return operation()
-            except self._timeout_errors:
-                raise
-            except self._outage_errors:
-                return operation()
+            return self._run(operation, retry=True)
         except (*self._outage_errors, self._redis_error) as exc:
             raise ClusterError(self._scrub(exc)) from None
 
@@ -530,10 +500,10 @@ class RedisStorage(RobotsStorage):
             # One transaction: the heartbeat is fresh before any entry is visible, so no
             # adopter can take an entry of a live owner between the two.
             pipe = self._client.pipeline(transaction=True)
-            pipe.set(f"{prefix}alive:{owner}", b"1", px=max(1, int(ttl * 1000)))
+            pipe.set(f"{prefix}alive:{owner}", b"1", px=_ms(ttl))
             pipe.sadd(owners, owner)
             if add:
-                self._take_over(
+                self._scripts["claim_parked"](
                     keys=[owners], args=[owner, prefix, *(key for key, _, _ in add)], client=pipe
                 )
                 pipe.hset(
@@ -548,8 +518,8 @@ class RedisStorage(RobotsStorage):
     def adopt(self, spider: str, owner: str, ttl: float, limit: int) -> list[Parked]:
         prefix = self.cluster_prefix(spider)
         keys = [f"{prefix}owners", f"{prefix}parked:{owner}", f"{prefix}alive:{owner}"]
-        args: list[str | int] = [owner, prefix, limit, max(1, int(ttl * 1000))]
-        flat = self._cluster_call(lambda: self._adopt(keys=keys, args=args))
+        args: list[str | int] = [owner, prefix, limit, _ms(ttl)]
+        flat = self._cluster_call(lambda: self._scripts["adopt"](keys=keys, args=args))
         return [_parked_from(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
 
     def retire(self, spider: str, owner: str, *, keep: bool) -> None:
@@ -569,13 +539,12 @@ class RedisStorage(RobotsStorage):
         prefix = self.cluster_prefix(spider)
 
         def read() -> list[Parked]:
-            members = self._client.smembers(f"{prefix}owners")
-            owners = [owner] if owner else [_text(o) for o in members]
-            found: list[Parked] = []
-            for name in owners:
-                for key, value in self._client.hgetall(f"{prefix}parked:{name}").items():
-                    found.append(_parked_from(key, value))
-            return found
+            owners = [owner] if owner else map(_text, self._client.smembers(f"{prefix}owners"))
+            return [
+                _parked_from(key, value)
+                for name in owners
+                for key, value in self._client.hgetall(f"{prefix}parked:{name}").items()
+            ]
 
         return self._cluster_call(read)
 
@@ -590,7 +559,7 @@ class RedisStorage(RobotsStorage):
     ) -> tuple[bool, float]:
         keys = [f"{self.cluster_prefix(spider)}turn:{origin}"]
         args = [spacing, horizon, max(not_before, 0.0)]
-        reserved, wait = self._cluster_call(lambda: self._turn(keys=keys, args=args))
+        reserved, wait = self._cluster_call(lambda: self._scripts["turn"](keys=keys, args=args))
         return _text(reserved) == "1", float(wait)
 
     def close(self) -> None:
@@ -613,10 +582,9 @@ class RedisStorage(RobotsStorage):
         """Why Redis does not answer a PING now (None when it does), without the
         outage fallback: for the start-up check (storage/factory.py), where an
         unreachable store is most likely a mistake in ``REP_STORAGE``."""
-        errors: tuple[type[BaseException], ...] = (self._redis_error, *self._outage_errors)
         try:
             self._client.ping()
-        except errors as exc:
+        except (self._redis_error, *self._outage_errors) as exc:
             return self._scrub(exc)
         return None
 
@@ -653,16 +621,7 @@ class RedisStorage(RobotsStorage):
             if probing and time.monotonic() < self._next_probe:
                 return DOWN
         try:
-            try:
-                result = operation()
-            except self._timeout_errors:
-                raise  # a stalled Redis: a second try would only double the wait
-            except self._outage_errors:
-                if probing:
-                    raise
-                # A pooled socket may have died while idle (server restart, idle
-                # timeout); redis-py dropped it, so one immediate retry reconnects.
-                result = operation()
+            result = self._run(operation, retry=not probing)
         except self._outage_errors as exc:
             self._went_down(exc)
             return DOWN
@@ -674,6 +633,19 @@ class RedisStorage(RobotsStorage):
             return DOWN
         self._back_up(probing)
         return result
+
+    def _run(self, operation: Callable[[], _T], *, retry: bool) -> _T:
+        """``operation()``, run again after an outage error when ``retry``: a pooled
+        socket may have died while idle (server restart, idle timeout); redis-py dropped
+        it, so one immediate retry reconnects."""
+        try:
+            return operation()
+        except self._timeout_errors:
+            raise  # a stalled Redis: a second try would only double the wait
+        except self._outage_errors:
+            if not retry:
+                raise
+            return operation()
 
     def _went_down(self, exc: BaseException) -> None:
         with self._lock:
@@ -742,6 +714,15 @@ class RedisStorage(RobotsStorage):
             )
         else:
             logger.debug("redis error: %s", message)
+
+
+def _ms(seconds: float) -> int:
+    return max(1, int(seconds * 1000))
+
+
+def _acquire_args(holder: str, ttl: float) -> list[str | int]:
+    """The acquire script's ARGV: holder, ttl ms, and the "absurd" ms of a broken lease."""
+    return [holder, _ms(ttl), int(absurd_after(ttl) * 1000)]
 
 
 def _envelope(origin: str, blob: bytes) -> bytes:
