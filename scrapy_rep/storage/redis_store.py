@@ -44,7 +44,6 @@ __all__ = ["KEY_PREFIX", "RedisStorage", "mask_url"]
 logger = logging.getLogger(__name__)
 
 KEY_PREFIX = "scrapy-rep:v1:"
-CLUSTER_PREFIX = f"{KEY_PREFIX}cluster:"
 _T = TypeVar("_T")
 DOWN = object()  # "Redis unavailable, use the fallback"
 _WRITE_BACK_BATCH = 200
@@ -179,17 +178,17 @@ def open_client(url: str) -> redis.Redis:
         raise SettingError(f"REP_STORAGE: bad redis URL {mask_url(url)}: {message}") from None
 
 
-# -- Lua: fetch leases ------------------------------------------------------------------
+# -- Lua: fetch leases and cluster primitives -------------------------------------------
 
 _CLEAN_WRONG_TYPE = """
 local kind = redis.call('type', KEYS[1])['ok']
 if kind ~= 'none' and kind ~= 'string' then redis.call('del', KEYS[1]) end
 """
 
-#: ARGV: holder, ttl ms, "absurd" ms. Returns {1, ""} when taken (free, expired, ours,
-#: or broken: no TTL or more TTL than a renewal gives), else {0, current holder}.
-_ACQUIRE = (
-    _CLEAN_WRONG_TYPE
+_SCRIPTS = {
+    # ARGV: holder, ttl ms, "absurd" ms. Returns {1, ""} when taken (free, expired, ours,
+    # or broken: no TTL or more TTL than a renewal gives), else {0, current holder}.
+    "acquire": _CLEAN_WRONG_TYPE
     + """
 local current = redis.call('get', KEYS[1])
 if current then
@@ -200,49 +199,39 @@ if current then
 end
 redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return {1, ''}
-"""
-)
-
-#: ARGV: holder, ttl ms. Extends our own lease only (never takes a free one).
-_RENEW = """
+""",
+    # ARGV: holder, ttl ms. Extends our own lease only (never takes a free one).
+    "renew": """
 if redis.call('type', KEYS[1])['ok'] == 'string' and redis.call('get', KEYS[1]) == ARGV[1] then
     return redis.call('pexpire', KEYS[1], ARGV[2])
 end
 return 0
-"""
-
-#: ARGV: the dead holder we saw, the new holder, ttl ms: compare and swap.
-_TAKEOVER = (
-    _CLEAN_WRONG_TYPE
+""",
+    # ARGV: the dead holder we saw, the new holder, ttl ms: compare and swap.
+    "takeover": _CLEAN_WRONG_TYPE
     + """
 if redis.call('get', KEYS[1]) == ARGV[1] then
     redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3])
     return 1
 end
 return 0
-"""
-)
-
-#: ARGV: holder. Releases only a lease we still hold.
-_RELEASE = """
+""",
+    # ARGV: holder. Releases only a lease we still hold.
+    "release": """
 if redis.call('type', KEYS[1])['ok'] == 'string' and redis.call('get', KEYS[1]) == ARGV[1] then
     return redis.call('del', KEYS[1])
 end
 return 0
-"""
-
-#: The current holder, or false (no lease, or a key that is not a lease).
-_HOLDER = """
+""",
+    # The current holder, or false (no lease, or a key that is not a lease).
+    "holder": """
 if redis.call('type', KEYS[1])['ok'] ~= 'string' then return false end
 return redis.call('get', KEYS[1])
-"""
-
-# -- Lua: cluster primitives -------------------------------------------------------------
-
-# KEYS: owners set, my parked hash, my heartbeat. ARGV: me, key prefix, limit, ttl ms.
-# Keys of dead owners are computed here: fine on a single Redis (not Redis Cluster,
-# where all keys of a script must be declared).
-_ADOPT_LUA = """
+""",
+    # KEYS: owners set, my parked hash, my heartbeat. ARGV: me, key prefix, limit, ttl ms.
+    # Keys of dead owners are computed here: fine on a single Redis (not Redis Cluster,
+    # where all keys of a script must be declared).
+    "adopt": """
 local out = {}
 local limit = tonumber(ARGV[3])
 redis.call('SET', KEYS[3], '1', 'PX', ARGV[4])
@@ -269,11 +258,10 @@ for _, owner in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   end
 end
 return out
-"""
-
-# KEYS: owners set. ARGV: me, key prefix, then the keys being parked by me. The same
-# keys under other owners are removed: parking takes a request over, one copy per key.
-_TAKE_OVER_LUA = """
+""",
+    # KEYS: owners set. ARGV: me, key prefix, then the keys being parked by me. The same
+    # keys under other owners are removed: parking takes a request over, one copy per key.
+    "claim_parked": """
 local keys = {}
 for i = 3, #ARGV do keys[#keys + 1] = ARGV[i] end
 for _, owner in ipairs(redis.call('SMEMBERS', KEYS[1])) do
@@ -285,11 +273,10 @@ for _, owner in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   end
 end
 return 0
-"""
-
-# KEYS: the origin's turn key. ARGV: spacing, horizon, not_before. Returns {reserved, wait} as
-# strings (Lua numbers become integers in replies). Redis' own clock: no skew.
-_TURN_LUA = """
+""",
+    # KEYS: the origin's turn key. ARGV: spacing, horizon, not_before. Returns {reserved,
+    # wait} as strings (Lua numbers become integers in replies). Redis' own clock: no skew.
+    "turn": """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local spacing = tonumber(ARGV[1])
@@ -306,17 +293,7 @@ local after = start + spacing
 redis.call('SET', KEYS[1], string.format('%.6f', after), 'PX',
            math.ceil((after - now) * 1000) + 1000)
 return {'1', string.format('%.6f', start - now)}
-"""
-
-_SCRIPTS = {
-    "acquire": _ACQUIRE,
-    "renew": _RENEW,
-    "takeover": _TAKEOVER,
-    "release": _RELEASE,
-    "holder": _HOLDER,
-    "adopt": _ADOPT_LUA,
-    "claim_parked": _TAKE_OVER_LUA,
-    "turn": _TURN_LUA,
+""",
 }
 
 
@@ -439,7 +416,7 @@ class RedisStorage(RobotsStorage):
             pipe = self._client.pipeline(transaction=False)
             # EVAL, not the registered script: in a pipeline that costs an extra SCRIPT
             # EXISTS round trip first; the script is short and Redis caches it.
-            pipe.eval(_ACQUIRE, 1, lease_key, *args)
+            pipe.eval(_SCRIPTS["acquire"], 1, lease_key, *args)
             pipe.get(key)
             answer, raw = pipe.execute(raise_on_error=False)
             if isinstance(answer, Exception):
@@ -468,7 +445,7 @@ class RedisStorage(RobotsStorage):
         def store_and_release() -> list[Any]:
             pipe = self._client.pipeline(transaction=False)
             pipe.set(key, blob, px=self._record_ttl_ms)
-            pipe.eval(_RELEASE, 1, lease_key, holder)
+            pipe.eval(_SCRIPTS["release"], 1, lease_key, holder)
             return list(pipe.execute())
 
         result = self._call(store_and_release)
@@ -481,7 +458,7 @@ class RedisStorage(RobotsStorage):
 
     @staticmethod
     def cluster_prefix(spider: str) -> str:
-        return f"{CLUSTER_PREFIX}{spider}:"
+        return f"{KEY_PREFIX}cluster:{spider}:"
 
     def _cluster_call(self, operation: Callable[[], _T]) -> _T:
         """One cluster operation; ``ClusterError`` when Redis fails it."""
