@@ -71,11 +71,9 @@ def decode_record(raw: bytes | str) -> OriginRecord | None:
         if not isinstance(doc, dict) or doc.get("v") != SCHEMA_VERSION:
             return None
         kind, failures, last_outcome = doc["kind"], doc["failures"], doc["last_outcome"]
-        if kind is not None and kind not in KINDS:
+        if (kind is not None and kind not in KINDS) or not isinstance(last_outcome, str):
             return None
         if isinstance(failures, bool) or not isinstance(failures, int) or failures < 0:
-            return None
-        if not isinstance(last_outcome, str):
             return None
         return OriginRecord(
             kind=kind,

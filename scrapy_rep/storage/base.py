@@ -106,9 +106,7 @@ def warn_unreadable(store: str) -> None:
 
 
 class WouldBlock(Exception):
-    """Raised by a store asked to answer without waiting (``SqliteStorage.
-    without_waiting``) when it cannot: the caller makes the call again where waiting
-    is allowed (the store's worker thread)."""
+    """A store cannot answer ``without_waiting``: call again in its worker thread."""
 
 
 class RobotsStorage(abc.ABC):
@@ -281,8 +279,7 @@ _HOST = _this_host()
 
 def new_holder() -> str:
     """A lease holder identity: ``host:pid:start:nonce``. The nonce tells apart two
-    crawlers of one process; host, pid and start let a later process on this machine
-    see that the holder is gone (``holder_is_dead``)."""
+    crawlers of one process; the rest lets this machine see that the holder is gone."""
     pid = os.getpid()
     return f"{_HOST}:{pid}:{_start_ticks(pid)}:{uuid.uuid4().hex[:12]}"
 
@@ -403,8 +400,7 @@ class LocalFallback(MemoryStorage):
 
     def keep(self, origin: str, record: OriginRecord, *, stored: bool) -> None:
         """After the store was asked to write ``record``: when it could not, this copy
-        answers until written back; when it could, an older copy kept here is updated,
-        so that it never answers with older data."""
+        answers until written back; when it could, an older copy here is updated too."""
         if not stored or len(self):
             self.put(origin, record)
         with self._lock:
@@ -461,9 +457,8 @@ class LocalFallback(MemoryStorage):
 
 @runtime_checkable
 class StorageProtocol(Protocol):
-    """What a ``REP_STORAGE`` class had to implement before ``RobotsStorage`` became a
-    base class. A class that has these methods without subclassing ``RobotsStorage``
-    still works: ``ForeignStorage`` wraps it."""
+    """A ``REP_STORAGE`` class of the older shape, without the ``RobotsStorage`` base
+    class: ``ForeignStorage`` wraps it."""
 
     shared: bool
 

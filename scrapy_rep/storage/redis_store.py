@@ -162,20 +162,19 @@ def open_client(url: str) -> redis.Redis:
             "REP_STORAGE = a redis URL requires the redis package: pip install scrapy-rep[redis]"
         ) from None
     problem = check_url(url)
-    if problem is not None:
-        raise SettingError(f"REP_STORAGE: bad redis URL {mask_url(url)}: {problem}")
-    try:
-        return redis.Redis.from_url(
-            url,
-            socket_timeout=CALL_TIMEOUT,
-            socket_connect_timeout=CALL_TIMEOUT,
-            # No client-side retries with backoff: the store has its own retry-once
-            # and outage fallback, and a caller must not wait long.
-            retry=Retry(NoBackoff(), 0),
-        )
-    except (ValueError, TypeError) as exc:
-        message = scrub(str(exc), secrets_of(url))
-        raise SettingError(f"REP_STORAGE: bad redis URL {mask_url(url)}: {message}") from None
+    if problem is None:
+        try:
+            return redis.Redis.from_url(
+                url,
+                socket_timeout=CALL_TIMEOUT,
+                socket_connect_timeout=CALL_TIMEOUT,
+                # No client-side retries with backoff: the store has its own retry-once
+                # and outage fallback, and a caller must not wait long.
+                retry=Retry(NoBackoff(), 0),
+            )
+        except (ValueError, TypeError) as exc:
+            problem = scrub(str(exc), secrets_of(url))
+    raise SettingError(f"REP_STORAGE: bad redis URL {mask_url(url)}: {problem}")
 
 
 # -- Lua: fetch leases and cluster primitives -------------------------------------------
@@ -409,14 +408,13 @@ class RedisStorage(RobotsStorage):
         self, origin: str, holder: str, ttl: float
     ) -> tuple[bool, OriginRecord | None]:
         lease_key, key = self.lease_key(origin), self.origin_key(origin)
-        args = _acquire_args(holder, ttl)
         local = self._fallback.get(origin)  # before a write-back empties it (see get)
 
         def take_and_read() -> list[Any]:
             pipe = self._client.pipeline(transaction=False)
             # EVAL, not the registered script: in a pipeline that costs an extra SCRIPT
             # EXISTS round trip first; the script is short and Redis caches it.
-            pipe.eval(_SCRIPTS["acquire"], 1, lease_key, *args)
+            pipe.eval(_SCRIPTS["acquire"], 1, lease_key, *_acquire_args(holder, ttl))
             pipe.get(key)
             answer, raw = pipe.execute(raise_on_error=False)
             if isinstance(answer, Exception):
