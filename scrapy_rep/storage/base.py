@@ -35,13 +35,13 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from scrapy_rep.policy.config import RFC_MIN_PARSE_SIZE
 from scrapy_rep.policy.records import OriginRecord, decode_record, encode_record
-from scrapy_rep.storage.cluster import ClusterError
+from scrapy_rep.storage.cluster import ClusterBackend
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Mapping
 
     from scrapy_rep.policy.config import Config
-    from scrapy_rep.storage.cluster import Parked, SpiderCluster
+    from scrapy_rep.storage.cluster import SpiderCluster
 
 logger = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ class WouldBlock(Exception):
     """A store cannot answer ``without_waiting``: call again in its worker thread."""
 
 
-class RobotsStorage(abc.ABC):
+class RobotsStorage(ClusterBackend):
     """Per-origin records plus a single-flight fetch lease: the base class of every store.
 
     A backend implements the abstract methods. The others are working defaults that a
@@ -198,29 +198,9 @@ class RobotsStorage(abc.ABC):
             self.put(origin, OriginRecord())
 
     def cluster(self, spider: str) -> SpiderCluster | None:
-        """``spider``'s cluster primitives (storage/cluster.py, implemented by the methods
-        below), or None when the store is not shared across processes. Raises
-        ``ClusterError`` when they cannot be opened."""
+        """``spider``'s cluster primitives (storage/cluster.py), or None when the store is
+        not shared across processes. Raises ``ClusterError`` when they cannot be opened."""
         return None
-
-    def park(
-        self, spider: str, owner: str, ttl: float, add: Sequence[Parked], remove: Sequence[str]
-    ) -> None:
-        raise ClusterError(f"{self.describe()} keeps no cluster state")
-
-    def adopt(self, spider: str, owner: str, ttl: float, limit: int) -> list[Parked]:
-        raise ClusterError(f"{self.describe()} keeps no cluster state")
-
-    def retire(self, spider: str, owner: str, *, keep: bool) -> None:
-        raise ClusterError(f"{self.describe()} keeps no cluster state")
-
-    def parked(self, spider: str, owner: str | None = None) -> list[Parked]:
-        raise ClusterError(f"{self.describe()} keeps no cluster state")
-
-    def reserve_turn(
-        self, spider: str, origin: str, spacing: float, horizon: float, not_before: float = 0.0
-    ) -> tuple[bool, float]:
-        raise ClusterError(f"{self.describe()} keeps no cluster state")
 
 
 # -- lease rules shared by every backend ----------------------------------------------

@@ -11,7 +11,8 @@ run them off the reactor thread) and raises ``ClusterError``, never a driver exc
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+import abc
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -24,24 +25,34 @@ class ClusterError(Exception):
     """The shared store could not do a cluster operation (outage, damaged entry)."""
 
 
-class ClusterBackend(Protocol):
-    """``SpiderCluster``'s methods with the spider's name first (``RobotsStorage``
-    declares them)."""
+_NO_CLUSTER = "this robots.txt store keeps no cluster state"
+
+
+class ClusterBackend(abc.ABC):
+    """A store's cluster primitives, for every spider: ``SpiderCluster``'s methods with the
+    spider's name first. ``RobotsStorage`` derives from it; the defaults raise, as a store
+    that is not shared across processes keeps no cluster state."""
 
     def park(
         self, spider: str, owner: str, ttl: float, add: Sequence[Parked], remove: Sequence[str]
-    ) -> None: ...
+    ) -> None:
+        raise ClusterError(_NO_CLUSTER)
 
-    def adopt(self, spider: str, owner: str, ttl: float, limit: int) -> list[Parked]: ...
+    def adopt(self, spider: str, owner: str, ttl: float, limit: int) -> list[Parked]:
+        raise ClusterError(_NO_CLUSTER)
 
-    def retire(self, spider: str, owner: str, *, keep: bool) -> None: ...
+    def retire(self, spider: str, owner: str, *, keep: bool) -> None:
+        raise ClusterError(_NO_CLUSTER)
 
-    def parked(self, spider: str, owner: str | None = None) -> list[Parked]: ...
+    def parked(self, spider: str, owner: str | None = None) -> list[Parked]:
+        raise ClusterError(_NO_CLUSTER)
 
     def reserve_turn(
         self, spider: str, origin: str, spacing: float, horizon: float, not_before: float = 0.0
-    ) -> tuple[bool, float]: ...
+    ) -> tuple[bool, float]:
+        raise ClusterError(_NO_CLUSTER)
 
+    @abc.abstractmethod
     def close(self) -> None: ...
 
 
