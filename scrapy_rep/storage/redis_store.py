@@ -340,12 +340,13 @@ class RedisStorage(RobotsStorage):
         kwargs.setdefault("record_limit", record_limit(config.max_size))
         return cls(client, url=url, record_ttl=record_ttl, **kwargs)
 
-    def _unpack(self, raw: object) -> OriginRecord | None:
-        """A stored value as a record; an unreadable one is a miss, and logged."""
+    def _stored_or(self, raw: object, local: OriginRecord | None) -> OriginRecord | None:
+        """The stored value ``raw`` as a record, else the fallback's ``local`` copy (an
+        unreadable value is a miss, and logged)."""
         record = unpack_record(raw, self._record_limit)
         if record is None and raw is not None:
             warn_unreadable(f"redis {self._masked_url}")
-        return record
+        return record if record is not None else local
 
     # -- RobotsStorage ----------------------------------------------------------------
 
@@ -355,8 +356,7 @@ class RedisStorage(RobotsStorage):
         # as a call that finds Redis back writes it back and empties it.
         local = self._fallback.get(origin)
         raw = self._call(lambda: self._client.get(key))
-        record = self._unpack(None if raw is DOWN else raw)
-        return record if record is not None else local
+        return self._stored_or(None if raw is DOWN else raw, local)
 
     def put(self, origin: str, record: OriginRecord) -> None:
         key = self.origin_key(origin)
@@ -432,8 +432,7 @@ class RedisStorage(RobotsStorage):
             # The record's key alone is refused (WRONGTYPE): a miss, as in get()
             self._log_once(raw)
             raw = None
-        record = self._unpack(raw)
-        return True, record if record is not None else local
+        return True, self._stored_or(raw, local)
 
     def put_and_release_lease(self, origin: str, record: OriginRecord, holder: str) -> None:
         self._fallback.release_lease(origin, holder)
@@ -581,7 +580,6 @@ class RedisStorage(RobotsStorage):
 
     @property
     def degraded(self) -> bool:
-        """True while Redis is unreachable and the in-process fallback answers."""
         return self._down
 
     def _scrub(self, exc: BaseException) -> str:
