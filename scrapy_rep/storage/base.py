@@ -287,8 +287,7 @@ def describe_holder(holder: str) -> str:
     parts = holder.rsplit(":", 3)
     if len(parts) != 4 or not parts[1].isdigit():
         return repr(holder[:80])
-    host = parts[0].partition("+")[0]
-    where = "this machine" if parts[0] == _HOST else host
+    where = "this machine" if parts[0] == _HOST else parts[0].partition("+")[0]
     return f"pid {parts[1]} on {where}"
 
 
