@@ -30,9 +30,6 @@ def _ascii_host(host: str) -> str:
 # when full (a crawl of more hosts than this only loses the memo, never correctness).
 _BY_PREFIX: dict[str, str | None] = {}
 _BY_PREFIX_LIMIT = 8192
-
-
-# "scheme://authority" at the start of a URL, as written
 _PREFIX = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^/?#]*").match
 
 

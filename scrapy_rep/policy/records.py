@@ -10,7 +10,7 @@ import base64
 import binascii
 import json
 import math
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 SCHEMA_VERSION = 1
@@ -49,50 +49,31 @@ class OriginRecord:
 
 def encode_record(record: OriginRecord) -> bytes:
     """A compact JSON document; the body travels as base64 because it is raw bytes."""
-    doc = {
-        "v": SCHEMA_VERSION,
-        "kind": record.kind,
-        "body": base64.b64encode(record.body).decode("ascii"),
-        "fetched_at": record.fetched_at,
-        "expires_at": record.expires_at,
-        "unreachable_since": record.unreachable_since,
-        "next_retry_at": record.next_retry_at,
-        "failures": record.failures,
-        "last_outcome": record.last_outcome,
-    }
+    body = base64.b64encode(record.body).decode("ascii")
+    doc = {"v": SCHEMA_VERSION, **asdict(record), "body": body}
     return json.dumps(doc, separators=(",", ":")).encode("ascii")
 
 
 def _opt_time(value: Any) -> float | None:
-    if value is None:
-        return None
-    return _time(value)
+    return None if value is None else _time(value)
 
 
 def _time(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError("not a number")
-    if not math.isfinite(value):
-        raise ValueError("not finite")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError("not a finite number")
     return float(value)
 
 
-def decode_record(raw: bytes | str | None) -> OriginRecord | None:
+def decode_record(raw: bytes | str) -> OriginRecord | None:
     """Decode ``encode_record`` output; anything unexpected is a miss (None)."""
-    if raw is None:
-        return None
     try:
         doc = json.loads(raw)
         if not isinstance(doc, dict) or doc.get("v") != SCHEMA_VERSION:
             return None
-        kind = doc["kind"]
-        if kind is not None and kind not in KINDS:
+        kind, failures, last_outcome = doc["kind"], doc["failures"], doc["last_outcome"]
+        if (kind is not None and kind not in KINDS) or not isinstance(last_outcome, str):
             return None
-        failures = doc["failures"]
-        last_outcome = doc["last_outcome"]
         if isinstance(failures, bool) or not isinstance(failures, int) or failures < 0:
-            return None
-        if not isinstance(last_outcome, str):
             return None
         return OriginRecord(
             kind=kind,

@@ -1,27 +1,21 @@
 """Where robots.txt state lives between fetches: the ``RobotsStorage`` base class.
 
-The middleware never touches a backend directly. ``REP_STORAGE`` picks one:
-``sqlite`` (default, a file in the project data dir), ``sqlite:PATH``, ``memory``,
-``redis://...`` / ``rediss://...``, or the import path of a ``RobotsStorage`` subclass
-(a class of the older shape, without the base class, is wrapped: ``ForeignStorage``).
+``REP_STORAGE`` picks the backend (storage/factory.py). A backend never raises out of its
+methods: a failure is logged and treated as a miss, so robots.txt is fetched again (RFC
+9309 allows refetching; losing a request is not allowed). Every backend is safe to call
+from any thread: the crawl runs store calls in a worker thread.
 
-A backend must never raise out of its methods: a backend that fails is logged by the
-backend and treated as a miss, so robots.txt is fetched again (RFC 9309 allows
-refetching; losing a request is not allowed). Every backend is safe to call from any
-thread, concurrently: the crawl runs store calls in a worker thread.
+Fetch leases (docs/cluster.md) are short and renewed while the fetch runs, so a dead
+holder blocks an origin for at most one lease length. A lease is *broken*, and taken over
+at once, when it claims to last longer than any renewal could make it (a clock jump, a
+Redis key without TTL), or when its holder is a process of this machine that no longer
+runs.
 
-Fetch leases (docs/cluster.md) are short and renewed while the fetch runs, so a
-holder that dies blocks an origin for at most one lease length. A lease is *broken*,
-and taken over at once, when it claims to last longer than any renewal could make it
-(``lease_is_absurd``: a clock jump, a Redis key without TTL), or when its holder is a
-process of this machine that no longer runs (``holder_is_dead``).
-
-The shared stores keep a record as bytes: ``encode_record``'s versioned JSON,
-zlib-compressed (robots.txt files compress 3-5x; uncompressed, a ~2 KB body makes a
-~2.9 KB row and SQLite fits one row per 4 KiB page). Reading trusts no stored value:
-one that does not decompress, would decompress past the store's limit, or does not
-decode is a miss. The limit is kept while zlib streams (``max_length``), so a zip bomb
-costs at most the limit in time and memory.
+The shared stores keep a record as zlib-compressed ``encode_record`` JSON (robots.txt
+compresses 3-5x; uncompressed, a ~2 KB body makes a ~2.9 KB row and SQLite fits one row
+per 4 KiB page). A stored value that does not decompress, would decompress past the
+store's limit, or does not decode is a miss; the limit holds while zlib streams
+(``max_length``), so a zip bomb costs at most the limit in time and memory.
 """
 
 from __future__ import annotations
@@ -41,13 +35,13 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from scrapy_rep.policy.config import RFC_MIN_PARSE_SIZE
 from scrapy_rep.policy.records import OriginRecord, decode_record, encode_record
-from scrapy_rep.storage.cluster import ClusterError
+from scrapy_rep.storage.cluster import ClusterBackend
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping, Sequence
+    from collections.abc import Callable, Mapping
 
     from scrapy_rep.policy.config import Config
-    from scrapy_rep.storage.cluster import Parked, SpiderCluster
+    from scrapy_rep.storage.cluster import SpiderCluster
 
 logger = logging.getLogger(__name__)
 
@@ -98,18 +92,9 @@ def unpack_record(raw: object, limit: int = MAX_DECODED) -> OriginRecord | None:
     return None if inflated is None else decode_record(inflated)
 
 
-def unpack_stored(raw: object, store: str, limit: int = MAX_DECODED) -> OriginRecord | None:
-    """``unpack_record`` for a value read from ``store``: an entry that is there but
-    unreadable (corrupt, or written by another version) is a miss, and the first one
-    per store is logged so that an operator learns the store holds junk."""
-    record = unpack_record(raw, limit)
-    if record is None and isinstance(raw, (bytes, bytearray, memoryview, str)):
-        warn_unreadable(store)
-    return record
-
-
 def warn_unreadable(store: str) -> None:
-    """The first unreadable entry of ``store`` is logged; later ones are not."""
+    """Log the first unreadable entry (corrupt, or written by another version) of
+    ``store``, so that an operator learns the store holds junk; later ones are not."""
     if store not in _warned_unreadable:
         _warned_unreadable.add(store)
         logger.warning(
@@ -121,18 +106,15 @@ def warn_unreadable(store: str) -> None:
 
 
 class WouldBlock(Exception):
-    """Raised by a store asked to answer without waiting (``SqliteStorage.
-    without_waiting``) when it cannot: the caller makes the call again where waiting
-    is allowed (the store's worker thread)."""
+    """A store cannot answer ``without_waiting``: call again in its worker thread."""
 
 
-class RobotsStorage(abc.ABC):
+class RobotsStorage(ClusterBackend):
     """Per-origin records plus a single-flight fetch lease: the base class of every store.
 
-    A backend implements the abstract methods; the others have working defaults that a
+    A backend implements the abstract methods. The others are working defaults that a
     backend overrides when it can do better (one round trip instead of two, an answer on
-    the reactor thread, the cluster primitives of a store shared across processes).
-    Callers call every method directly: no capability is discovered by probing.
+    the reactor thread, cluster primitives); callers call them directly, never probe.
     """
 
     #: True when other processes can see what this store holds (they can then also
@@ -144,8 +126,7 @@ class RobotsStorage(abc.ABC):
 
     @classmethod
     def from_config(cls, config: Config, settings: Mapping[str, Any] | None) -> RobotsStorage:
-        """The store a ``REP_STORAGE`` class path names, built from the crawl's settings
-        (the default takes no arguments)."""
+        """The store a ``REP_STORAGE`` class path names (the default takes no arguments)."""
         return cls()
 
     @abc.abstractmethod
@@ -172,8 +153,7 @@ class RobotsStorage(abc.ABC):
 
     def renew_lease(self, origin: str, holder: str, ttl: float) -> bool:
         """Extend our lease to now + ``ttl``; False when it is no longer ours. The
-        default takes the lease again (every backend lets the holder re-acquire its own
-        lease; but that may also take a lease that was just released)."""
+        default takes the lease again (which may also take one just released)."""
         return self.acquire_lease(origin, holder, ttl)
 
     def lease_holder(self, origin: str) -> str | None:
@@ -184,31 +164,25 @@ class RobotsStorage(abc.ABC):
         self, origin: str, holder: str, ttl: float
     ) -> tuple[bool, OriginRecord | None]:
         """Take the fetch lease and, when the store is shared and the lease was won, read
-        the record again (another process may have just stored it). A backend may do
-        both in one round trip (Redis pipelines them, SQLite makes one transaction)."""
+        the record again (another process may have just stored it)."""
         if not self.acquire_lease(origin, holder, ttl):
             return False, None
         return True, self.get(origin) if self.shared else None
 
     def put_and_release_lease(self, origin: str, record: OriginRecord, holder: str) -> None:
-        """Store a fetch's record and give up the lease (one round trip where the
-        backend can)."""
         self.put(origin, record)
         self.release_lease(origin, holder)
 
-    @contextlib.contextmanager
-    def without_waiting(self) -> Iterator[None]:
-        """This thread's calls answer now or raise ``WouldBlock``. The default can never
-        answer without waiting (``answers_without_waiting`` is False)."""
+    def without_waiting(self) -> contextlib.AbstractContextManager[None]:
+        """This thread's calls answer now or raise ``WouldBlock`` (the default never can)."""
         raise WouldBlock
-        yield  # pragma: no cover - makes this a generator
 
     def housekeeping_due(self) -> bool:
-        """True when ``housekeeping`` should run (in the store's worker thread)."""
+        """True when ``housekeeping`` (maintenance that may wait) should run, in the
+        store's worker thread."""
         return False
 
     def housekeeping(self) -> None:
-        """Maintenance that may wait (SQLite: a WAL checkpoint); nothing by default."""
         return
 
     @property
@@ -219,51 +193,25 @@ class RobotsStorage(abc.ABC):
 
     def forget(self, origin: str) -> None:
         """Remove what the store holds for ``origin`` (``scrapy robots --forget``). The
-        default stores an empty record, which a crawl reads as unknown (it fetches
-        robots.txt first); a backend that can delete overrides it."""
+        default stores an empty record, which a crawl reads as unknown."""
         if self.get(origin) is not None:
             self.put(origin, OriginRecord())
 
-    # -- the cluster primitives (storage/cluster.py): only a shared store has them ---------
-
     def cluster(self, spider: str) -> SpiderCluster | None:
-        """``spider``'s cluster primitives on this store, or None when the store has
-        none (it is not shared across processes). Raises ``ClusterError`` when they
-        cannot be opened."""
+        """``spider``'s cluster primitives (storage/cluster.py), or None when the store is
+        not shared across processes. Raises ``ClusterError`` when they cannot be opened."""
         return None
-
-    def park(
-        self, spider: str, owner: str, ttl: float, add: Sequence[Parked], remove: Sequence[str]
-    ) -> None:
-        raise ClusterError(f"{self.describe()} keeps no cluster state")
-
-    def adopt(self, spider: str, owner: str, ttl: float, limit: int) -> list[Parked]:
-        raise ClusterError(f"{self.describe()} keeps no cluster state")
-
-    def retire(self, spider: str, owner: str, *, keep: bool) -> None:
-        raise ClusterError(f"{self.describe()} keeps no cluster state")
-
-    def parked(self, spider: str, owner: str | None = None) -> list[Parked]:
-        raise ClusterError(f"{self.describe()} keeps no cluster state")
-
-    def reserve_turn(
-        self, spider: str, origin: str, spacing: float, horizon: float, not_before: float = 0.0
-    ) -> tuple[bool, float]:
-        raise ClusterError(f"{self.describe()} keeps no cluster state")
 
 
 # -- lease rules shared by every backend ----------------------------------------------
 
-#: A lease never legitimately has more than ``ttl`` left (each renewal sets it to now +
-#: ttl). Twice that (at least a minute) plus a few seconds leaves room for clock skew
-#: between machines and for processes configured with a longer REP_LEASE_TTL.
-LEASE_SKEW = 5.0
-_LEASE_FLOOR = 60.0
-
 
 def absurd_after(ttl: float) -> float:
-    """Seconds left beyond which a lease is broken for a taker using ``ttl``."""
-    return max(2 * ttl, _LEASE_FLOOR) + LEASE_SKEW
+    """Seconds left beyond which a lease is broken for a taker using ``ttl``. A lease never
+    legitimately has more than ``ttl`` left (each renewal sets it to now + ttl); twice that
+    (at least a minute) plus 5 s leaves room for clock skew between machines and for
+    processes configured with a longer REP_LEASE_TTL."""
+    return max(2 * ttl, 60.0) + 5.0
 
 
 def lease_is_absurd(remaining: float, ttl: float) -> bool:
@@ -311,8 +259,7 @@ _HOST = _this_host()
 
 def new_holder() -> str:
     """A lease holder identity: ``host:pid:start:nonce``. The nonce tells apart two
-    crawlers of one process; host, pid and start let a later process on this machine
-    see that the holder is gone (``holder_is_dead``)."""
+    crawlers of one process; the rest lets this machine see that the holder is gone."""
     pid = os.getpid()
     return f"{_HOST}:{pid}:{_start_ticks(pid)}:{uuid.uuid4().hex[:12]}"
 
@@ -325,8 +272,6 @@ def holder_is_dead(holder: str) -> bool:
     if len(parts) != 4 or parts[0] != _HOST or not parts[1].isdigit():
         return False
     pid, start = int(parts[1]), parts[2]
-    if pid == os.getpid():
-        return bool(start) and start != _start_ticks(pid)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -342,8 +287,7 @@ def describe_holder(holder: str) -> str:
     parts = holder.rsplit(":", 3)
     if len(parts) != 4 or not parts[1].isdigit():
         return repr(holder[:80])
-    host = parts[0].partition("+")[0]
-    where = "this machine" if parts[0] == _HOST else host
+    where = "this machine" if parts[0] == _HOST else parts[0].partition("+")[0]
     return f"pid {parts[1]} on {where}"
 
 
@@ -375,10 +319,6 @@ class MemoryStorage(RobotsStorage):
             while len(self._records) > self._max:
                 self._records.popitem(last=False)
 
-    def discard(self, origin: str) -> None:
-        with self._lock:
-            self._records.pop(origin, None)
-
     def acquire_lease(self, origin: str, holder: str, ttl: float) -> bool:
         # Monotonic: within one process no clock jump can make a lease absurd.
         now = time.monotonic()
@@ -392,9 +332,8 @@ class MemoryStorage(RobotsStorage):
             return True
 
     def renew_lease(self, origin: str, holder: str, ttl: float) -> bool:
-        """Extend our lease to now + ``ttl``; False when it is no longer ours (taken
-        over, or released: a renewal never takes a free lease again, so one that
-        arrives after the release cannot leave a stray lease behind)."""
+        # Never takes a free lease again: a renewal that arrives after the release
+        # cannot leave a stray lease behind.
         with self._lock:
             current = self._leases.get(origin)
             if current is None or current[0] != holder:
@@ -437,15 +376,13 @@ class LocalFallback(MemoryStorage):
         self.next_write_back = 0.0
         self._writing_back = False
         self._logged_kinds: set[str] = set()
-        self._state_lock = threading.Lock()
 
     def keep(self, origin: str, record: OriginRecord, *, stored: bool) -> None:
         """After the store was asked to write ``record``: when it could not, this copy
-        answers until written back; when it could, an older copy kept here is updated,
-        so that it never answers with older data."""
+        answers until written back; when it could, an older copy here is updated too."""
         if not stored or len(self):
             self.put(origin, record)
-        with self._state_lock:
+        with self._lock:
             if stored:
                 self.unsynced.discard(origin)
             else:
@@ -464,7 +401,7 @@ class LocalFallback(MemoryStorage):
         writes each unless the store holds a later fetch's (``newer_than_stored``) and
         says how many it wrote. What it raises leaves the rest unsynced. Once written,
         the store answers for a record again and the copy here goes."""
-        with self._state_lock:
+        with self._lock:
             if self._writing_back:  # another thread is at it
                 return 0
             self._writing_back = True
@@ -475,20 +412,19 @@ class LocalFallback(MemoryStorage):
                 origins = pending[start : start + batch]
                 mine = {o: r for o in origins if (r := self.get(o)) is not None}
                 written += write_newer(mine)
-                with self._state_lock:
+                with self._lock:
                     self.unsynced.difference_update(origins)
-                for origin in mine:
-                    if origin not in self.unsynced:  # not decided again meanwhile
-                        self.discard(origin)
+                    for origin in mine:
+                        self._records.pop(origin, None)
         finally:
-            with self._state_lock:
+            with self._lock:
                 self._writing_back = False
         return written
 
     def first_error(self, kind: str) -> bool:
         """True the first time an error of ``kind`` is seen (logged at WARNING, repeats
         at DEBUG); bounded, so that errors of ever new text cannot grow memory."""
-        with self._state_lock:
+        with self._lock:
             if kind in self._logged_kinds or len(self._logged_kinds) >= _MAX_LOGGED_KINDS:
                 return False
             self._logged_kinds.add(kind)
@@ -500,9 +436,8 @@ class LocalFallback(MemoryStorage):
 
 @runtime_checkable
 class StorageProtocol(Protocol):
-    """What a ``REP_STORAGE`` class had to implement before ``RobotsStorage`` became a
-    base class. A class that has these methods without subclassing ``RobotsStorage``
-    still works: ``ForeignStorage`` wraps it."""
+    """A ``REP_STORAGE`` class of the older shape, without the ``RobotsStorage`` base
+    class: ``ForeignStorage`` wraps it."""
 
     shared: bool
 

@@ -1,19 +1,18 @@
 """Cluster coordination on the shared stores: parked requests, heartbeats, Crawl-delay turns.
 
 Processes sharing a store (Redis across machines, one SQLite file on one machine) keep,
-keyed by the spider's name: the requests each holds back (parked under its owner id,
-keyed so duplicates collapse), a heartbeat per owner (an owner whose heartbeat expired
-is dead, and another process adopts its parked requests in one atomic step), and a
-per-origin Crawl-delay turn reserved atomically (docs/cluster.md). The primitives are
-methods of the store, on its own connection; ``RobotsStorage.cluster(spider)`` binds
-them to a spider (``SpiderCluster``), or is None for a store that is not shared. Every
-method blocks (callers run them off the reactor thread) and raises ``ClusterError``,
-never a driver exception, so callers decide once what an outage means.
+per spider: the requests each holds back (parked under its owner id, keyed so duplicates
+collapse), a heartbeat per owner (another process adopts a dead owner's parked requests
+in one atomic step), and a per-origin Crawl-delay turn reserved atomically
+(docs/cluster.md). The primitives are methods of the store, on its own connection;
+``RobotsStorage.cluster(spider)`` binds them to a spider. Every method blocks (callers
+run them off the reactor thread) and raises ``ClusterError``, never a driver exception.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+import abc
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -26,34 +25,40 @@ class ClusterError(Exception):
     """The shared store could not do a cluster operation (outage, damaged entry)."""
 
 
-class ClusterBackend(Protocol):
-    """A store's cluster primitives, for every spider: ``SpiderCluster``'s methods with
-    the spider's name first (``RobotsStorage`` declares them)."""
+_NO_CLUSTER = "this robots.txt store keeps no cluster state"
+
+
+class ClusterBackend(abc.ABC):
+    """A store's cluster primitives, for every spider: ``SpiderCluster``'s methods with the
+    spider's name first. ``RobotsStorage`` derives from it; the defaults raise, as a store
+    that is not shared across processes keeps no cluster state."""
 
     def park(
         self, spider: str, owner: str, ttl: float, add: Sequence[Parked], remove: Sequence[str]
-    ) -> None: ...
+    ) -> None:
+        raise ClusterError(_NO_CLUSTER)
 
-    def adopt(self, spider: str, owner: str, ttl: float, limit: int) -> list[Parked]: ...
+    def adopt(self, spider: str, owner: str, ttl: float, limit: int) -> list[Parked]:
+        raise ClusterError(_NO_CLUSTER)
 
-    def retire(self, spider: str, owner: str, *, keep: bool) -> None: ...
+    def retire(self, spider: str, owner: str, *, keep: bool) -> None:
+        raise ClusterError(_NO_CLUSTER)
 
-    def parked(self, spider: str, owner: str | None = None) -> list[Parked]: ...
+    def parked(self, spider: str, owner: str | None = None) -> list[Parked]:
+        raise ClusterError(_NO_CLUSTER)
 
     def reserve_turn(
         self, spider: str, origin: str, spacing: float, horizon: float, not_before: float = 0.0
-    ) -> tuple[bool, float]: ...
+    ) -> tuple[bool, float]:
+        raise ClusterError(_NO_CLUSTER)
 
+    @abc.abstractmethod
     def close(self) -> None: ...
 
 
 class SpiderCluster:
-    """One spider's cluster primitives on a shared store (what callers type as
-    ``ClusterStore``).
-
-    ``close`` closes the store only when this view owns it (``open_cluster`` of a tool
-    or a test); in a crawl the store belongs to the middleware, which closes it last.
-    """
+    """One spider's cluster primitives on a shared store. ``close`` closes the store only
+    when this view owns it (a tool's or a test's); in a crawl the middleware closes it."""
 
     def __init__(self, store: ClusterBackend, spider: str, *, owns_store: bool = False) -> None:
         self.store = store
@@ -61,36 +66,30 @@ class SpiderCluster:
         self.owns_store = owns_store
 
     def park(self, owner: str, ttl: float, add: Sequence[Parked], remove: Sequence[str]) -> None:
-        """Beat ``owner``'s heartbeat, then add and remove its parked requests. Parking
-        is idempotent per key across owners: an entry of the same key under another
-        owner is taken over (one parked copy per request)."""
+        """Beat ``owner``'s heartbeat, then add and remove its parked requests. An entry
+        of the same key under another owner is taken over (one parked copy per request)."""
         self.store.park(self.spider, owner, ttl, add, remove)
 
     def adopt(self, owner: str, ttl: float, limit: int) -> list[Parked]:
-        """Beat ``owner``'s heartbeat (the adopted requests are then safe with it), move
-        at most ``limit`` parked requests of dead owners to ``owner`` and return them
-        (keys ``owner`` already has are dropped from the dead owner, not returned)."""
+        """Beat ``owner``'s heartbeat, move at most ``limit`` parked requests of dead owners
+        to it and return them (keys it already has are dropped, not returned)."""
         return self.store.adopt(self.spider, owner, ttl, limit)
 
     def retire(self, owner: str, *, keep: bool) -> None:
-        """``owner`` stops: its heartbeat goes at once; its parked requests stay for
-        adoption when ``keep``, else they are removed."""
+        """End ``owner``'s heartbeat; its parked requests stay for adoption when ``keep``."""
         self.store.retire(self.spider, owner, keep=keep)
 
     def parked(self, owner: str | None = None) -> list[Parked]:
-        """What is parked (for one owner, or all): for tests and ``scrapy robots``."""
         return self.store.parked(self.spider, owner)
 
     def reserve_turn(
         self, origin: str, spacing: float, horizon: float, not_before: float = 0.0
     ) -> tuple[bool, float]:
-        """Reserve the origin's next turn. Returns (reserved, seconds until the turn).
-
-        The turn is the later of now (or ``not_before`` seconds from now, when the
-        caller cannot go sooner) and the origin's next allowed time, which then moves
-        ``spacing`` past it. A turn more than ``horizon`` seconds away is not reserved
-        (a process that dies wastes at most ``horizon`` seconds of the origin's turns);
-        the answer then says how long until one may be."""
+        """Reserve the origin's next turn: the later of now (+ ``not_before``) and its next
+        allowed time, which then moves ``spacing`` past it. Returns (reserved, seconds
+        until the turn). A turn more than ``horizon`` seconds away is not reserved (a
+        process that dies wastes at most ``horizon`` of the origin's turns); the answer
+        then says how long until one may be."""
         return self.store.reserve_turn(self.spider, origin, spacing, horizon, not_before)
 
     def close(self) -> None:

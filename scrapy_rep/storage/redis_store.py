@@ -1,13 +1,11 @@
 """Redis store: one robots.txt fetch per origin across many processes and machines.
 
-One ``RedisStorage`` holds a crawl's records, fetch leases and cluster primitives
-(docs/cluster.md), all on one redis-py client (its connection pool is thread-safe).
-Keys are namespaced and versioned (``scrapy-rep:v1:...``); a record's TTL outlives
-``REP_STALE_MAX_AGE + REP_UNREACHABLE_WAIT``, so forgotten origins go by themselves.
-Leases and cluster steps are Lua scripts (atomic), timed on the server's clock. Outages,
-write-back and secrets: docs/storage.md, "Redis". No log line or ``describe()`` shows a
-password: everything between ``://`` and the *last* ``@`` is credentials whatever it
-holds, and ``check_url`` refuses a URL redis-py would read other credentials from.
+Records, fetch leases and cluster primitives (docs/cluster.md) share one redis-py client
+(its connection pool is thread-safe). Leases and cluster steps are Lua scripts (atomic),
+timed on the server's clock. Outages, write-back and secrets: docs/storage.md, "Redis".
+No log line or ``describe()`` shows a password: everything between ``://`` and the
+*last* ``@`` is credentials whatever it holds, and ``check_url`` refuses a URL redis-py
+would read other credentials from.
 """
 
 from __future__ import annotations
@@ -31,8 +29,9 @@ from scrapy_rep.storage.base import (
     newer_than_stored,
     pack_record,
     record_limit,
+    unpack_record,
+    warn_unreadable,
 )
-from scrapy_rep.storage.base import unpack_stored as _unpack_stored
 from scrapy_rep.storage.cluster import ClusterError, Parked, SpiderCluster
 
 if TYPE_CHECKING:
@@ -45,7 +44,6 @@ __all__ = ["KEY_PREFIX", "RedisStorage", "mask_url"]
 logger = logging.getLogger(__name__)
 
 KEY_PREFIX = "scrapy-rep:v1:"
-CLUSTER_PREFIX = f"{KEY_PREFIX}cluster:"
 _T = TypeVar("_T")
 DOWN = object()  # "Redis unavailable, use the fallback"
 _WRITE_BACK_BATCH = 200
@@ -81,8 +79,7 @@ def mask_url(url: str) -> str:
     if parts is None:
         return "<unparsable redis URL>"
     scheme, userinfo, rest = parts
-    rest = rest.partition("#")[0]
-    location, _, query = rest.partition("?")
+    location, _, query = rest.partition("#")[0].partition("?")
     masked = f"{scheme}://"
     if userinfo:
         user, has_password, _ = userinfo.partition(":")
@@ -114,9 +111,7 @@ def secrets_of(url: str) -> list[str]:
         for key, value in parse_qsl(rest.partition("#")[0].partition("?")[2]):
             if key.lower() in _SECRET_PARAMS:
                 found.add(value)
-        fragment = rest.partition("#")[2]
-        if fragment:
-            found.add(fragment)
+        found.add(rest.partition("#")[2])  # the fragment
     return sorted((s for s in found if len(s) >= 2), key=len, reverse=True)
 
 
@@ -149,12 +144,9 @@ def check_url(url: str) -> str | None:
         return f"redis-py cannot parse it (a bad port or database number?); or {hint}"
     user, has_password, password = userinfo.partition(":")
     expected_password = unquote(password) if has_password else None
-    expected_user = unquote(user) if userinfo and (user or not has_password) else None
-    if userinfo and not has_password:
-        expected_user = unquote(userinfo)
     if parsed.get("password") != expected_password and "password" not in rest:
         return f"redis-py reads another password from it; {hint}"
-    if (parsed.get("username") or None) != (expected_user or None) and "username" not in rest:
+    if (parsed.get("username") or None) != (unquote(user) or None) and "username" not in rest:
         return f"redis-py reads another user name from it; {hint}"
     return None
 
@@ -170,33 +162,32 @@ def open_client(url: str) -> redis.Redis:
             "REP_STORAGE = a redis URL requires the redis package: pip install scrapy-rep[redis]"
         ) from None
     problem = check_url(url)
-    if problem is not None:
-        raise SettingError(f"REP_STORAGE: bad redis URL {mask_url(url)}: {problem}")
-    try:
-        return redis.Redis.from_url(
-            url,
-            socket_timeout=CALL_TIMEOUT,
-            socket_connect_timeout=CALL_TIMEOUT,
-            # No client-side retries with backoff: the store has its own retry-once
-            # and outage fallback, and a caller must not wait long.
-            retry=Retry(NoBackoff(), 0),
-        )
-    except (ValueError, TypeError) as exc:
-        message = scrub(str(exc), secrets_of(url))
-        raise SettingError(f"REP_STORAGE: bad redis URL {mask_url(url)}: {message}") from None
+    if problem is None:
+        try:
+            return redis.Redis.from_url(
+                url,
+                socket_timeout=CALL_TIMEOUT,
+                socket_connect_timeout=CALL_TIMEOUT,
+                # No client-side retries with backoff: the store has its own retry-once
+                # and outage fallback, and a caller must not wait long.
+                retry=Retry(NoBackoff(), 0),
+            )
+        except (ValueError, TypeError) as exc:
+            problem = scrub(str(exc), secrets_of(url))
+    raise SettingError(f"REP_STORAGE: bad redis URL {mask_url(url)}: {problem}")
 
 
-# -- Lua: fetch leases ------------------------------------------------------------------
+# -- Lua: fetch leases and cluster primitives -------------------------------------------
 
 _CLEAN_WRONG_TYPE = """
 local kind = redis.call('type', KEYS[1])['ok']
 if kind ~= 'none' and kind ~= 'string' then redis.call('del', KEYS[1]) end
 """
 
-#: ARGV: holder, ttl ms, "absurd" ms. Returns {1, ""} when taken (free, expired, ours,
-#: or broken: no TTL or more TTL than a renewal gives), else {0, current holder}.
-_ACQUIRE = (
-    _CLEAN_WRONG_TYPE
+_SCRIPTS = {
+    # ARGV: holder, ttl ms, "absurd" ms. Returns {1, ""} when taken (free, expired, ours,
+    # or broken: no TTL or more TTL than a renewal gives), else {0, current holder}.
+    "acquire": _CLEAN_WRONG_TYPE
     + """
 local current = redis.call('get', KEYS[1])
 if current then
@@ -207,57 +198,39 @@ if current then
 end
 redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return {1, ''}
-"""
-)
-
-#: ARGV: holder, ttl ms. Extends our own lease only (never takes a free one).
-_RENEW = """
+""",
+    # ARGV: holder, ttl ms. Extends our own lease only (never takes a free one).
+    "renew": """
 if redis.call('type', KEYS[1])['ok'] == 'string' and redis.call('get', KEYS[1]) == ARGV[1] then
     return redis.call('pexpire', KEYS[1], ARGV[2])
 end
 return 0
-"""
-
-#: ARGV: the dead holder we saw, the new holder, ttl ms: compare and swap.
-_TAKEOVER = (
-    _CLEAN_WRONG_TYPE
+""",
+    # ARGV: the dead holder we saw, the new holder, ttl ms: compare and swap.
+    "takeover": _CLEAN_WRONG_TYPE
     + """
 if redis.call('get', KEYS[1]) == ARGV[1] then
     redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3])
     return 1
 end
 return 0
-"""
-)
-
-#: ARGV: holder. Releases only a lease we still hold.
-_RELEASE = """
+""",
+    # ARGV: holder. Releases only a lease we still hold.
+    "release": """
 if redis.call('type', KEYS[1])['ok'] == 'string' and redis.call('get', KEYS[1]) == ARGV[1] then
     return redis.call('del', KEYS[1])
 end
 return 0
-"""
-
-#: The current holder, or false (no lease, or a key that is not a lease).
-_HOLDER = """
+""",
+    # The current holder, or false (no lease, or a key that is not a lease).
+    "holder": """
 if redis.call('type', KEYS[1])['ok'] ~= 'string' then return false end
 return redis.call('get', KEYS[1])
-"""
-
-_LEASE_SCRIPTS = {
-    "acquire": _ACQUIRE,
-    "renew": _RENEW,
-    "takeover": _TAKEOVER,
-    "release": _RELEASE,
-    "holder": _HOLDER,
-}
-
-# -- Lua: cluster primitives -------------------------------------------------------------
-
-# KEYS: owners set, my parked hash, my heartbeat. ARGV: me, key prefix, limit, ttl ms.
-# Keys of dead owners are computed here: fine on a single Redis (not Redis Cluster,
-# where all keys of a script must be declared).
-_ADOPT_LUA = """
+""",
+    # KEYS: owners set, my parked hash, my heartbeat. ARGV: me, key prefix, limit, ttl ms.
+    # Keys of dead owners are computed here: fine on a single Redis (not Redis Cluster,
+    # where all keys of a script must be declared).
+    "adopt": """
 local out = {}
 local limit = tonumber(ARGV[3])
 redis.call('SET', KEYS[3], '1', 'PX', ARGV[4])
@@ -284,11 +257,10 @@ for _, owner in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   end
 end
 return out
-"""
-
-# KEYS: owners set. ARGV: me, key prefix, then the keys being parked by me. The same
-# keys under other owners are removed: parking takes a request over, one copy per key.
-_TAKE_OVER_LUA = """
+""",
+    # KEYS: owners set. ARGV: me, key prefix, then the keys being parked by me. The same
+    # keys under other owners are removed: parking takes a request over, one copy per key.
+    "claim_parked": """
 local keys = {}
 for i = 3, #ARGV do keys[#keys + 1] = ARGV[i] end
 for _, owner in ipairs(redis.call('SMEMBERS', KEYS[1])) do
@@ -300,11 +272,10 @@ for _, owner in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   end
 end
 return 0
-"""
-
-# KEYS: the origin's turn key. ARGV: spacing, horizon, not_before. Returns {reserved, wait} as
-# strings (Lua numbers become integers in replies). Redis' own clock: no skew.
-_TURN_LUA = """
+""",
+    # KEYS: the origin's turn key. ARGV: spacing, horizon, not_before. Returns {reserved,
+    # wait} as strings (Lua numbers become integers in replies). Redis' own clock: no skew.
+    "turn": """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local spacing = tonumber(ARGV[1])
@@ -321,7 +292,8 @@ local after = start + spacing
 redis.call('SET', KEYS[1], string.format('%.6f', after), 'PX',
            math.ceil((after - now) * 1000) + 1000)
 return {'1', string.format('%.6f', start - now)}
-"""
+""",
+}
 
 
 class RedisStorage(RobotsStorage):
@@ -340,9 +312,7 @@ class RedisStorage(RobotsStorage):
         fallback_max_origins: int = 100_000,
         record_limit: int = MAX_DECODED,
     ) -> None:
-        from redis.exceptions import ConnectionError as RedisConnectionError
-        from redis.exceptions import RedisError
-        from redis.exceptions import TimeoutError as RedisTimeoutError
+        from redis import exceptions
 
         self._masked_url = mask_url(url)
         self._secrets = secrets_of(url)
@@ -351,19 +321,10 @@ class RedisStorage(RobotsStorage):
         self._record_limit = record_limit
         self._reconnect_interval = reconnect_interval
         self._fallback = LocalFallback(fallback_max_origins)
-        self._scripts = {
-            name: client.register_script(body) for name, body in _LEASE_SCRIPTS.items()
-        }
-        self._adopt = client.register_script(_ADOPT_LUA)
-        self._turn = client.register_script(_TURN_LUA)
-        self._take_over = client.register_script(_TAKE_OVER_LUA)
-        self._timeout_errors: tuple[type[BaseException], ...] = (RedisTimeoutError, TimeoutError)
-        self._outage_errors: tuple[type[BaseException], ...] = (
-            RedisConnectionError,
-            RedisTimeoutError,
-            OSError,
-        )
-        self._redis_error: type[BaseException] = RedisError
+        self._scripts = {name: client.register_script(body) for name, body in _SCRIPTS.items()}
+        self._timeout_errors = (exceptions.TimeoutError, TimeoutError)
+        self._outage_errors = (exceptions.ConnectionError, exceptions.TimeoutError, OSError)
+        self._redis_error = exceptions.RedisError
         self._lock = threading.Lock()  # guards the outage state below
         self._down = False
         self._next_probe = 0.0
@@ -379,8 +340,13 @@ class RedisStorage(RobotsStorage):
         kwargs.setdefault("record_limit", record_limit(config.max_size))
         return cls(client, url=url, record_ttl=record_ttl, **kwargs)
 
-    def _unpack(self, raw: object) -> OriginRecord | None:
-        return _unpack_stored(raw, f"redis {self._masked_url}", self._record_limit)
+    def _stored_or(self, raw: object, local: OriginRecord | None) -> OriginRecord | None:
+        """The stored value ``raw`` as a record, else the fallback's ``local`` copy (an
+        unreadable value is a miss, and logged)."""
+        record = unpack_record(raw, self._record_limit)
+        if record is None and raw is not None:
+            warn_unreadable(f"redis {self._masked_url}")
+        return record if record is not None else local
 
     # -- RobotsStorage ----------------------------------------------------------------
 
@@ -390,8 +356,7 @@ class RedisStorage(RobotsStorage):
         # as a call that finds Redis back writes it back and empties it.
         local = self._fallback.get(origin)
         raw = self._call(lambda: self._client.get(key))
-        record = self._unpack(None if raw is DOWN else raw)
-        return record if record is not None else local
+        return self._stored_or(None if raw is DOWN else raw, local)
 
     def put(self, origin: str, record: OriginRecord) -> None:
         key = self.origin_key(origin)
@@ -399,10 +364,10 @@ class RedisStorage(RobotsStorage):
         result = self._call(lambda: self._client.set(key, blob, px=self._record_ttl_ms))
         self._fallback.keep(origin, record, stored=result is not DOWN)
 
-    def _lease_args(self, holder: str, ttl: float) -> list[Any]:
-        ttl_ms = max(1, int(ttl * 1000))
-        absurd_ms = int(absurd_after(ttl) * 1000)
-        return [holder, ttl_ms, absurd_ms]
+    def _lease_script(self, name: str, origin: str, *args: str | int) -> Any:
+        """Run the lease script ``name`` on ``origin``'s lease (``DOWN``: not run)."""
+        keys = [self.lease_key(origin)]
+        return self._call(lambda: self._scripts[name](keys=keys, args=args))
 
     def _settle(self, origin: str, answer: Any, holder: str, ttl: float) -> bool:
         """The acquire script's answer; a refusal by a dead local holder is taken over."""
@@ -411,54 +376,45 @@ class RedisStorage(RobotsStorage):
             return True
         if not holder_is_dead(current):
             return False
-        args: list[str | int] = [current, holder, max(1, int(ttl * 1000))]
-        result = self._call(
-            lambda: self._scripts["takeover"](keys=[self.lease_key(origin)], args=args)
-        )
+        result = self._lease_script("takeover", origin, current, holder, _ms(ttl))
         return result is not DOWN and bool(result)
 
     def acquire_lease(self, origin: str, holder: str, ttl: float) -> bool:
-        key, args = self.lease_key(origin), self._lease_args(holder, ttl)
-        answer = self._call(lambda: self._scripts["acquire"](keys=[key], args=args))
+        answer = self._lease_script("acquire", origin, *_acquire_args(holder, ttl))
         if answer is DOWN:
             return self._fallback.acquire_lease(origin, holder, ttl)
         return self._settle(origin, answer, holder, ttl)
 
     def renew_lease(self, origin: str, holder: str, ttl: float) -> bool:
-        key, ttl_ms = self.lease_key(origin), max(1, int(ttl * 1000))
-        answer = self._call(lambda: self._scripts["renew"](keys=[key], args=[holder, ttl_ms]))
+        answer = self._lease_script("renew", origin, holder, _ms(ttl))
         if answer is DOWN:
             return self._fallback.renew_lease(origin, holder, ttl)
         return bool(answer)
 
     def lease_holder(self, origin: str) -> str | None:
-        key = self.lease_key(origin)
-        answer = self._call(lambda: self._scripts["holder"](keys=[key]))
+        answer = self._lease_script("holder", origin)
         if answer is DOWN:
             return self._fallback.lease_holder(origin)
         return None if not answer else _text(answer)
 
     def release_lease(self, origin: str, holder: str) -> None:
         self._fallback.release_lease(origin, holder)
-        key = self.lease_key(origin)
         # If Redis is down the lease simply expires by its PX.
-        self._call(lambda: self._scripts["release"](keys=[key], args=[holder]))
+        self._lease_script("release", origin, holder)
 
-    # Batched forms (see base.acquire_and_read / put_and_release): a robots.txt fetch
-    # costs a shared store four round trips instead of six.
+    # Batched forms: a robots.txt fetch costs a shared store four round trips, not six.
 
     def acquire_lease_and_get(
         self, origin: str, holder: str, ttl: float
     ) -> tuple[bool, OriginRecord | None]:
         lease_key, key = self.lease_key(origin), self.origin_key(origin)
-        args = self._lease_args(holder, ttl)
         local = self._fallback.get(origin)  # before a write-back empties it (see get)
 
         def take_and_read() -> list[Any]:
             pipe = self._client.pipeline(transaction=False)
             # EVAL, not the registered script: in a pipeline that costs an extra SCRIPT
             # EXISTS round trip first; the script is short and Redis caches it.
-            pipe.eval(_ACQUIRE, 1, lease_key, *args)
+            pipe.eval(_SCRIPTS["acquire"], 1, lease_key, *_acquire_args(holder, ttl))
             pipe.get(key)
             answer, raw = pipe.execute(raise_on_error=False)
             if isinstance(answer, Exception):
@@ -476,8 +432,7 @@ class RedisStorage(RobotsStorage):
             # The record's key alone is refused (WRONGTYPE): a miss, as in get()
             self._log_once(raw)
             raw = None
-        record = self._unpack(raw)
-        return True, record if record is not None else local
+        return True, self._stored_or(raw, local)
 
     def put_and_release_lease(self, origin: str, record: OriginRecord, holder: str) -> None:
         self._fallback.release_lease(origin, holder)
@@ -487,7 +442,7 @@ class RedisStorage(RobotsStorage):
         def store_and_release() -> list[Any]:
             pipe = self._client.pipeline(transaction=False)
             pipe.set(key, blob, px=self._record_ttl_ms)
-            pipe.eval(_RELEASE, 1, lease_key, holder)
+            pipe.eval(_SCRIPTS["release"], 1, lease_key, holder)
             return list(pipe.execute())
 
         result = self._call(store_and_release)
@@ -500,18 +455,12 @@ class RedisStorage(RobotsStorage):
 
     @staticmethod
     def cluster_prefix(spider: str) -> str:
-        return f"{CLUSTER_PREFIX}{spider}:"
+        return f"{KEY_PREFIX}cluster:{spider}:"
 
     def _cluster_call(self, operation: Callable[[], _T]) -> _T:
-        """One cluster operation; ``ClusterError`` when Redis fails it. An idle pooled
-        socket that died (a server restart) is retried once, as ``_call`` does."""
+        """One cluster operation; ``ClusterError`` when Redis fails it."""
         try:
-            try:
-                return operation()
-            except self._timeout_errors:
-                raise
-            except self._outage_errors:
-                return operation()
+            return self._run(operation, retry=True)
         except (*self._outage_errors, self._redis_error) as exc:
             raise ClusterError(self._scrub(exc)) from None
 
@@ -525,10 +474,10 @@ class RedisStorage(RobotsStorage):
             # One transaction: the heartbeat is fresh before any entry is visible, so no
             # adopter can take an entry of a live owner between the two.
             pipe = self._client.pipeline(transaction=True)
-            pipe.set(f"{prefix}alive:{owner}", b"1", px=max(1, int(ttl * 1000)))
+            pipe.set(f"{prefix}alive:{owner}", b"1", px=_ms(ttl))
             pipe.sadd(owners, owner)
             if add:
-                self._take_over(
+                self._scripts["claim_parked"](
                     keys=[owners], args=[owner, prefix, *(key for key, _, _ in add)], client=pipe
                 )
                 pipe.hset(
@@ -543,8 +492,8 @@ class RedisStorage(RobotsStorage):
     def adopt(self, spider: str, owner: str, ttl: float, limit: int) -> list[Parked]:
         prefix = self.cluster_prefix(spider)
         keys = [f"{prefix}owners", f"{prefix}parked:{owner}", f"{prefix}alive:{owner}"]
-        args: list[str | int] = [owner, prefix, limit, max(1, int(ttl * 1000))]
-        flat = self._cluster_call(lambda: self._adopt(keys=keys, args=args))
+        args: list[str | int] = [owner, prefix, limit, _ms(ttl)]
+        flat = self._cluster_call(lambda: self._scripts["adopt"](keys=keys, args=args))
         return [_parked_from(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
 
     def retire(self, spider: str, owner: str, *, keep: bool) -> None:
@@ -564,13 +513,12 @@ class RedisStorage(RobotsStorage):
         prefix = self.cluster_prefix(spider)
 
         def read() -> list[Parked]:
-            members = self._client.smembers(f"{prefix}owners")
-            owners = [owner] if owner else [_text(o) for o in members]
-            found: list[Parked] = []
-            for name in owners:
-                for key, value in self._client.hgetall(f"{prefix}parked:{name}").items():
-                    found.append(_parked_from(key, value))
-            return found
+            owners = [owner] if owner else map(_text, self._client.smembers(f"{prefix}owners"))
+            return [
+                _parked_from(key, value)
+                for name in owners
+                for key, value in self._client.hgetall(f"{prefix}parked:{name}").items()
+            ]
 
         return self._cluster_call(read)
 
@@ -585,7 +533,7 @@ class RedisStorage(RobotsStorage):
     ) -> tuple[bool, float]:
         keys = [f"{self.cluster_prefix(spider)}turn:{origin}"]
         args = [spacing, horizon, max(not_before, 0.0)]
-        reserved, wait = self._cluster_call(lambda: self._turn(keys=keys, args=args))
+        reserved, wait = self._cluster_call(lambda: self._scripts["turn"](keys=keys, args=args))
         return _text(reserved) == "1", float(wait)
 
     def close(self) -> None:
@@ -608,10 +556,9 @@ class RedisStorage(RobotsStorage):
         """Why Redis does not answer a PING now (None when it does), without the
         outage fallback: for the start-up check (storage/factory.py), where an
         unreachable store is most likely a mistake in ``REP_STORAGE``."""
-        errors: tuple[type[BaseException], ...] = (self._redis_error, *self._outage_errors)
         try:
             self._client.ping()
-        except errors as exc:
+        except (self._redis_error, *self._outage_errors) as exc:
             return self._scrub(exc)
         return None
 
@@ -633,7 +580,6 @@ class RedisStorage(RobotsStorage):
 
     @property
     def degraded(self) -> bool:
-        """True while Redis is unreachable and the in-process fallback answers."""
         return self._down
 
     def _scrub(self, exc: BaseException) -> str:
@@ -648,16 +594,7 @@ class RedisStorage(RobotsStorage):
             if probing and time.monotonic() < self._next_probe:
                 return DOWN
         try:
-            try:
-                result = operation()
-            except self._timeout_errors:
-                raise  # a stalled Redis: a second try would only double the wait
-            except self._outage_errors:
-                if probing:
-                    raise
-                # A pooled socket may have died while idle (server restart, idle
-                # timeout); redis-py dropped it, so one immediate retry reconnects.
-                result = operation()
+            result = self._run(operation, retry=not probing)
         except self._outage_errors as exc:
             self._went_down(exc)
             return DOWN
@@ -669,6 +606,19 @@ class RedisStorage(RobotsStorage):
             return DOWN
         self._back_up(probing)
         return result
+
+    def _run(self, operation: Callable[[], _T], *, retry: bool) -> _T:
+        """``operation()``, run again after an outage error when ``retry``: a pooled
+        socket may have died while idle (server restart, idle timeout); redis-py dropped
+        it, so one immediate retry reconnects."""
+        try:
+            return operation()
+        except self._timeout_errors:
+            raise  # a stalled Redis: a second try would only double the wait
+        except self._outage_errors:
+            if not retry:
+                raise
+            return operation()
 
     def _went_down(self, exc: BaseException) -> None:
         with self._lock:
@@ -737,6 +687,15 @@ class RedisStorage(RobotsStorage):
             )
         else:
             logger.debug("redis error: %s", message)
+
+
+def _ms(seconds: float) -> int:
+    return max(1, int(seconds * 1000))
+
+
+def _acquire_args(holder: str, ttl: float) -> list[str | int]:
+    """The acquire script's ARGV: holder, ttl ms, and the "absurd" ms of a broken lease."""
+    return [holder, _ms(ttl), int(absurd_after(ttl) * 1000)]
 
 
 def _envelope(origin: str, blob: bytes) -> bytes:
