@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy_rep.crawl import compat
 from scrapy_rep.crawl.record import NullRecorder
-from scrapy_rep.crawl.visibility import waiting_line, waiting_warning
+from scrapy_rep.crawl.visibility import clock_time, duration
 from scrapy_rep.policy.origin import origin_of_memo
 
 if TYPE_CHECKING:
@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from scrapy_rep.crawl.waiting_room import WaitingRoom
 
 logger = logging.getLogger(__name__)
+
+# The waiting-origins lines name at most this many origins (the ones with most requests).
+MAX_LISTED = 5
 
 
 class WaitingAtClose:
@@ -56,6 +59,7 @@ class WaitingAtClose:
         return fate_of(self.bridge, self.keeper)
 
     def waiting_line(self, idle_for: float, idle_wait: float) -> str:
+        """The periodic INFO line: the origins with most waiting requests, and why."""
         timed = self.room.timed_reasons()
         per_origin = []
         for origin in self.room.origins():
@@ -67,14 +71,24 @@ class WaitingAtClose:
                 else "robots.txt pending"
             )
             per_origin.append((origin, self.room.count(origin), why))
-        return waiting_line(len(self.room), per_origin, idle_for, idle_wait)
+        ranked = sorted(per_origin, key=lambda item: (-item[1], item[0]))
+        shown = ", ".join(
+            f"{origin} ({count}: {why})" for origin, count, why in ranked[:MAX_LISTED]
+        )
+        more = f" and {len(ranked) - MAX_LISTED} more" if len(ranked) > MAX_LISTED else ""
+        return (
+            f"nothing to do but wait on robots.txt: {len(self.room)} request(s) of "
+            f"{len(ranked)} origin(s) wait: {shown}{more}; idle for {duration(idle_for)}, the "
+            f"spider closes after REP_IDLE_WAIT = {duration(idle_wait)}"
+        )
 
     def warn_waiting(self, idle_for: float, idle_wait: float, unreachable_wait: float) -> None:
         """WARNING, once per run and origin, when requests waiting on a robots.txt this run
         found unreachable in the store keep the spider open: its failing refetches are
         DEBUG lines, so a later run would otherwise never name it at WARNING."""
         now = self.clock()
-        per_origin: list[tuple[str, int, str, float | None]] = []
+        closes_at = now + max(idle_wait - idle_for, 0.0)
+        per_origin: list[tuple[str, int, str]] = []
         for origin in self.room.origins():
             rt = self.origins.lookup(origin)
             # Only an unreachable robots.txt keeps requests waiting for long (the INFO line
@@ -83,13 +97,30 @@ class WaitingAtClose:
             if origin in self._named_waiting or record is None or not record.unreachable:
                 continue
             self._named_waiting.add(origin)
-            why = f"robots.txt unreachable: {record.last_outcome}"
             ends = (record.unreachable_since or now) + unreachable_wait
-            per_origin.append((origin, self.room.count(origin), why, ends))
+            until = (
+                f", until {clock_time(ends, now)} at the latest (REP_UNREACHABLE_WAIT)"
+                if ends < closes_at
+                else ""
+            )
+            why = f"robots.txt unreachable: {record.last_outcome}{until}"
+            per_origin.append((origin, self.room.count(origin), why))
         if not per_origin:
             return
-        closes_at = now + max(idle_wait - idle_for, 0.0)
-        logger.warning(waiting_warning(per_origin, closes_at, now, self.fate()))
+        ranked = sorted(per_origin, key=lambda item: (-item[1], item[0]))
+        shown = "; ".join(
+            f"{origin} ({count} request(s), {why})" for origin, count, why in ranked[:MAX_LISTED]
+        )
+        more = f" and {len(ranked) - MAX_LISTED} more origin(s)" if len(ranked) > MAX_LISTED else ""
+        logger.warning(
+            "the spider stays open only for requests waiting on robots.txt: %s%s. With nothing "
+            "else to do it waits until %s (REP_IDLE_WAIT); Ctrl-C stops the crawl now, and "
+            "the waiting requests are %s",
+            shown,
+            more,
+            clock_time(closes_at, now),
+            self.fate(),
+        )
 
     def install_handback(self) -> None:
         """On a graceful stop, give held requests back to a persistent scheduler before it

@@ -40,9 +40,7 @@ def _method_name(spider: Any, func: Any) -> Any:
         return func  # None, or already a name
     inner = getattr(func, "__func__", None)
     name = getattr(inner, "__name__", None)
-    if inner is None or not isinstance(name, str):
-        return _NOT_FOUND
-    if getattr(getattr(spider, name, None), "__func__", None) is inner:
+    if isinstance(name, str) and getattr(getattr(spider, name, None), "__func__", None) is inner:
         return name
     return _NOT_FOUND
 
