@@ -91,14 +91,8 @@ class WaitingRoom:
 
     def origins(self) -> Iterator[str]:
         """Origins with waiting requests, each once."""
-        yield from self._held
-        seen = self._held.keys()
-        for origin in self.spill.origins() if self.spill else ():
-            if origin not in seen:
-                yield origin
-        for origin in self._timed_per_origin:
-            if origin not in self._held and not (self.spill and self.spill.count(origin)):
-                yield origin
+        spilled = self.spill.origins() if self.spill else ()
+        return iter(dict.fromkeys([*self._held, *spilled, *self._timed_per_origin]))
 
     # -- held until the origin is decided ----------------------------------------------
 
@@ -189,9 +183,9 @@ class WaitingRoom:
         if self.closed:
             return
         # One timer for the earliest deadline, moved only when an earlier one arrives.
-        if self._timer is not None and self._timer.active() and self._timer_at <= when:
-            return
         if self._timer is not None and self._timer.active():
+            if self._timer_at <= when:
+                return
             self._timer.cancel()
         self._timer_at = when
         self._timer = self._call_later(max(when - self.clock(), 0.0), self._fire)
@@ -235,27 +229,24 @@ class WaitingRoom:
         for origin in self.spill.origins() if self.spill is not None else ():
             assert self.spill is not None
             stored.extend((origin, blob, since) for blob, since in self.spill.pop_all(origin))
-        taken: list[tuple[str, Request | bytes, float]] = stored
         if restore or (forget and self.keeper.records):
-            taken = []
-            per_origin: dict[str, list[Request]] = {}
-            for origin, item, since in stored:
-                request = self._decode(item)
-                if request is not None:
-                    taken.append((origin, request, since))
-                    per_origin.setdefault(origin, []).append(request)
+            restored = [
+                (origin, request, since)
+                for origin, item, since in stored
+                if (request := self._decode(item)) is not None
+            ]
             if forget:
-                for origin, requests in per_origin.items():
-                    self.keeper.forget(origin, requests)
-            if not restore:
-                taken = stored
+                for origin, request, _ in restored:
+                    self.keeper.forget(origin, (request,))
+            if restore:
+                stored = list(restored)
         for _, _, origin, request, since, _ in sorted(self._timed):
             if forget:
                 self.keeper.forget(origin, (request,))
-            taken.append((origin, request, since))
+            stored.append((origin, request, since))
         self._timed.clear()
         self._timed_per_origin.clear()
-        return taken
+        return stored
 
     def close(self) -> None:
         self.closed = True
