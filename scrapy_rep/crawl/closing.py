@@ -14,9 +14,8 @@ from scrapy_rep.crawl.visibility import clock_time, duration
 from scrapy_rep.policy.origin import origin_of_memo
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable
 
-    from scrapy import Request
     from scrapy.crawler import Crawler
 
     from scrapy_rep.crawl.durable_waiting import DurableWaiting
@@ -146,7 +145,12 @@ class WaitingAtClose:
         if not entries:
             return
         requests: list[Any] = [request for _, request, _ in entries]
-        per_origin = self._note_still_waiting(entries, now)
+        per_origin: dict[str, int] = {}
+        for origin, _, since in entries:  # (each counts in its origin's longest wait)
+            per_origin[origin] = per_origin.get(origin, 0) + 1
+            rt = self.origins.lookup(origin)
+            if rt is not None:
+                rt.longest_wait = max(rt.longest_wait, now - since)
         if handing_back:
             taken = self.bridge.hand_back(requests)
             self.stats.inc_value("robotstxt/handed_back", taken)
@@ -204,18 +208,6 @@ class WaitingAtClose:
             why,
             ", ".join(f"{origin} ({n})" for origin, n in top if origin) or "origins not known",
         )
-
-    def _note_still_waiting(
-        self, entries: Sequence[tuple[str, Request | bytes, float]], now: float
-    ) -> dict[str, int]:
-        """Requests per origin; each counts in its origin's longest delay."""
-        per_origin: dict[str, int] = {}
-        for origin, _, since in entries:
-            per_origin[origin] = per_origin.get(origin, 0) + 1
-            rt = self.origins.lookup(origin)
-            if rt is not None:
-                rt.longest_wait = max(rt.longest_wait, now - since)
-        return per_origin
 
     def _count_outcome(self, per_origin: dict[str, int], field: str) -> None:
         for origin, count in per_origin.items():

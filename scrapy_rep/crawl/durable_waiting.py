@@ -240,11 +240,10 @@ class StoreWaiting(DurableWaiting):
       (group commit), so a hold costs a share of one round trip, and a request released
       before its batch went out costs the store nothing.
     * An entry is (key, origin, blob): the blob is ``RequestCodec``'s bytes (shared with
-      the room). The key is the fingerprint, plus for a ``dont_filter`` request (unseen by
-      the dupefilter) a digest of its own bytes less our waiting meta: stable across runs
-      and processes, so a start request yielded again is the entry an earlier run parked.
-      It is kept in meta (``KEY_META``): a request held again after adoption keeps its
-      entry. An unserialisable request stays in the room only (WARNING once, counted).
+      the room); the key (``identity``) is stable across runs and processes, so a start
+      request yielded again is the entry an earlier run parked, and kept in meta
+      (``KEY_META``), so a request held again after adoption keeps its entry. An
+      unserialisable request stays in the room only (WARNING once, counted).
     * Every flush beats the heartbeat; a tick every third of ``REP_CLUSTER_HEARTBEAT`` also
       adopts dead owners' entries, which ``adopt()`` hands to the room.
 
@@ -446,10 +445,11 @@ class StoreWaiting(DurableWaiting):
         return key
 
     def identity(self, request: Request) -> str:
-        """The key ``request`` would get, computed afresh (its meta is not touched). A
-        dont_filter request's digest of what it is (its fields, meta less what scrapy-rep adds
-        while it waits) is equal for the same request yielded twice (e.g. by two runs); an
-        unserialisable one (never parked) gets the digest of nothing."""
+        """The key ``request`` would get, computed afresh (its meta is not touched): its
+        fingerprint, plus for a dont_filter request (unseen by the dupefilter) a digest of
+        what it is (its fields, meta less what scrapy-rep adds while it waits), equal for
+        the same request yielded twice, e.g. by two runs (an unserialisable one, never
+        parked, gets the digest of nothing)."""
         fingerprinter: Any = self.crawler.request_fingerprinter
         # (the dupefilter computed it a moment ago for this object: Scrapy caches it)
         key: str = fingerprinter.fingerprint(request).hex()
