@@ -87,12 +87,12 @@ class StoreCalls:
                 return defer.fail()
             else:
                 self.answered_now += 1
-                self._housekeeping()
+                # In the worker, ordered with no origin's calls (it waits for nothing: PASSIVE).
+                if self.storage.housekeeping_due():
+                    self._in_worker(self.storage.housekeeping).addErrback(lambda _: None)
                 return defer.succeed(result)
         self._queued[key] = self._queued.get(key, 0) + 1
-        deferred = self._in_worker(function, *args)
-        deferred.addBoth(self._answered, key)
-        return deferred
+        return self._in_worker(function, *args).addBoth(self._answered, key)
 
     def _in_worker(self, function: Callable[..., _T], *args: Any) -> defer.Deferred[_T]:
         if self._worker is None:
@@ -124,11 +124,6 @@ class StoreCalls:
         if not self._queued[key]:
             del self._queued[key]
         return result
-
-    def _housekeeping(self) -> None:
-        # In the worker, ordered with no origin's calls (it waits for nothing: PASSIVE).
-        if self.storage.housekeeping_due():
-            self._in_worker(self.storage.housekeeping).addErrback(lambda _: None)
 
     def close(self, timeout: float = CLOSE_WAIT) -> None:
         worker, self._worker = self._worker, None

@@ -9,12 +9,11 @@ leaves. Counts are kept as they change: ``len(room)`` and per-origin counts are 
 
 Held requests are kept as bytes (``RequestCodec``), which the cyclic garbage collector does
 not walk; an unserialisable one stays an object. A request is recorded before it is
-serialised, so its store key (in meta) travels in the bytes, to disk too.
-
-Beyond ``memory_bound`` held requests, new ones spill to disk (``Spill``): their bytes, as
-``PickleFifoDiskQueue`` would write them under ``JOBDIR``, go as they are (after the time
-they started waiting) into queuelib's ``FifoDiskQueue``, one queue per origin; serialising
-again would double the cost. An unserialisable request stays in memory, as in the scheduler.
+serialised, so its store key (in meta) travels in the bytes, to disk too. Beyond
+``memory_bound`` held requests, new ones spill to disk (``Spill``): those bytes go as they
+are into queuelib's ``FifoDiskQueue`` (as ``PickleFifoDiskQueue`` writes under ``JOBDIR``;
+serialising again would double the cost), one queue per origin, after the time each
+started waiting. An unserialisable request stays in memory, as in the scheduler.
 """
 
 from __future__ import annotations
