@@ -47,7 +47,7 @@ STAT = "robotstxt/ledger/"
 #: Private meta key: the request's key in the store, from ``record`` to ``forget``.
 KEY_META = "_rep_ledger_key"
 #: Meta keys scrapy-rep sets on a request while it waits or when it is released or
-#: decided: not part of what the request is (see ``StoreWaiting._own_bytes_digest``).
+#: decided: not part of what the request is (see ``StoreWaiting.identity``).
 _WHILE_WAITING_META = frozenset(
     {
         KEY_META,
