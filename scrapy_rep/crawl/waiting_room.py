@@ -41,8 +41,6 @@ logger = logging.getLogger(__name__)
 
 # (request, since): a tuple, not an object, to keep a held request's cost small.
 Held = tuple["Request", float]
-# In the room, the request may be its bytes (RequestCodec).
-_Stored = tuple["Request | bytes", float]
 
 
 class WaitingRoom:
@@ -62,7 +60,8 @@ class WaitingRoom:
         self.clock = clock
         self._call_later = call_later
         self._on_due = on_due
-        self._held: dict[str, deque[_Stored]] = {}
+        # (request or its bytes, since) per origin
+        self._held: dict[str, deque[tuple[Request | bytes, float]]] = {}
         self._held_count = 0
         # Beyond memory_bound held requests in memory, new ones spill to disk.
         self.memory_bound = memory_bound
