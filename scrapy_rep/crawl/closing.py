@@ -10,13 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy_rep.crawl import compat
 from scrapy_rep.crawl.record import NullRecorder
-from scrapy_rep.crawl.visibility import waiting_line, waiting_warning
+from scrapy_rep.crawl.visibility import clock_time, duration
 from scrapy_rep.policy.origin import origin_of_memo
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable
 
-    from scrapy import Request
     from scrapy.crawler import Crawler
 
     from scrapy_rep.crawl.durable_waiting import DurableWaiting
@@ -25,6 +24,9 @@ if TYPE_CHECKING:
     from scrapy_rep.crawl.waiting_room import WaitingRoom
 
 logger = logging.getLogger(__name__)
+
+# The waiting-origins lines name at most this many origins (the ones with most requests).
+MAX_LISTED = 5
 
 
 class WaitingAtClose:
@@ -56,6 +58,7 @@ class WaitingAtClose:
         return fate_of(self.bridge, self.keeper)
 
     def waiting_line(self, idle_for: float, idle_wait: float) -> str:
+        """The periodic INFO line: the origins with most waiting requests, and why."""
         timed = self.room.timed_reasons()
         per_origin = []
         for origin in self.room.origins():
@@ -67,14 +70,24 @@ class WaitingAtClose:
                 else "robots.txt pending"
             )
             per_origin.append((origin, self.room.count(origin), why))
-        return waiting_line(len(self.room), per_origin, idle_for, idle_wait)
+        ranked = sorted(per_origin, key=lambda item: (-item[1], item[0]))
+        shown = ", ".join(
+            f"{origin} ({count}: {why})" for origin, count, why in ranked[:MAX_LISTED]
+        )
+        more = f" and {len(ranked) - MAX_LISTED} more" if len(ranked) > MAX_LISTED else ""
+        return (
+            f"nothing to do but wait on robots.txt: {len(self.room)} request(s) of "
+            f"{len(ranked)} origin(s) wait: {shown}{more}; idle for {duration(idle_for)}, the "
+            f"spider closes after REP_IDLE_WAIT = {duration(idle_wait)}"
+        )
 
     def warn_waiting(self, idle_for: float, idle_wait: float, unreachable_wait: float) -> None:
         """WARNING, once per run and origin, when requests waiting on a robots.txt this run
         found unreachable in the store keep the spider open: its failing refetches are
         DEBUG lines, so a later run would otherwise never name it at WARNING."""
         now = self.clock()
-        per_origin: list[tuple[str, int, str, float | None]] = []
+        closes_at = now + max(idle_wait - idle_for, 0.0)
+        per_origin: list[tuple[str, int, str]] = []
         for origin in self.room.origins():
             rt = self.origins.lookup(origin)
             # Only an unreachable robots.txt keeps requests waiting for long (the INFO line
@@ -83,13 +96,30 @@ class WaitingAtClose:
             if origin in self._named_waiting or record is None or not record.unreachable:
                 continue
             self._named_waiting.add(origin)
-            why = f"robots.txt unreachable: {record.last_outcome}"
             ends = (record.unreachable_since or now) + unreachable_wait
-            per_origin.append((origin, self.room.count(origin), why, ends))
+            until = (
+                f", until {clock_time(ends, now)} at the latest (REP_UNREACHABLE_WAIT)"
+                if ends < closes_at
+                else ""
+            )
+            why = f"robots.txt unreachable: {record.last_outcome}{until}"
+            per_origin.append((origin, self.room.count(origin), why))
         if not per_origin:
             return
-        closes_at = now + max(idle_wait - idle_for, 0.0)
-        logger.warning(waiting_warning(per_origin, closes_at, now, self.fate()))
+        ranked = sorted(per_origin, key=lambda item: (-item[1], item[0]))
+        shown = "; ".join(
+            f"{origin} ({count} request(s), {why})" for origin, count, why in ranked[:MAX_LISTED]
+        )
+        more = f" and {len(ranked) - MAX_LISTED} more origin(s)" if len(ranked) > MAX_LISTED else ""
+        logger.warning(
+            "the spider stays open only for requests waiting on robots.txt: %s%s. With nothing "
+            "else to do it waits until %s (REP_IDLE_WAIT); Ctrl-C stops the crawl now, and "
+            "the waiting requests are %s",
+            shown,
+            more,
+            clock_time(closes_at, now),
+            self.fate(),
+        )
 
     def install_handback(self) -> None:
         """On a graceful stop, give held requests back to a persistent scheduler before it
@@ -115,7 +145,12 @@ class WaitingAtClose:
         if not entries:
             return
         requests: list[Any] = [request for _, request, _ in entries]
-        per_origin = self._note_still_waiting(entries, now)
+        per_origin: dict[str, int] = {}
+        for origin, _, since in entries:  # (each counts in its origin's longest wait)
+            per_origin[origin] = per_origin.get(origin, 0) + 1
+            rt = self.origins.lookup(origin)
+            if rt is not None:
+                rt.longest_wait = max(rt.longest_wait, now - since)
         if handing_back:
             taken = self.bridge.hand_back(requests)
             self.stats.inc_value("robotstxt/handed_back", taken)
@@ -173,18 +208,6 @@ class WaitingAtClose:
             why,
             ", ".join(f"{origin} ({n})" for origin, n in top if origin) or "origins not known",
         )
-
-    def _note_still_waiting(
-        self, entries: Sequence[tuple[str, Request | bytes, float]], now: float
-    ) -> dict[str, int]:
-        """Requests per origin; each counts in its origin's longest delay."""
-        per_origin: dict[str, int] = {}
-        for origin, _, since in entries:
-            per_origin[origin] = per_origin.get(origin, 0) + 1
-            rt = self.origins.lookup(origin)
-            if rt is not None:
-                rt.longest_wait = max(rt.longest_wait, now - since)
-        return per_origin
 
     def _count_outcome(self, per_origin: dict[str, int], field: str) -> None:
         for origin, count in per_origin.items():

@@ -103,7 +103,7 @@ class ClusterDelay:
         # Origins this process reserved a turn for (FIRST_MARGIN), bounded as _turn_states.
         self._reserved_for: set[str] = set()
         crawler.signals.connect(self._on_request_scheduled, signal=signals.request_scheduled)
-        crawler.signals.connect(self._on_spider_closed, signal=signals.spider_closed)
+        crawler.signals.connect(cluster.close, signal=signals.spider_closed)
 
     def _log_turn_state(
         self, origin: str, request: Request, reserved: bool, delay: float, wait: float
@@ -126,25 +126,19 @@ class ClusterDelay:
             wait,
         )
 
-    async def crawl_delay(self, request: Request, origin: str, evaluation: Evaluation) -> float:
-        """The origin's Crawl-delay for this request's product token (0: none)."""
-        if not self.config.crawl_delay or not self.config.enforce or evaluation.kind != RULES:
-            return 0.0
-        # the copy decide() used (a large file is never parsed in one piece here)
-        robots = await self.decider.parsed_for(origin, evaluation.body, request)
-        delay = robots.crawl_delay(self.decider.token_for(request))
-        if not delay or delay <= 0:
-            return 0.0
-        return float(min(delay, self.config.max_crawl_delay))
-
     async def turn(self, request: Request, origin: str, evaluation: Evaluation) -> Request | None:
         """None: download now; a request: return it from ``process_request`` and it waits
         in the room until its turn. A request goes between its turn and ``LATE`` after it,
         never later (the next holder would follow it by less than the Crawl-delay); past
         that it takes a new turn (``robotstxt/cluster_delay/late``)."""
-        delay = await self.crawl_delay(request, origin, evaluation)
-        if not delay:
+        if evaluation.kind != RULES:
             return None
+        # the copy decide() used (a large file is never parsed in one piece here)
+        robots = await self.decider.parsed_for(origin, evaluation.body, request)
+        delay = robots.crawl_delay(self.decider.token_for(request))
+        if not delay or delay <= 0:
+            return None
+        delay = float(min(delay, self.config.max_crawl_delay))
         meta = request.meta
         turn = meta.pop(TURN_META_KEY, None)
         if turn is not None:
@@ -212,7 +206,7 @@ class ClusterDelay:
             return True, self._wait(request, turn - NEAR / 2, deadline, turn=turn)
         if ahead > EARLY:
             # Near: waited here; the scheduler's trip could make the request late.
-            await _sleep(ahead)
+            await maybe_deferred_to_future(deferLater(installed_reactor(), ahead, lambda: None))
             now = self.clock()
         if now <= deadline:
             return True, None
@@ -263,13 +257,6 @@ class ClusterDelay:
         self.hold_until(origin, request, when, "Crawl-delay turn shared by the cluster")
         # From a request_scheduled receiver: kept out of the scheduler, no errback.
         raise IgnoreRequest(f"waiting for its Crawl-delay turn on {origin}")
-
-    def _on_spider_closed(self, spider: Any = None) -> None:
-        self.cluster.close()
-
-
-async def _sleep(seconds: float) -> None:
-    await maybe_deferred_to_future(deferLater(installed_reactor(), seconds, lambda: None))
 
 
 def make_cluster_delay(

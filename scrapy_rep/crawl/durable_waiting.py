@@ -47,7 +47,7 @@ STAT = "robotstxt/ledger/"
 #: Private meta key: the request's key in the store, from ``record`` to ``forget``.
 KEY_META = "_rep_ledger_key"
 #: Meta keys scrapy-rep sets on a request while it waits or when it is released or
-#: decided: not part of what the request is (see ``StoreWaiting._own_bytes_digest``).
+#: decided: not part of what the request is (see ``StoreWaiting.identity``).
 _WHILE_WAITING_META = frozenset(
     {
         KEY_META,
@@ -138,9 +138,7 @@ def make_durable_waiting(
     """A ``StoreWaiting`` when waiting requests are to outlive the run and the store can
     hold them, else the default. ``codec``: the room's, so a request is serialised once."""
     wanted, _ = durability_choice(config, crawler.settings)
-    if not wanted:
-        return DurableWaiting()
-    return make_store_waiting(crawler, config, storage, codec) or DurableWaiting()
+    return (wanted and make_store_waiting(crawler, config, storage, codec)) or DurableWaiting()
 
 
 def make_store_waiting(
@@ -242,11 +240,10 @@ class StoreWaiting(DurableWaiting):
       (group commit), so a hold costs a share of one round trip, and a request released
       before its batch went out costs the store nothing.
     * An entry is (key, origin, blob): the blob is ``RequestCodec``'s bytes (shared with
-      the room). The key is the fingerprint, plus for a ``dont_filter`` request (unseen by
-      the dupefilter) a digest of its own bytes less our waiting meta: stable across runs
-      and processes, so a start request yielded again is the entry an earlier run parked.
-      It is kept in meta (``KEY_META``): a request held again after adoption keeps its
-      entry. An unserialisable request stays in the room only (WARNING once, counted).
+      the room); the key (``identity``) is stable across runs and processes, so a start
+      request yielded again is the entry an earlier run parked, and kept in meta
+      (``KEY_META``), so a request held again after adoption keeps its entry. An
+      unserialisable request stays in the room only (WARNING once, counted).
     * Every flush beats the heartbeat; a tick every third of ``REP_CLUSTER_HEARTBEAT`` also
       adopts dead owners' entries, which ``adopt()`` hands to the room.
 
@@ -296,7 +293,7 @@ class StoreWaiting(DurableWaiting):
         self._io_failed = False
         self._closed = False
         self._loop: task.LoopingCall | None = None
-        # look_when_idle: the callback for when the look lands; _looked: one found nothing.
+        # look_when_idle: its ``admit``, for when the look lands; _looked: one found nothing.
         self._look: Callable[[], None] | None = None
         self._look_running = False
         self._looked = False
@@ -376,12 +373,7 @@ class StoreWaiting(DurableWaiting):
             return True
         if self._looked:
             return False
-
-        def landed() -> None:
-            admit()
-            compat.wake_engine(self.crawler)
-
-        self._look = landed
+        self._look = admit
         self._flush()  # (when a write is in flight, the look follows it)
         return True
 
@@ -398,15 +390,13 @@ class StoreWaiting(DurableWaiting):
         # The reactor waits for this: at most one store call's timeout, and not at all
         # when the store was failing anyway.
         locked = self._io_lock.acquire(timeout=CLOSE_WAIT)
-        # A flush whose worker had not reached the store leaves its batch here (_io does
-        # not write after close): written first, or its removals would be lost and the
+        # A flush whose worker had not reached the store leaves its batch in _in_flight (_io
+        # does not write after close): written first, or its removals would be lost and the
         # next run would crawl those requests again. Without the lock the worker is
         # writing it now, so whether it lands is unknown: not said to be kept.
-        in_flight = None
-        writing = None if locked else self._in_flight
-        if locked:
-            in_flight, self._in_flight = self._in_flight, None
-        batches = ([in_flight] if in_flight is not None else []) + [(add, remove)]
+        in_flight = [self._in_flight] if self._in_flight is not None else []
+        batches = (in_flight if locked else []) + [(add, remove)]
+        writing = [] if locked else in_flight
         if locked and (self._failing or self._io_failed):
             self._io_lock.release()
             locked = False
@@ -434,10 +424,8 @@ class StoreWaiting(DurableWaiting):
             return 0
         # In the store: _stored, less the adds the close could not write (each park is
         # one transaction: all or none).
-        unwritten = {key for batch_add, _ in batches[written:] for key, _, _ in batch_add}
+        unwritten = {key for batch_add, _ in batches[written:] + writing for key, _, _ in batch_add}
         unwritten.update(self._pending_add)  # (put back by a failed flush, never written)
-        if writing is not None:
-            unwritten.update(key for key, _, _ in writing[0])
         return sum(
             copies
             for key, copies in self._holds.items()
@@ -457,18 +445,16 @@ class StoreWaiting(DurableWaiting):
         return key
 
     def identity(self, request: Request) -> str:
-        """The key ``request`` would get, computed afresh (its meta is not touched)."""
+        """The key ``request`` would get, computed afresh (its meta is not touched): its
+        fingerprint, plus for a dont_filter request (unseen by the dupefilter) a digest of
+        what it is (its fields, meta less what scrapy-rep adds while it waits), equal for
+        the same request yielded twice, e.g. by two runs (an unserialisable one, never
+        parked, gets the digest of nothing)."""
         fingerprinter: Any = self.crawler.request_fingerprinter
         # (the dupefilter computed it a moment ago for this object: Scrapy caches it)
         key: str = fingerprinter.fingerprint(request).hex()
-        if request.dont_filter:
-            key = f"{key}.{self._own_bytes_digest(request)}"
-        return key
-
-    def _own_bytes_digest(self, request: Request) -> str:
-        """A digest of what the request is (its fields, meta less what scrapy-rep adds while
-        it waits): equal for the same dont_filter request yielded twice (e.g. by two runs).
-        An unserialisable request (never parked) gets the digest of nothing."""
+        if not request.dont_filter:
+            return key
         try:
             data = dict(self.codec.to_dict(request))
             meta = data.get("meta")
@@ -477,7 +463,7 @@ class StoreWaiting(DurableWaiting):
             own = pickle.dumps(data, protocol=4)
         except Exception:  # ValueError (callback), PicklingError, TypeError (meta)
             own = b""
-        return hashlib.sha256(own).hexdigest()[:24]
+        return f"{key}.{hashlib.sha256(own).hexdigest()[:24]}"
 
     def blob(self, request: Request) -> bytes | None:
         """The request's bytes, or None (logged and counted) when it cannot be parked (its
@@ -525,13 +511,12 @@ class StoreWaiting(DurableWaiting):
         if not self._pending_add and not self._pending_remove:
             return
         self._flush_queued = True
-        clock: Any = installed_reactor()
         # Removals go at once, a hold once it is PARK_GRACE old (its own age).
         delay = 0.0
         if not self._pending_remove:
             oldest = next(iter(self._pending_add.values()))[1]
             delay = max(oldest + PARK_GRACE - time.monotonic(), 0.0) + 0.01
-        clock.callLater(delay, self._flush)
+        installed_reactor().callLater(delay, self._flush)
 
     def _take_batch(
         self, limit: int | None, *, ripe_only: bool = True
@@ -611,6 +596,7 @@ class StoreWaiting(DurableWaiting):
         self._look_running = False
         self._looked = not found  # found some: the next idle spell looks again
         landed()
+        compat.wake_engine(self.crawler)
 
     def _write_failed(self, failure: Any, add: list[Parked], remove: list[str]) -> None:
         self._busy = False

@@ -1,18 +1,14 @@
 """Released requests into the scheduler: a scheduler whose backend is down is waited out.
 
 Re-injecting a released request (``SchedulerBridge.reinject``) fails for one of two reasons
-(docs/cluster.md, "When the scheduler cannot take a released request"):
-
-- the scheduler's *backend* does not answer (scrapy-redis with Redis down, restarting or
-  loading): the request waits in the waiting room, holding no download slot, and is
-  released again when the backend answers. One request probes per try, with a doubling
-  backoff, so an outage costs one failing call per try, not one per waiting request;
-- the scheduler refuses *the request itself* (it cannot be serialised: a callback that is
-  not a spider method, unpicklable meta): trying again cannot help, so it is dropped with
-  an ERROR that names it and ``robotstxt/release_failed``.
-
-Any other error is taken for the backend's. A request waiting for the backend is an
-ordinary waiting request: ``REP_IDLE_WAIT`` and the close decide for it as for any other.
+(docs/cluster.md, "When the scheduler cannot take a released request"): the scheduler's
+*backend* does not answer (scrapy-redis with Redis down or loading), or it refuses *the
+request itself* (unserialisable: a callback that is not a spider method, unpicklable meta).
+The first waits in the room, holding no download slot (an ordinary waiting request for
+``REP_IDLE_WAIT`` and the close), and one request probes per try with a doubling backoff, so
+an outage costs one failing call per try, not one per request. The second cannot succeed
+on a retry: dropped with an ERROR naming it (``robotstxt/release_failed``). Any other
+error is taken for the backend's.
 """
 
 from __future__ import annotations
@@ -83,32 +79,36 @@ class ReleaseRetry:
         try:
             self.reinject(request)
         except Exception as exc:
-            if refused_for_itself(exc):
-                self._dropped(origin, request, exc)
-            else:
+            if not refused_for_itself(exc):
                 self._backend_failed(exc, now)
                 self._wait(origin, request)
+                return
+            self._inc("robotstxt/release_failed")
+            logger.error(
+                "could not re-inject %s after robots.txt of %s was decided: the "
+                "scheduler refuses the request itself (%s: %s); the request is dropped",
+                request,
+                origin,
+                type(exc).__name__,
+                exc,
+                exc_info=exc,
+            )
             return
         if self.retry_at is not None:
-            self._backend_back(now)
+            logger.info(
+                "the scheduler takes released requests again after %.0f s; "
+                "%d request(s) that waited for it follow",
+                now - self._down_since,
+                len(self._waiting),
+            )
+            self.retry_at = None
+            self._backoff = 0.0
 
     def _wait(self, origin: str, request: Request) -> None:
         assert self.retry_at is not None
         self._waiting.add(id(request))
         self._inc("robotstxt/release_retried")
         self.hold_until(origin, request, self.retry_at, BACKEND_DOWN)
-
-    def _dropped(self, origin: str, request: Request, exc: Exception) -> None:
-        self._inc("robotstxt/release_failed")
-        logger.error(
-            "could not re-inject %s after robots.txt of %s was decided: the "
-            "scheduler refuses the request itself (%s: %s); the request is dropped",
-            request,
-            origin,
-            type(exc).__name__,
-            exc,
-            exc_info=exc,
-        )
 
     def _backend_failed(self, exc: Exception, now: float) -> None:
         first = self.retry_at is None
@@ -138,13 +138,3 @@ class ReleaseRetry:
                 len(self._waiting) + 1,
                 self._backoff,
             )
-
-    def _backend_back(self, now: float) -> None:
-        logger.info(
-            "the scheduler takes released requests again after %.0f s; "
-            "%d request(s) that waited for it follow",
-            now - self._down_since,
-            len(self._waiting),
-        )
-        self.retry_at = None
-        self._backoff = 0.0

@@ -1,13 +1,10 @@
 """Held requests as bytes that Scrapy's own ``request_from_dict`` restores.
 
-Why bytes: a held ``Request`` is several objects the cyclic garbage collector tracks, and
-every full collection walks them; 40,000 held requests made the collector cost more than
-the rest of the crawl's extra work (``benchmarks/bench_held.py``). A ``bytes`` is not
-tracked, and is 4-5 times smaller.
-
-The bytes are a pickled dict (protocol 4) of the kind ``Request.to_dict(spider=...)``
-returns, as ``PickleFifoDiskQueue`` writes under ``JOBDIR``; Scrapy's ``request_from_dict``
-decodes them. Two exact shortcuts:
+Why bytes: a held ``Request`` is several objects that every full collection of the cyclic
+garbage collector walks (40,000 held requests made it cost more than the rest of the
+crawl's extra work, ``benchmarks/bench_held.py``); a ``bytes`` is not tracked, and is 4-5
+times smaller. They are a pickled dict (protocol 4) of the kind ``Request.to_dict(spider=...)``
+returns, as ``PickleFifoDiskQueue`` writes under ``JOBDIR``. Two exact shortcuts:
 
 - A callback's name: ``to_dict`` scans the spider with ``inspect.getmembers`` (85 % of its
   cost); a bound spider method is found by its own name and checked to be the same
@@ -40,9 +37,7 @@ def _method_name(spider: Any, func: Any) -> Any:
         return func  # None, or already a name
     inner = getattr(func, "__func__", None)
     name = getattr(inner, "__name__", None)
-    if inner is None or not isinstance(name, str):
-        return _NOT_FOUND
-    if getattr(getattr(spider, name, None), "__func__", None) is inner:
+    if isinstance(name, str) and getattr(getattr(spider, name, None), "__func__", None) is inner:
         return name
     return _NOT_FOUND
 

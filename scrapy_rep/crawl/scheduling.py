@@ -96,21 +96,15 @@ class SchedulerBridge:
         """``seen_before`` for an adopted request: a dupefilter that outlives the run or is
         shared (``JOBDIR``'s, scrapy-redis') saw it when it was first held, so there it is
         recorded again but never dropped; one of this run alone decides as for any."""
-        if request.dont_filter:
-            return False
-        if not self.dupefilter_outlives_run():
+        scheduler = self.scheduler()
+        # scrapy-redis keeps its dupefilter in Redis, shared by its processes.
+        outlives_run = self.crawler.settings.get("JOBDIR") or compat.is_shared_scheduler(scheduler)
+        if request.dont_filter or not outlives_run:
             return self.seen_before(request)
-        df = compat.dupefilter_of(self.scheduler())
+        df = compat.dupefilter_of(scheduler)
         if df is not None:
             df.request_seen(request)
         return False
-
-    def dupefilter_outlives_run(self) -> bool:
-        """JOBDIR (the dupefilter's file), or a scheduler that says whether it persists
-        (scrapy-redis keeps its dupefilter in Redis, shared by its processes)."""
-        if self.crawler.settings.get("JOBDIR"):
-            return True
-        return compat.is_shared_scheduler(self.scheduler())
 
     # -- re-injection and hand-back ----------------------------------------------------
 
@@ -154,13 +148,10 @@ class SchedulerBridge:
 
 
 class _HostMemo:
-    """Scrapy's own ``OffsiteMiddleware.should_follow`` answers from the host alone against
-    its host pattern (``compat.offsite_host_regex``; ``dont_filter``/``allow_offsite`` are
-    checked before), so one answer holds per host while the pattern is the same. Keyed by
-    the URL up to the first ``/`` after ``://``, which contains the netloc, without parsing
-    it; a new pattern (``allowed_domains`` changed, Scrapy 2.19) clears the memo. Held
-    requests arrive in runs per origin, so this saves parsing their URLs again.
-    """
+    """Scrapy's own ``OffsiteMiddleware.should_follow`` answers from the host alone (against
+    ``compat.offsite_host_regex``), so one answer holds per host while that pattern stays (a
+    new one, ``allowed_domains`` changed in Scrapy 2.19, clears the memo). Keyed by the URL up
+    to the first ``/`` after ``://`` (the netloc, unparsed): held requests come in runs."""
 
     MAX_HOSTS = 4096
 
@@ -202,12 +193,9 @@ def one_shot_command() -> str | None:
     (Scrapy pops the name from ``sys.argv``, so the original command line is read)."""
     argv = compat.command_line()
     for index, arg in enumerate(argv):
-        base = os.path.basename(arg)
-        is_script = base in ("scrapy", "scrapy.exe") or arg.endswith(os.sep + "scrapy")
-        is_module = arg in ("scrapy", "scrapy.cmdline") and index and argv[index - 1] == "-m"
-        if is_script or is_module:
+        # the ``scrapy`` script (any path), ``python -m scrapy`` or ``-m scrapy.cmdline``
+        is_module = arg == "scrapy.cmdline" and index and argv[index - 1] == "-m"
+        if os.path.basename(arg) in ("scrapy", "scrapy.exe") or is_module:
             rest = [a for a in argv[index + 1 :] if not a.startswith("-")]
-            if rest and rest[0] in ONE_SHOT_COMMANDS:
-                return rest[0]
-            return None
+            return rest[0] if rest and rest[0] in ONE_SHOT_COMMANDS else None
     return None

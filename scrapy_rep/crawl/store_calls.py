@@ -1,21 +1,19 @@
-"""The crawl's calls to the store: off the reactor thread unless they can be answered
-without waiting (``StoreCalls``), and the fetch leases they keep (``LeaseKeeper``).
+"""The crawl's calls to the store (``StoreCalls``) and the fetch leases they keep
+(``LeaseKeeper``).
 
-A shared store answers over a socket (Redis) or a file lock (SQLite): a slow answer on the
-reactor thread stalls every download. So the coordinator calls a store only through
-``StoreCalls.call``: one dedicated worker thread, so calls run in the order made and a
-backend needs no more thread safety than one extra thread. ``MemoryStorage`` (a dict) is
-called directly. A store that ``answers_without_waiting`` (SQLite) is asked on the reactor
-thread first when no call of the same origin (``key``) is queued in the worker, so each
-origin's calls keep their order: it answers at once or raises ``WouldBlock`` and goes to the
-worker. On a busy crawler each hop to the worker and back took 0.1-0.5 s, an answer at once
-tens of microseconds; per origin, so one call that had to wait does not send every later
-call of every origin to the worker's queue.
+A slow store answer (Redis's socket, SQLite's file lock) on the reactor thread stalls every
+download, so ``StoreCalls.call`` runs calls in one dedicated worker thread: in the order
+made, and a backend needs no more thread safety than one extra thread. ``MemoryStorage`` (a
+dict) is called directly. A store that ``answers_without_waiting`` (SQLite) is first asked
+on the reactor thread unless a call of the same origin (``key``) is queued in the worker (so
+each origin's calls keep their order): it answers at once, or raises ``WouldBlock`` and goes
+to the worker. A hop to the worker and back took 0.1-0.5 s on a busy crawler, an answer at
+once tens of microseconds; per origin, so one call that waits sends no other origin there.
 
-Closing waits for the calls already made, but never without bound: a store that hangs must
-not hang the crawler's stop, nor interpreter exit (the worker is a daemon thread). ``close``
-waits at most ``CLOSE_WAIT`` seconds, then says how many calls were left unanswered (a lease
-left behind ends within ``REP_LEASE_TTL``; a lost write only costs a refetch).
+``close`` waits at most ``CLOSE_WAIT`` seconds for the calls already made (a hung store must
+not hang the stop, nor interpreter exit: the worker is a daemon thread), then says how many
+were left unanswered (a lease left behind ends within ``REP_LEASE_TTL``; a lost write only
+costs a refetch).
 """
 
 from __future__ import annotations
@@ -54,51 +52,16 @@ def installed_reactor() -> Any:
     return reactor
 
 
-class StoreWorker:
-    """One daemon thread that runs store calls in the order they were given and hands
-    each answer to the reactor thread."""
-
-    def __init__(self, reactor: Any) -> None:
-        self._reactor = reactor
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._work, name="scrapy-rep-store", daemon=True)
-        self._thread.start()
-
-    def run(self, function: Callable[..., _T], *args: Any) -> defer.Deferred[_T]:
-        deferred: defer.Deferred[_T] = defer.Deferred()
-        self._jobs.put((deferred, function, args))
-        return deferred
-
-    def _work(self) -> None:
-        while True:
-            job = self._jobs.get()
-            if job is None:
-                return
-            deferred, function, args = job
-            try:
-                result = function(*args)
-            except BaseException:
-                failure = Failure()  # type: ignore[no-untyped-call]
-                self._reactor.callFromThread(deferred.errback, failure)
-            else:
-                self._reactor.callFromThread(deferred.callback, result)
-
-    def stop(self, timeout: float) -> int:
-        """Let the calls already given run, waiting at most ``timeout`` seconds; the
-        number of calls still unanswered then (0: the thread has ended)."""
-        self._jobs.put(None)
-        self._thread.join(timeout)
-        if not self._thread.is_alive():
-            return 0
-        return max(self._jobs.qsize(), 1)  # (the stop marker is counted for the running one)
-
-
 class StoreCalls:
     def __init__(self, storage: RobotsStorage) -> None:
         self.storage = storage
         self.direct = isinstance(storage, MemoryStorage)
         self.answers_now = storage.answers_without_waiting
-        self._worker: StoreWorker | None = None
+        # The worker: one daemon thread, started on first use, that runs calls in the order
+        # given and hands each answer to the reactor thread.
+        self._worker: threading.Thread | None = None
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._reactor: Any = None
         # key -> calls of that key given to the worker and not yet answered
         self._queued: dict[str | None, int] = {}
         self.answered_now = 0  # (for tests and benchmarks)
@@ -124,19 +87,36 @@ class StoreCalls:
                 return defer.fail()
             else:
                 self.answered_now += 1
-                self._housekeeping()
+                # In the worker, ordered with no origin's calls (it waits for nothing: PASSIVE).
+                if self.storage.housekeeping_due():
+                    self._in_worker(self.storage.housekeeping).addErrback(lambda _: None)
                 return defer.succeed(result)
         self._queued[key] = self._queued.get(key, 0) + 1
-        deferred = self._in_worker(function, *args)
-        deferred.addBoth(self._answered, key)
-        return deferred
+        return self._in_worker(function, *args).addBoth(self._answered, key)
 
     def _in_worker(self, function: Callable[..., _T], *args: Any) -> defer.Deferred[_T]:
         if self._worker is None:
-            reactor = installed_reactor()  # (the worker hands answers to its thread)
-            self._worker = StoreWorker(reactor)
-            reactor.addSystemEventTrigger("during", "shutdown", self.close)
-        return self._worker.run(function, *args)
+            self._reactor = installed_reactor()
+            self._jobs = queue.SimpleQueue()  # (a worker left hung by a close keeps its own)
+            self._worker = threading.Thread(
+                target=self._work, args=(self._jobs,), name="scrapy-rep-store", daemon=True
+            )
+            self._worker.start()
+            self._reactor.addSystemEventTrigger("during", "shutdown", self.close)
+        deferred: defer.Deferred[_T] = defer.Deferred()
+        self._jobs.put((deferred, function, args))
+        return deferred
+
+    def _work(self, jobs: queue.SimpleQueue[_Job | None]) -> None:
+        while (job := jobs.get()) is not None:
+            deferred, function, args = job
+            try:
+                result = function(*args)
+            except BaseException:
+                failure = Failure()  # type: ignore[no-untyped-call]
+                self._reactor.callFromThread(deferred.errback, failure)
+            else:
+                self._reactor.callFromThread(deferred.callback, result)
 
     def _answered(self, result: _T, key: str | None) -> _T:
         self.answered_in_worker += 1
@@ -145,17 +125,15 @@ class StoreCalls:
             del self._queued[key]
         return result
 
-    def _housekeeping(self) -> None:
-        # In the worker, ordered with no origin's calls (it waits for nothing: PASSIVE).
-        if self.storage.housekeeping_due():
-            self._in_worker(self.storage.housekeeping).addErrback(lambda _: None)
-
     def close(self, timeout: float = CLOSE_WAIT) -> None:
         worker, self._worker = self._worker, None
         if worker is None:
             return
-        left = worker.stop(timeout)
-        if left:
+        # Lets the calls already given run, waiting at most ``timeout`` seconds.
+        self._jobs.put(None)
+        worker.join(timeout)
+        if worker.is_alive():
+            left = max(self._jobs.qsize(), 1)  # (the stop marker is counted for the running one)
             logger.warning(
                 "the robots.txt store (%s) did not answer %d call(s) within "
                 "%g s of the close; not waiting for them (a fetch lease left behind ends "

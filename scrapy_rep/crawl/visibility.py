@@ -2,7 +2,8 @@
 
 A crawl waiting on an unreachable robots.txt must not look hung: the log says when an
 origin starts waiting (how many, why, the next try, when the wait ends, which setting),
-and lists the waiting origins every ``LOGSTATS_INTERVAL`` while nothing else is to do.
+and, while nothing else is to do, how long the spider has been idle (the line listing the
+waiting origins is closing.py's).
 """
 
 from __future__ import annotations
@@ -11,13 +12,8 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
-
     from scrapy_rep.policy.records import OriginRecord
     from scrapy_rep.policy.robots_policy import FetchOutcome, RobotsPolicy
-
-# The periodic line names at most this many origins (the ones with most requests).
-MAX_LISTED = 5
 
 
 def duration(seconds: float) -> str:
@@ -74,50 +70,6 @@ def unreachable_line(
             if fate is None
             else f", and the waiting requests are {fate}"
         )
-    )
-
-
-def waiting_line(
-    total: int,
-    per_origin: Iterable[tuple[str, int, str]],
-    idle_for: float,
-    idle_wait: float,
-) -> str:
-    """One line for the periodic report: ``per_origin`` is (origin, count, why)."""
-    ranked = sorted(per_origin, key=lambda item: (-item[1], item[0]))
-    shown = ", ".join(f"{origin} ({count}: {why})" for origin, count, why in ranked[:MAX_LISTED])
-    more = f" and {len(ranked) - MAX_LISTED} more" if len(ranked) > MAX_LISTED else ""
-    return (
-        f"nothing to do but wait on robots.txt: {total} request(s) of "
-        f"{len(ranked)} origin(s) wait: {shown}{more}; idle for {duration(idle_for)}, the "
-        f"spider closes after REP_IDLE_WAIT = {duration(idle_wait)}"
-    )
-
-
-def waiting_warning(
-    per_origin: Iterable[tuple[str, int, str, float | None]],
-    closes_at: float,
-    now: float,
-    fate: str,
-) -> str:
-    """The WARNING of a run whose spider stays open only for requests waiting on
-    robots.txt: which origins, why, until when; ``per_origin`` is (origin, count, why,
-    when its wait ends or None), ``closes_at`` when REP_IDLE_WAIT closes the spider."""
-    ranked = sorted(per_origin, key=lambda item: (-item[1], item[0]))
-    shown = "; ".join(
-        f"{origin} ({count} request(s), {why}"
-        + (
-            f", until {clock_time(ends, now)} at the latest (REP_UNREACHABLE_WAIT))"
-            if ends is not None and ends < closes_at
-            else ")"
-        )
-        for origin, count, why, ends in ranked[:MAX_LISTED]
-    )
-    more = f" and {len(ranked) - MAX_LISTED} more origin(s)" if len(ranked) > MAX_LISTED else ""
-    return (
-        f"the spider stays open only for requests waiting on robots.txt: "
-        f"{shown}{more}. With nothing else to do it waits until {clock_time(closes_at, now)} "
-        f"(REP_IDLE_WAIT); Ctrl-C stops the crawl now, and the waiting requests are {fate}"
     )
 
 

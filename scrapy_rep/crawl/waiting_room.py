@@ -9,12 +9,11 @@ leaves. Counts are kept as they change: ``len(room)`` and per-origin counts are 
 
 Held requests are kept as bytes (``RequestCodec``), which the cyclic garbage collector does
 not walk; an unserialisable one stays an object. A request is recorded before it is
-serialised, so its store key (in meta) travels in the bytes, to disk too.
-
-Beyond ``memory_bound`` held requests, new ones spill to disk (``Spill``): their bytes, as
-``PickleFifoDiskQueue`` would write them under ``JOBDIR``, go as they are (after the time
-they started waiting) into queuelib's ``FifoDiskQueue``, one queue per origin; serialising
-again would double the cost. An unserialisable request stays in memory, as in the scheduler.
+serialised, so its store key (in meta) travels in the bytes, to disk too. Beyond
+``memory_bound`` held requests, new ones spill to disk (``Spill``): those bytes go as they
+are into queuelib's ``FifoDiskQueue`` (as ``PickleFifoDiskQueue`` writes under ``JOBDIR``;
+serialising again would double the cost), one queue per origin, after the time each
+started waiting. An unserialisable request stays in memory, as in the scheduler.
 """
 
 from __future__ import annotations
@@ -42,8 +41,6 @@ logger = logging.getLogger(__name__)
 
 # (request, since): a tuple, not an object, to keep a held request's cost small.
 Held = tuple["Request", float]
-# In the room, the request may be its bytes (RequestCodec).
-_Stored = tuple["Request | bytes", float]
 
 
 class WaitingRoom:
@@ -63,7 +60,8 @@ class WaitingRoom:
         self.clock = clock
         self._call_later = call_later
         self._on_due = on_due
-        self._held: dict[str, deque[_Stored]] = {}
+        # (request or its bytes, since) per origin
+        self._held: dict[str, deque[tuple[Request | bytes, float]]] = {}
         self._held_count = 0
         # Beyond memory_bound held requests in memory, new ones spill to disk.
         self.memory_bound = memory_bound
@@ -91,14 +89,8 @@ class WaitingRoom:
 
     def origins(self) -> Iterator[str]:
         """Origins with waiting requests, each once."""
-        yield from self._held
-        seen = self._held.keys()
-        for origin in self.spill.origins() if self.spill else ():
-            if origin not in seen:
-                yield origin
-        for origin in self._timed_per_origin:
-            if origin not in self._held and not (self.spill and self.spill.count(origin)):
-                yield origin
+        spilled = self.spill.origins() if self.spill else ()
+        return iter(dict.fromkeys([*self._held, *spilled, *self._timed_per_origin]))
 
     # -- held until the origin is decided ----------------------------------------------
 
@@ -189,9 +181,9 @@ class WaitingRoom:
         if self.closed:
             return
         # One timer for the earliest deadline, moved only when an earlier one arrives.
-        if self._timer is not None and self._timer.active() and self._timer_at <= when:
-            return
         if self._timer is not None and self._timer.active():
+            if self._timer_at <= when:
+                return
             self._timer.cancel()
         self._timer_at = when
         self._timer = self._call_later(max(when - self.clock(), 0.0), self._fire)
@@ -235,27 +227,24 @@ class WaitingRoom:
         for origin in self.spill.origins() if self.spill is not None else ():
             assert self.spill is not None
             stored.extend((origin, blob, since) for blob, since in self.spill.pop_all(origin))
-        taken: list[tuple[str, Request | bytes, float]] = stored
         if restore or (forget and self.keeper.records):
-            taken = []
-            per_origin: dict[str, list[Request]] = {}
-            for origin, item, since in stored:
-                request = self._decode(item)
-                if request is not None:
-                    taken.append((origin, request, since))
-                    per_origin.setdefault(origin, []).append(request)
+            restored = [
+                (origin, request, since)
+                for origin, item, since in stored
+                if (request := self._decode(item)) is not None
+            ]
             if forget:
-                for origin, requests in per_origin.items():
-                    self.keeper.forget(origin, requests)
-            if not restore:
-                taken = stored
+                for origin, request, _ in restored:
+                    self.keeper.forget(origin, (request,))
+            if restore:
+                stored = list(restored)
         for _, _, origin, request, since, _ in sorted(self._timed):
             if forget:
                 self.keeper.forget(origin, (request,))
-            taken.append((origin, request, since))
+            stored.append((origin, request, since))
         self._timed.clear()
         self._timed_per_origin.clear()
-        return taken
+        return stored
 
     def close(self) -> None:
         self.closed = True
