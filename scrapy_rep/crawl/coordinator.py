@@ -1,17 +1,12 @@
 """Sequencing per origin: one robots.txt fetch in flight, held requests, timers, and
-their release. What a state means is ``RobotsPolicy``'s; held requests live in the
-``WaitingRoom``, the origins' state in RAM in ``Origins``.
+their release (what a state means is ``RobotsPolicy``'s).
 
 One fetch: queued (``FetchQueue``: at most ``CONCURRENT_REQUESTS`` in flight), then the
 lease is taken together with a fresh read (in a shared store another process may have just
 stored the answer), the file is fetched while the lease is renewed, and the outcome is
 stored before the fetch ends, so no second fetch of the origin starts in between. Store
-calls run through ``StoreCalls``, off the reactor thread.
-
-Unreachable WARNINGs are bounded at broad-crawl scale (``UnreachableWarnings``): the first
-few origins get their own (crawl/visibility.py); later ones go to DEBUG and one WARNING per
-``LOGSTATS_INTERVAL`` names them. Every origin is still named at WARNING and counted in
-``robotstxt/unreachable``.
+calls run off the reactor thread (``StoreCalls``). Unreachable WARNINGs stay few at
+broad-crawl scale (``UnreachableWarnings``).
 """
 
 from __future__ import annotations
@@ -62,19 +57,8 @@ SHARED_POLL_INTERVAL = 0.25
 FIRST_WARNINGS = 5
 # A summary line names at most this many origins; the rest are counted.
 MAX_NAMED = 20
-# The summary's period when LOGSTATS_INTERVAL is 0, or later origins would be named only
-# at close.
+# The summary's period when LOGSTATS_INTERVAL is 0 (else later origins wait for the close).
 DEFAULT_INTERVAL = 60.0
-
-
-def summary_line(origins: list[str]) -> str:
-    named = ", ".join(origins[:MAX_NAMED])
-    more = f" and {len(origins) - MAX_NAMED} more" if len(origins) > MAX_NAMED else ""
-    return (
-        f"{len(origins)} more origin(s) unreachable: {named}{more}; their "
-        "requests wait and robots.txt is retried as the WARNINGs above say (each origin's "
-        "line is at DEBUG; stats: robotstxt/unreachable)"
-    )
 
 
 class OriginCoordinator:
@@ -452,23 +436,14 @@ class OriginCoordinator:
         if record.unreachable and not was_unreachable:
             rt.unreachable_spells += 1
             self._inc("robotstxt/unreachable")
-            waiting = self.room.count(rt.origin) + len(rt.waiters)
             if self.give_up is not None and not self.closed:
                 self._give_up(rt, outcome.detail)
                 return
             # WARNING with the error's text (Scrapy's middleware: ERROR)
-            self.unreachable_warnings.warn(
-                rt.origin,
-                unreachable_line(
-                    rt.origin,
-                    outcome,
-                    record,
-                    waiting,
-                    now,
-                    self.policy,
-                    None if self.waiting_fate is None else self.waiting_fate(),
-                ),
-            )
+            waiting = self.room.count(rt.origin) + len(rt.waiters)
+            fate = None if self.waiting_fate is None else self.waiting_fate()
+            line = unreachable_line(rt.origin, outcome, record, waiting, now, self.policy, fate)
+            self.unreachable_warnings.warn(rt.origin, line)
         elif record.unreachable:
             logger.debug(
                 "robots.txt of %s still unreachable (%s); next try in %.0f s",
@@ -543,7 +518,13 @@ class UnreachableWarnings:
         self._timer = None
         if self._pending:
             origins, self._pending = self._pending, []
-            logger.warning(summary_line(origins))
+            named = ", ".join(origins[:MAX_NAMED])
+            more = f" and {len(origins) - MAX_NAMED} more" if len(origins) > MAX_NAMED else ""
+            logger.warning(
+                f"{len(origins)} more origin(s) unreachable: {named}{more}; their "
+                "requests wait and robots.txt is retried as the WARNINGs above say (each "
+                "origin's line is at DEBUG; stats: robotstxt/unreachable)"
+            )
 
     def close(self) -> None:
         """The last summary now: a timer would not fire once the crawl has ended."""
