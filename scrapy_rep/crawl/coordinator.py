@@ -254,14 +254,12 @@ class OriginCoordinator:
             rt.longest_wait = max(rt.longest_wait, waited)
             # Shown in the request's robotstxt_decision meta (seconds held back).
             request.meta[WAITED_META_KEY] = request.meta.get(WAITED_META_KEY, 0.0) + waited
-            rt.released += 1
             self._inc("robotstxt/released")
             self.recorder.released(request, waited)
             # Never raises: one request the scheduler cannot take must not lose the rest,
             # nor look like a robots.txt failure (crawl/release_retry.py).
             self._release(rt.origin, request)
         for deferred in waiters:
-            rt.released += 1
             self._inc("robotstxt/released")
             deferred.callback(None)
 

@@ -8,7 +8,7 @@ busy, and their robots.txt copies within ``REP_MEMORY_MAX_BYTES`` (estimated).
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from twisted.internet.defer import Deferred
@@ -86,7 +86,6 @@ class OriginRuntime:
     # for the per-origin summary
     fetches: int = 0
     delayed: int = 0
-    released: int = 0
     dropped: int = 0
     dropped_at_close: int = 0
     handed_back: int = 0
@@ -146,18 +145,10 @@ class SummaryTotals:
         self.states[state] -= 1
 
     def merged(self, runtimes: Iterable[OriginRuntime]) -> SummaryTotals:
-        total = SummaryTotals(
-            self.origins, dict(self.states), self.stale_used, self.dropped, self.delayed,
-            self.longest_wait, self.dropped_at_close, self.handed_back,
-            self.unreachable_spells,
-        )  # fmt: skip
+        total = replace(self, states=dict(self.states))
         for rt in runtimes:
             total.add(rt)
         return total
-
-
-def _nothing_held(origin: str) -> int:
-    return 0
 
 
 class Origins:
@@ -167,7 +158,7 @@ class Origins:
     copies are *unloaded* (their next request reads the store again, no fetch)."""
 
     def __init__(
-        self, limit: int, *, max_bytes: int = 2**62, held: Callable[[str], int] = _nothing_held
+        self, limit: int, *, max_bytes: int = 2**62, held: Callable[[str], int] = lambda _: 0
     ) -> None:
         self.limit = max(limit, 1)
         self.max_bytes = max_bytes
