@@ -115,7 +115,7 @@ def is_shared_scheduler(scheduler: Any) -> bool:
 def run_before_scheduler_close(scheduler: Any, before: Callable[[], None]) -> None:
     """Call ``before()`` when the engine closes ``scheduler``, just before it closes."""
     # why: Scrapy closes the scheduler before ``spider_closed``, with no signal between
-    if scheduler is None or not hasattr(scheduler, "close"):
+    if not hasattr(scheduler, "close"):  # (None before the engine opened the spider)
         return
     original_close = scheduler.close
 

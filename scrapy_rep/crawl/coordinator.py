@@ -137,11 +137,9 @@ class OriginCoordinator:
     def evaluate(
         self, origin: str, trigger: Request | None = None, *, reread: bool = False
     ) -> Evaluation:
-        """The origin's state now; starts a fetch or a timer when one is due. Touches only
-        memory (the store is read off the reactor thread: first evaluation, fetch start, a
-        timer polling a shared store). ``trigger``: the page request asking, handed to a
-        fetch this starts (for ``robots_parsed``). ``reread`` skips the per-request caches.
-        """
+        """The origin's state now, from memory (store reads run off the reactor thread);
+        starts a fetch or a timer when one is due, handing a fetch ``trigger``, the page
+        request asking (for ``robots_parsed``). ``reread`` skips the per-request caches."""
         rt = self.runtime(origin)
         now = self.clock()
         if not reread:

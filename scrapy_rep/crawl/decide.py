@@ -84,7 +84,6 @@ class Decider:
         return copy.robots
 
     def _made(self, rt: OriginRuntime, body: bytes, robots: RobotsTxt) -> ParsedCopy:
-        """A copy just parsed, kept on the origin's runtime."""
         # (the level is asked first: the issue counts are made on demand)
         if logger.isEnabledFor(logging.DEBUG) and robots.issue_counts:
             kinds = ", ".join(f"{kind} {n}" for kind, n in robots.issue_counts.items())
@@ -353,7 +352,6 @@ def _bounded_jitter(slot_delay: float, jitter: float, crawl_delay: float) -> flo
 
 
 def _hold_slot_to(slot: Any, crawl_delay: float) -> None:
-    """Raise the slot delay to the Crawl-delay and bound its jitter (see above)."""
     slot_delay = compat.raise_slot_delay(slot, crawl_delay)
     jitter = compat.slot_jitter(slot)
     if jitter:
