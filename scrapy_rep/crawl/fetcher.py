@@ -120,8 +120,7 @@ class RobotsFetcher:
             return
         # RFC 9309 2.5: a file over the limit is parsed up to it, so the handler must not
         # cancel it for its Content-Length (0 = no limit); _on_bytes_received cuts it.
-        request.meta["download_maxsize"] = 0
-        request.meta["download_warnsize"] = 0
+        request.meta["download_maxsize"] = request.meta["download_warnsize"] = 0
 
     def _on_headers_received(self, headers: Any, request: Request, **_: Any) -> None:
         if FETCH_META_KEY not in request.meta:
@@ -189,12 +188,10 @@ class RobotsFetcher:
         """The outcome, and whether the site answered it (a final, non-redirect response)."""
         stats = self.stats
         assert self.crawler.engine is not None
-        if retry:
-            stats.inc_value("robotstxt/retry_count")
+        # (a backoff retry is not counted in Scrapy's stock keys)
+        stats.inc_value("robotstxt/retry_count" if retry else "robotstxt/request_count")
         url = robots_url(origin)
         seen = {url}
-        outcome: FetchOutcome | None = None
-        answered = False
         for hop in range(self.config.max_redirects + 1):
             stats.inc_value("robotstxt/download_count")
             if hop:
@@ -203,8 +200,7 @@ class RobotsFetcher:
             try:
                 response = await self.crawler.engine.download_async(request)
             except IgnoreRequest as exc:
-                outcome = self._refused(origin, url, exc)
-                break
+                return self._refused(origin, url, exc), False
             except Exception as exc:
                 # DNS errors, refused connections, timeouts, resets, data loss: RFC 9309
                 # 2.3.1.4 calls these unreachable; so does Google. Not allow-all.
@@ -212,20 +208,19 @@ class RobotsFetcher:
                 if not retry:
                     stats.inc_value(f"robotstxt/exception_count/{type(exc)}")
                 detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-                outcome = FetchOutcome(UNREACHABLE, detail[:300], final_url=url)
-                break
+                return FetchOutcome(UNREACHABLE, detail[:300], final_url=url), False
             stats.inc_value(f"robotstxt/download_status_count/{response.status}")
             location = response.headers.get(b"Location")
             if response.status in _REDIRECT_STATUSES and location:
                 target = urljoin(response.url, location.decode("latin-1").strip())
                 if urlsplit(target).scheme not in ("http", "https"):
                     outcome = FetchOutcome(ALLOW_ALL, f"redirect to {target[:100]}", final_url=url)
-                    break
+                    return outcome, False
                 if target in seen or hop == self.config.max_redirects:
                     # Google: more than five hops (or a loop) is handled as a 404.
                     reason = "redirect loop" if target in seen else "too many redirects"
                     outcome = FetchOutcome(ALLOW_ALL, reason, status=response.status, final_url=url)
-                    break
+                    return outcome, False
                 seen.add(target)
                 url = target
                 continue
@@ -233,13 +228,8 @@ class RobotsFetcher:
                 # As the stock middleware counts the response its download ended with.
                 stats.inc_value("robotstxt/response_count")
                 stats.inc_value(f"robotstxt/response_status_count/{response.status}")
-            outcome = self._classify(response, request, origin, url)
-            answered = True
-            break
-        assert outcome is not None  # the loop always sets it: its last hop breaks
-        if not retry:
-            stats.inc_value("robotstxt/request_count")
-        return outcome, answered
+            return self._classify(response, request, origin, url), True
+        raise AssertionError("unreachable: the last hop returns")
 
     def _refused(self, origin: str, url: str, exc: IgnoreRequest) -> FetchOutcome:
         """The crawler's own middleware refused the request (docs/behaviour.md): its choice,
