@@ -450,9 +450,7 @@ class OriginCoordinator:
         elif was_unreachable:
             self._inc("robotstxt/recovered")
             logger.info("robots.txt of %s is reachable again (%s)", rt.origin, outcome.detail)
-        if self.closed:
-            return
-        self.wake(rt.origin, reread=False)
+        self.wake(rt.origin, reread=False)  # (nothing once closed)
 
     def _give_up(self, rt: OriginRuntime, detail: str) -> None:
         assert self.give_up is not None
