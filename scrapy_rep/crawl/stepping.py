@@ -17,8 +17,6 @@ from twisted.internet.task import deferLater
 
 from scrapy_rep.crawl.store_calls import installed_reactor
 
-__all__ = ["STEP_BUDGET", "run_steps"]
-
 T = TypeVar("T")
 
 # Seconds of steps between two turns of the reactor. Small, as a loaded machine
