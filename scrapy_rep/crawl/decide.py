@@ -76,8 +76,7 @@ class Decider:
         self.slot_delays = SlotDelays(crawler, config.max_crawl_delay)
 
     def parsed(self, rt: OriginRuntime, body: bytes) -> RobotsTxt:
-        """The parsed copy of *body*: the origin's (made by decide() just before), else
-        parsed here (a small file)."""
+        """The parsed copy of *body*: the origin's (made by decide()), else parsed here (small)."""
         copy = rt.parsed
         if copy is None or copy.body is not body:
             copy = self._made(rt, body, RobotsTxt.parse(body, max_size=self.config.max_size))

@@ -49,8 +49,7 @@ def parsed_bytes(body: bytes) -> int:
 
 @dataclass(slots=True)
 class ParsedCopy:
-    """The parsed rules of one robots.txt body, and the product tokens whose group is
-    ready (compiled) for its first check."""
+    """The parsed rules of one robots.txt body, and the product tokens whose group is compiled."""
 
     body: bytes
     robots: RobotsTxt
@@ -139,8 +138,7 @@ class SummaryTotals:
         self.unreachable_spells += rt.unreachable_spells
 
     def forget_origin(self, state: str) -> None:
-        """An evicted origin came back: its runtime counts it from now on (its event
-        counts stay here)."""
+        """An evicted origin came back: its runtime counts it now (event counts stay here)."""
         self.origins -= 1
         self.states[state] -= 1
 
