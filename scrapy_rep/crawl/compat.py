@@ -1,9 +1,8 @@
 """Scrapy's internals behind one door, and what Scrapy's own RobotsTxtMiddleware promises.
 
-The first part: every access past Scrapy's documented API, one function each with a
-one-line why (docs/architecture.md, "Scrapy internals we depend on", lists them;
-tests/crawl/test_scrapy_internals.py checks each). The second part: ``robots_parsed``
-sent as the stock middleware sends it, and start-up warnings for configuration mistakes.
+Each access past Scrapy's documented API is one function with its why (listed in
+docs/architecture.md, checked by tests/crawl/test_scrapy_internals.py); then
+``robots_parsed`` as the stock middleware sends it, and the start-up configuration checks.
 """
 
 from __future__ import annotations
@@ -21,8 +20,12 @@ from pydispatch.dispatcher import (  # type: ignore[import-untyped]  # (Scrapy's
 )
 from scrapy import Request, signals
 from scrapy.commands import ScrapyHelpFormatter
+from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware as StockMiddleware
 from scrapy.exceptions import IgnoreRequest
+from scrapy.settings import SETTINGS_PRIORITIES
 from scrapy.statscollectors import StatsCollector
+from scrapy.utils.conf import build_component_list
+from scrapy.utils.misc import load_object
 from twisted.python.failure import Failure
 
 from scrapy_rep.crawl.parser_plugin import RobotParser, max_size_of
@@ -31,7 +34,6 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable
 
     from scrapy.crawler import Crawler
-    from scrapy.settings import BaseSettings
 
     from scrapy_rep.robotstxt._robotstxt import RobotsTxt
 
@@ -56,8 +58,7 @@ def scheduler_of(crawler: Crawler) -> Any:
 
 
 def engine_takes_requests(crawler: Crawler) -> bool:
-    """Whether a request scheduled now will be crawled: a spider is open, the engine is
-    not closing."""
+    """Whether a request scheduled now will be crawled (a spider open, the engine not closing)."""
     # why: ``engine._slot.closing`` is the only sign that the engine has begun closing
     slot = _engine_slot(crawler)  # (None without an engine)
     if slot is None or getattr(crawler.engine, "spider", None) is None:
@@ -74,8 +75,8 @@ def wake_engine(crawler: Crawler) -> None:
 
 
 def reschedule(crawler: Crawler, request: Request) -> None:
-    """Put a released request into the scheduler without a second ``request_scheduled``
-    (its receivers saw it when it was held); the caller checks ``engine_takes_requests``."""
+    """Schedule a released request without a second ``request_scheduled`` (its receivers
+    saw it when it was held); the caller checks ``engine_takes_requests``."""
     # why: no call schedules without announcing: ``_schedule_request`` after its signal
     engine: Any = crawler.engine
     slot = engine._slot
@@ -87,8 +88,8 @@ def reschedule(crawler: Crawler, request: Request) -> None:
 
 
 def not_scheduled(reason: str) -> Failure:
-    """What a ``request_scheduled`` receiver returns to keep a request out of the
-    scheduler without a traceback (whose frames would form a cycle around the request)."""
+    """A ``request_scheduled`` receiver's answer that keeps a request out of the scheduler
+    without a traceback (whose frames would form a cycle around the request)."""
     # why: ``_schedule_request`` drops on a Failure of IgnoreRequest; only raising is documented
     return Failure(IgnoreRequest(reason))  # type: ignore[no-untyped-call]
 
@@ -114,7 +115,7 @@ def is_shared_scheduler(scheduler: Any) -> bool:
 def run_before_scheduler_close(scheduler: Any, before: Callable[[], None]) -> None:
     """Call ``before()`` when the engine closes ``scheduler``, just before it closes."""
     # why: Scrapy closes the scheduler before ``spider_closed``, with no signal between
-    if scheduler is None or not hasattr(scheduler, "close"):
+    if not hasattr(scheduler, "close"):  # (None before the engine opened the spider)
         return
     original_close = scheduler.close
 
@@ -146,10 +147,6 @@ def offsite_host_regex(mw: Any, spider: Any) -> Any:
     if update is not None:  # Scrapy 2.19: allowed_domains may change during the crawl
         update(spider)
     return getattr(mw, "host_regex", None)
-
-
-# A slot's delay is varied by +/- a jitter fraction: ``jitter`` since Scrapy 2.19, before
-# that +/-50 % or nothing (``randomize_delay``): 0.5 or 0 below.
 
 
 def downloader_of(crawler: Crawler) -> Any:
@@ -200,8 +197,8 @@ def _default_slot_delay(downloader: Any) -> float:
 
 
 def slot_jitter(slot: Any) -> float:
-    """The jitter fraction a live slot's delay is varied by."""
-    # why: ``Slot.jitter`` (2.19+) or ``Slot.randomize_delay`` (before; deprecated after)
+    """The jitter fraction a live slot's delay is varied by (+/-)."""
+    # why: ``Slot.jitter`` (2.19+), or ``Slot.randomize_delay`` before it: +/-50 % or none
     if hasattr(slot, "jitter"):
         return float(slot.jitter or 0.0)
     return 0.5 if getattr(slot, "randomize_delay", False) else 0.0
@@ -239,8 +236,8 @@ def slot_ready_in(slot: Any) -> float:
 
 
 def counter_on_stats_dict(stats: Any) -> Callable[..., None] | None:
-    """``count(key, n)``: what Scrapy's own ``StatsCollector.inc_value`` does, without
-    Scrapy 2.19's per-access wrapper; None for a collector that overrides ``inc_value``."""
+    """``count(key, n)``: Scrapy's own ``inc_value`` without Scrapy 2.19's per-access
+    wrapper; None for a collector that overrides ``inc_value``."""
     # why: the counts live in ``_stats``, read past the collector's own __getattribute__
     if getattr(type(stats), "inc_value", None) is not StatsCollector.inc_value:
         return None
@@ -255,8 +252,7 @@ def counter_on_stats_dict(stats: Any) -> Callable[..., None] | None:
 
 
 def request_field_readers() -> dict[str, Callable[[Request], Any]]:
-    """For each of a Request's container fields, a reader that returns its value without
-    creating it (None for one not created yet)."""
+    """A reader per Request container field that does not create it (None if not yet made)."""
     # why: those properties create an empty container on first read; the private field
     # behind one (``_meta``, ...) is None until then (found by probing: 2.14, 2.19 differ)
     probe = Request("http://a.invalid/")
@@ -330,9 +326,9 @@ async def send_robots_parsed(
     request: Request,
     parsed: Callable[[bytes, Request], Awaitable[RobotsTxt]] | None = None,
 ) -> None:
-    """Send ``robots_parsed`` (Scrapy 2.18+) as Scrapy's own middleware does, with the
-    body scrapy-rep applies (empty for a 4xx) and, when someone listens, the crawl's own
-    parsed copy (*parsed*), not a second parse on the reactor at the first query."""
+    """Send ``robots_parsed`` (Scrapy 2.18+) as Scrapy's own middleware does, with the body
+    applied (empty for a 4xx) and, when someone listens, the crawl's parsed copy (*parsed*)
+    rather than a second parse on the reactor at the first query."""
     signal = getattr(signals, "robots_parsed", None)
     if signal is None:  # Scrapy before 2.18 has no such signal
         return
@@ -347,8 +343,6 @@ async def send_robots_parsed(
 
 
 def _load(key: object) -> object:
-    from scrapy.utils.misc import load_object
-
     try:
         return load_object(key) if isinstance(key, str) else key
     except Exception:  # Scrapy itself reports a path it cannot load
@@ -357,34 +351,16 @@ def _load(key: object) -> object:
 
 def is_stock_middleware(key: object) -> bool:
     """Whether a component key names Scrapy's RobotsTxtMiddleware or a subclass of it."""
-    from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware as Stock
-
     component = _load(key)
-    return isinstance(component, type) and issubclass(component, Stock)
+    return isinstance(component, type) and issubclass(component, StockMiddleware)
 
 
 def _name(key: object) -> str:
-    if isinstance(key, type):
-        return f"{key.__module__}.{key.__qualname__}"
-    return str(key)
-
-
-def foreign_parser(settings: BaseSettings) -> str | None:
-    """``ROBOTSTXT_PARSER`` when the project set it to a parser other than ours."""
-    from scrapy.settings import SETTINGS_PRIORITIES
-
-    if settings.getpriority("ROBOTSTXT_PARSER") in (None, SETTINGS_PRIORITIES["default"]):
-        return None  # Scrapy's default (Protego), not a choice of the project
-    value = settings.get("ROBOTSTXT_PARSER")
-    if not value or _load(value) is RobotParser:
-        return None
-    return _name(value)
+    return f"{key.__module__}.{key.__qualname__}" if isinstance(key, type) else str(key)
 
 
 def check_configuration(crawler: Crawler) -> None:
     """Log one WARNING per configuration mistake, once, at start-up."""
-    from scrapy.utils.conf import build_component_list
-
     settings = crawler.settings
     enabled = build_component_list(settings.getwithbase("DOWNLOADER_MIDDLEWARES"))
     stock = [_name(key) for key in enabled if is_stock_middleware(key)]
@@ -398,11 +374,13 @@ def check_configuration(crawler: Crawler) -> None:
             " and ".join(stock),
             " and ".join(stock),
         )
-    parser = foreign_parser(settings)
-    if parser is not None:
+    parser = settings.get("ROBOTSTXT_PARSER")
+    # Scrapy's default (Protego) is not a choice of the project
+    chosen = settings.getpriority("ROBOTSTXT_PARSER") not in (None, SETTINGS_PRIORITIES["default"])
+    if chosen and parser and _load(parser) is not RobotParser:
         logger.warning(
             "ROBOTSTXT_PARSER = %r is ignored: scrapy-rep matches with its own "
             "RFC 9309 engine (explain(), Crawl-delay, the stored copy and 'scrapy robots' "
             "all need it). Remove the setting, or set it to 'scrapy_rep.RobotParser'.",
-            parser,
+            _name(parser),
         )

@@ -1,17 +1,12 @@
 """Sequencing per origin: one robots.txt fetch in flight, held requests, timers, and
-their release. What a state means is ``RobotsPolicy``'s; held requests live in the
-``WaitingRoom``, the origins' state in RAM in ``Origins``.
+their release (what a state means is ``RobotsPolicy``'s).
 
 One fetch: queued (``FetchQueue``: at most ``CONCURRENT_REQUESTS`` in flight), then the
 lease is taken together with a fresh read (in a shared store another process may have just
 stored the answer), the file is fetched while the lease is renewed, and the outcome is
 stored before the fetch ends, so no second fetch of the origin starts in between. Store
-calls run through ``StoreCalls``, off the reactor thread.
-
-Unreachable WARNINGs are bounded at broad-crawl scale (``UnreachableWarnings``): the first
-few origins get their own (crawl/visibility.py); later ones go to DEBUG and one WARNING per
-``LOGSTATS_INTERVAL`` names them. Every origin is still named at WARNING and counted in
-``robotstxt/unreachable``.
+calls run off the reactor thread (``StoreCalls``). Unreachable WARNINGs stay few at
+broad-crawl scale (``UnreachableWarnings``).
 """
 
 from __future__ import annotations
@@ -62,19 +57,8 @@ SHARED_POLL_INTERVAL = 0.25
 FIRST_WARNINGS = 5
 # A summary line names at most this many origins; the rest are counted.
 MAX_NAMED = 20
-# The summary's period when LOGSTATS_INTERVAL is 0, or later origins would be named only
-# at close.
+# The summary's period when LOGSTATS_INTERVAL is 0 (else later origins wait for the close).
 DEFAULT_INTERVAL = 60.0
-
-
-def summary_line(origins: list[str]) -> str:
-    named = ", ".join(origins[:MAX_NAMED])
-    more = f" and {len(origins) - MAX_NAMED} more" if len(origins) > MAX_NAMED else ""
-    return (
-        f"{len(origins)} more origin(s) unreachable: {named}{more}; their "
-        "requests wait and robots.txt is retried as the WARNINGs above say (each origin's "
-        "line is at DEBUG; stats: robotstxt/unreachable)"
-    )
 
 
 class OriginCoordinator:
@@ -153,11 +137,9 @@ class OriginCoordinator:
     def evaluate(
         self, origin: str, trigger: Request | None = None, *, reread: bool = False
     ) -> Evaluation:
-        """The origin's state now; starts a fetch or a timer when one is due. Touches only
-        memory (the store is read off the reactor thread: first evaluation, fetch start, a
-        timer polling a shared store). ``trigger``: the page request asking, handed to a
-        fetch this starts (for ``robots_parsed``). ``reread`` skips the per-request caches.
-        """
+        """The origin's state now, from memory (store reads run off the reactor thread);
+        starts a fetch or a timer when one is due, handing a fetch ``trigger``, the page
+        request asking (for ``robots_parsed``). ``reread`` skips the per-request caches."""
         rt = self.runtime(origin)
         now = self.clock()
         if not reread:
@@ -270,14 +252,12 @@ class OriginCoordinator:
             rt.longest_wait = max(rt.longest_wait, waited)
             # Shown in the request's robotstxt_decision meta (seconds held back).
             request.meta[WAITED_META_KEY] = request.meta.get(WAITED_META_KEY, 0.0) + waited
-            rt.released += 1
             self._inc("robotstxt/released")
             self.recorder.released(request, waited)
             # Never raises: one request the scheduler cannot take must not lose the rest,
             # nor look like a robots.txt failure (crawl/release_retry.py).
             self._release(rt.origin, request)
         for deferred in waiters:
-            rt.released += 1
             self._inc("robotstxt/released")
             deferred.callback(None)
 
@@ -452,23 +432,14 @@ class OriginCoordinator:
         if record.unreachable and not was_unreachable:
             rt.unreachable_spells += 1
             self._inc("robotstxt/unreachable")
-            waiting = self.room.count(rt.origin) + len(rt.waiters)
             if self.give_up is not None and not self.closed:
                 self._give_up(rt, outcome.detail)
                 return
             # WARNING with the error's text (Scrapy's middleware: ERROR)
-            self.unreachable_warnings.warn(
-                rt.origin,
-                unreachable_line(
-                    rt.origin,
-                    outcome,
-                    record,
-                    waiting,
-                    now,
-                    self.policy,
-                    None if self.waiting_fate is None else self.waiting_fate(),
-                ),
-            )
+            waiting = self.room.count(rt.origin) + len(rt.waiters)
+            fate = None if self.waiting_fate is None else self.waiting_fate()
+            line = unreachable_line(rt.origin, outcome, record, waiting, now, self.policy, fate)
+            self.unreachable_warnings.warn(rt.origin, line)
         elif record.unreachable:
             logger.debug(
                 "robots.txt of %s still unreachable (%s); next try in %.0f s",
@@ -479,9 +450,7 @@ class OriginCoordinator:
         elif was_unreachable:
             self._inc("robotstxt/recovered")
             logger.info("robots.txt of %s is reachable again (%s)", rt.origin, outcome.detail)
-        if self.closed:
-            return
-        self.wake(rt.origin, reread=False)
+        self.wake(rt.origin, reread=False)  # (nothing once closed)
 
     def _give_up(self, rt: OriginRuntime, detail: str) -> None:
         assert self.give_up is not None
@@ -543,7 +512,13 @@ class UnreachableWarnings:
         self._timer = None
         if self._pending:
             origins, self._pending = self._pending, []
-            logger.warning(summary_line(origins))
+            named = ", ".join(origins[:MAX_NAMED])
+            more = f" and {len(origins) - MAX_NAMED} more" if len(origins) > MAX_NAMED else ""
+            logger.warning(
+                f"{len(origins)} more origin(s) unreachable: {named}{more}; their "
+                "requests wait and robots.txt is retried as the WARNINGs above say (each "
+                "origin's line is at DEBUG; stats: robotstxt/unreachable)"
+            )
 
     def close(self) -> None:
         """The last summary now: a timer would not fire once the crawl has ended."""

@@ -76,15 +76,13 @@ class Decider:
         self.slot_delays = SlotDelays(crawler, config.max_crawl_delay)
 
     def parsed(self, rt: OriginRuntime, body: bytes) -> RobotsTxt:
-        """The parsed copy of *body*: the origin's (made by decide() just before), else
-        parsed here (a small file)."""
+        """The parsed copy of *body*: the origin's (made by decide()), else parsed here (small)."""
         copy = rt.parsed
         if copy is None or copy.body is not body:
             copy = self._made(rt, body, RobotsTxt.parse(body, max_size=self.config.max_size))
         return copy.robots
 
     def _made(self, rt: OriginRuntime, body: bytes, robots: RobotsTxt) -> ParsedCopy:
-        """A copy just parsed, kept on the origin's runtime."""
         # (the level is asked first: the issue counts are made on demand)
         if logger.isEnabledFor(logging.DEBUG) and robots.issue_counts:
             kinds = ", ".join(f"{kind} {n}" for kind, n in robots.issue_counts.items())
@@ -353,7 +351,6 @@ def _bounded_jitter(slot_delay: float, jitter: float, crawl_delay: float) -> flo
 
 
 def _hold_slot_to(slot: Any, crawl_delay: float) -> None:
-    """Raise the slot delay to the Crawl-delay and bound its jitter (see above)."""
     slot_delay = compat.raise_slot_delay(slot, crawl_delay)
     jitter = compat.slot_jitter(slot)
     if jitter:

@@ -1,17 +1,14 @@
 """Fetching robots.txt: one origin's file through Scrapy's downloader (``RobotsFetcher``),
 and the bound on fetches in flight (``FetchQueue``).
 
-Through ``engine.download_async``, so proxies, TLS settings, default headers, download
-handlers and downloader middlewares apply as for any page. The budget differs
-(docs/behaviour.md): redirects are followed here up to ``REP_MAX_REDIRECTS`` (RFC 9309
-2.3.1.2: "SHOULD follow at least five"); no immediate retries (the policy's backoff
-replaces them); ``REP_FETCH_TIMEOUT``; the body is cut at ``REP_MAX_SIZE`` (RFC 9309 2.5)
-whatever ``Content-Length`` says (Scrapy's size limit is lifted at the download handler);
-a compressed body is decoded here up to ``REP_MAX_SIZE`` (crawl/robots_body.py), not by
-HttpCompressionMiddleware, which refuses a decompression bomb as a whole.
-
-Stats (docs/reference.md): Scrapy's own keys count one per download as its middleware
-does; every hop and backoff retry is counted in scrapy-rep's own keys.
+Through ``engine.download_async``, so proxies, TLS, default headers, download handlers and
+downloader middlewares apply as for any page, with robots.txt's own budget
+(docs/behaviour.md): redirects followed here up to ``REP_MAX_REDIRECTS`` (RFC 9309 2.3.1.2:
+"SHOULD follow at least five"); no immediate retries (the policy's backoff replaces them);
+the body cut at ``REP_MAX_SIZE`` (RFC 9309 2.5) whatever ``Content-Length`` says, and a
+compressed one decoded here up to it (crawl/robots_body.py), not refused whole as a
+decompression bomb by HttpCompressionMiddleware. Scrapy's own stats keys count one per
+download as its middleware does; every hop and retry is counted in scrapy-rep's keys.
 """
 
 from __future__ import annotations
@@ -51,15 +48,12 @@ _WIRE_CAP_META_KEY = "rep_robots_wire_cap"
 # The content codings the response came with, decoded here (taken off its headers).
 _CODINGS_META_KEY = "rep_robots_codings"
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-# Scrapy's size limits for the request away from the download handler: they bound what
+# Scrapy's size limits away from the download handler: they bound what
 # HttpCompressionMiddleware decodes of a response a middleware answered (no signal sees it).
 _DECOMPRESSED_FACTOR = 64
 # A compressed body may take this many times REP_MAX_SIZE on the wire: incompressible
 # bytes grow a few bytes per 16-64 KiB block in every codec, so twice always suffices.
 _COMPRESSED_WIRE_FACTOR = 2
-# An allow-all caused by the crawler's own refusal lasts REP_MIN_TTL (0 is clamped to it),
-# so the crawler is asked again soon.
-_REFUSED_MAX_AGE = 0.0
 
 
 class RobotsFetcher:
@@ -126,8 +120,7 @@ class RobotsFetcher:
             return
         # RFC 9309 2.5: a file over the limit is parsed up to it, so the handler must not
         # cancel it for its Content-Length (0 = no limit); _on_bytes_received cuts it.
-        request.meta["download_maxsize"] = 0
-        request.meta["download_warnsize"] = 0
+        request.meta["download_maxsize"] = request.meta["download_warnsize"] = 0
 
     def _on_headers_received(self, headers: Any, request: Request, **_: Any) -> None:
         if FETCH_META_KEY not in request.meta:
@@ -195,12 +188,10 @@ class RobotsFetcher:
         """The outcome, and whether the site answered it (a final, non-redirect response)."""
         stats = self.stats
         assert self.crawler.engine is not None
-        if retry:
-            stats.inc_value("robotstxt/retry_count")
+        # (a backoff retry is not counted in Scrapy's stock keys)
+        stats.inc_value("robotstxt/retry_count" if retry else "robotstxt/request_count")
         url = robots_url(origin)
         seen = {url}
-        outcome: FetchOutcome | None = None
-        answered = False
         for hop in range(self.config.max_redirects + 1):
             stats.inc_value("robotstxt/download_count")
             if hop:
@@ -209,8 +200,7 @@ class RobotsFetcher:
             try:
                 response = await self.crawler.engine.download_async(request)
             except IgnoreRequest as exc:
-                outcome = self._refused(origin, url, exc)
-                break
+                return self._refused(origin, url, exc), False
             except Exception as exc:
                 # DNS errors, refused connections, timeouts, resets, data loss: RFC 9309
                 # 2.3.1.4 calls these unreachable; so does Google. Not allow-all.
@@ -218,20 +208,19 @@ class RobotsFetcher:
                 if not retry:
                     stats.inc_value(f"robotstxt/exception_count/{type(exc)}")
                 detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-                outcome = FetchOutcome(UNREACHABLE, detail[:300], final_url=url)
-                break
+                return FetchOutcome(UNREACHABLE, detail[:300], final_url=url), False
             stats.inc_value(f"robotstxt/download_status_count/{response.status}")
             location = response.headers.get(b"Location")
             if response.status in _REDIRECT_STATUSES and location:
                 target = urljoin(response.url, location.decode("latin-1").strip())
                 if urlsplit(target).scheme not in ("http", "https"):
                     outcome = FetchOutcome(ALLOW_ALL, f"redirect to {target[:100]}", final_url=url)
-                    break
+                    return outcome, False
                 if target in seen or hop == self.config.max_redirects:
                     # Google: more than five hops (or a loop) is handled as a 404.
                     reason = "redirect loop" if target in seen else "too many redirects"
                     outcome = FetchOutcome(ALLOW_ALL, reason, status=response.status, final_url=url)
-                    break
+                    return outcome, False
                 seen.add(target)
                 url = target
                 continue
@@ -239,13 +228,8 @@ class RobotsFetcher:
                 # As the stock middleware counts the response its download ended with.
                 stats.inc_value("robotstxt/response_count")
                 stats.inc_value(f"robotstxt/response_status_count/{response.status}")
-            outcome = self._classify(response, request, origin, url)
-            answered = True
-            break
-        assert outcome is not None  # the loop always sets it: its last hop breaks
-        if not retry:
-            stats.inc_value("robotstxt/request_count")
-        return outcome, answered
+            return self._classify(response, request, origin, url), True
+        raise AssertionError("unreachable: the last hop returns")
 
     def _refused(self, origin: str, url: str, exc: IgnoreRequest) -> FetchOutcome:
         """The crawler's own middleware refused the request (docs/behaviour.md): its choice,
@@ -262,9 +246,8 @@ class RobotsFetcher:
                 exc,
                 origin,
             )
-        return FetchOutcome(
-            ALLOW_ALL, "refused by the crawler", max_age=_REFUSED_MAX_AGE, final_url=url
-        )
+        # max_age 0 is clamped to REP_MIN_TTL: the crawler is asked again soon
+        return FetchOutcome(ALLOW_ALL, "refused by the crawler", max_age=0.0, final_url=url)
 
     def _classify(
         self, response: Response, request: Request, origin: str, url: str
@@ -295,46 +278,43 @@ class RobotsFetcher:
         stopped = "download_stopped" in response.flags
         raw = response.body
         codings: list[bytes] = request.meta.get(_CODINGS_META_KEY) or []
-        if not codings:
-            return raw[:limit], stopped or len(raw) > limit, ""
-        names = ", ".join(c.decode("latin-1") for c in codings)
-        decoded = decode(raw, codings, limit, cut=stopped)
-        if decoded.error is None:
-            return decoded.body, decoded.cut, names
-        self.stats.inc_value("robotstxt/decode_error")
-        if decoded.body:
-            # A stream that breaks part way: what it gave is the file's first part.
-            logger.info(
-                "robots.txt of %s breaks off in its %s stream after %d "
-                "decoded bytes (%s): those apply",
+        if codings:
+            names = ", ".join(c.decode("latin-1") for c in codings)
+            decoded = decode(raw, codings, limit, cut=stopped)
+            if decoded.error is None:
+                return decoded.body, decoded.cut, names
+            self.stats.inc_value("robotstxt/decode_error")
+            if decoded.body:
+                # A stream that breaks part way: what it gave is the file's first part.
+                logger.info(
+                    "robots.txt of %s breaks off in its %s stream after %d "
+                    "decoded bytes (%s): those apply",
+                    origin,
+                    names,
+                    len(decoded.body),
+                    decoded.error,
+                )
+                return decoded.body, True, names
+            # Nothing decodes: a plain file labelled compressed; its bytes are the best guess.
+            logger.warning(
+                "robots.txt of %s says Content-Encoding: %s but does not decode "
+                "(%s): its bytes are parsed as they came",
                 origin,
                 names,
-                len(decoded.body),
                 decoded.error,
             )
-            return decoded.body, True, names
-        # Nothing decodes: a plain file labelled compressed; its bytes are the best guess.
-        logger.warning(
-            "robots.txt of %s says Content-Encoding: %s but does not decode "
-            "(%s): its bytes are parsed as they came",
-            origin,
-            names,
-            decoded.error,
-        )
         return raw[:limit], stopped or len(raw) > limit, ""
 
 
 class FetchQueue:
-    """A bound on robots.txt fetches in flight (docs/settings.md, ``CONCURRENT_REQUESTS``).
-
-    ``engine.download_async`` bypasses it: unbounded, a broad crawl would open thousands of
-    connections at once. Beyond the bound, fetches wait in a FIFO of origins (round robin);
-    a queued one starts, and only then takes its lease, when a running one ends.
+    """A bound on robots.txt fetches in flight (docs/settings.md, ``CONCURRENT_REQUESTS``):
+    ``engine.download_async`` bypasses Scrapy's own bound, and a broad crawl would open
+    thousands of connections at once. Beyond it, origins wait in FIFO order; a queued fetch
+    starts, and only then takes its lease, when a running one ends.
 
     Draining never recurses: with a shared store a queued fetch often ends inside its own
-    ``start()`` (another process holds the lease, or just stored the answer), and that
-    ``done()`` would start the next one deeper, up to Python's recursion limit. So
-    ``done()`` inside a ``start()`` only frees the slot; the running drain loop goes on.
+    ``start()`` (another process holds the lease, or just stored the answer), and a
+    ``done()`` there only frees the slot for the running drain loop, not Python's stack.
     """
 
     def __init__(self, limit: int) -> None:

@@ -8,7 +8,7 @@ busy, and their robots.txt copies within ``REP_MEMORY_MAX_BYTES`` (estimated).
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from twisted.internet.defer import Deferred
@@ -49,8 +49,7 @@ def parsed_bytes(body: bytes) -> int:
 
 @dataclass(slots=True)
 class ParsedCopy:
-    """The parsed rules of one robots.txt body, and the product tokens whose group is
-    ready (compiled) for its first check."""
+    """The parsed rules of one robots.txt body, and the product tokens whose group is compiled."""
 
     body: bytes
     robots: RobotsTxt
@@ -86,7 +85,6 @@ class OriginRuntime:
     # for the per-origin summary
     fetches: int = 0
     delayed: int = 0
-    released: int = 0
     dropped: int = 0
     dropped_at_close: int = 0
     handed_back: int = 0
@@ -140,24 +138,15 @@ class SummaryTotals:
         self.unreachable_spells += rt.unreachable_spells
 
     def forget_origin(self, state: str) -> None:
-        """An evicted origin came back: its runtime counts it from now on (its event
-        counts stay here)."""
+        """An evicted origin came back: its runtime counts it now (event counts stay here)."""
         self.origins -= 1
         self.states[state] -= 1
 
     def merged(self, runtimes: Iterable[OriginRuntime]) -> SummaryTotals:
-        total = SummaryTotals(
-            self.origins, dict(self.states), self.stale_used, self.dropped, self.delayed,
-            self.longest_wait, self.dropped_at_close, self.handed_back,
-            self.unreachable_spells,
-        )  # fmt: skip
+        total = replace(self, states=dict(self.states))
         for rt in runtimes:
             total.add(rt)
         return total
-
-
-def _nothing_held(origin: str) -> int:
-    return 0
 
 
 class Origins:
@@ -167,7 +156,7 @@ class Origins:
     copies are *unloaded* (their next request reads the store again, no fetch)."""
 
     def __init__(
-        self, limit: int, *, max_bytes: int = 2**62, held: Callable[[str], int] = _nothing_held
+        self, limit: int, *, max_bytes: int = 2**62, held: Callable[[str], int] = lambda _: 0
     ) -> None:
         self.limit = max(limit, 1)
         self.max_bytes = max_bytes

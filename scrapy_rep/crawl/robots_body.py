@@ -57,39 +57,50 @@ class _Output:
         return Decoded(body, self.full or not ended, error)
 
 
-def _zlib(data: bytes, limit: int, wbits: int, members: bool) -> Decoded:
-    """zlib / gzip / raw deflate; ``members``: a gzip file may hold several members
-    (RFC 1952 2.2), decoded one after another."""
+def _frames(
+    data: bytes,
+    limit: int,
+    new_decoder: Callable[[], Any],
+    next_frame: Callable[[bytes], bool],
+    error: type[Exception],
+    name: str,
+) -> Decoded:
+    """A zlib or zstd stream in bounded steps; the bytes after its end are one more
+    frame while ``next_frame(them)`` says so."""
     out = _Output(limit)
-    decoder = zlib.decompressobj(wbits)
-    pending = data
+    decoder, pending = new_decoder(), data
     try:
         while not out.full:
             chunk = decoder.decompress(pending, out.room())
-            pending = decoder.unconsumed_tail
+            # zlib hands back the input it did not take; zstd keeps it inside
+            pending = getattr(decoder, "unconsumed_tail", b"")
             out.add(chunk)
             if decoder.eof:
                 rest = decoder.unused_data
-                if not (members and rest.startswith(_GZIP_MAGIC)):
+                if not next_frame(rest):
                     return out.result(ended=True)  # trailing bytes are no part of it
-                decoder = zlib.decompressobj(wbits)
-                pending = rest
+                decoder, pending = new_decoder(), rest
             elif not chunk and not pending:
                 break  # the input ended before the stream did
-    except zlib.error as exc:
-        return out.result(ended=False, error=f"zlib: {exc}")
+    except error as exc:
+        return out.result(ended=False, error=f"{name}: {exc}")
     return out.result(ended=False)
 
 
+def _zlib(data: bytes, limit: int, wbits: int, next_frame: Callable[[bytes], bool]) -> Decoded:
+    return _frames(data, limit, lambda: zlib.decompressobj(wbits), next_frame, zlib.error, "zlib")
+
+
 def _gzip(data: bytes, limit: int) -> Decoded:
-    return _zlib(data, limit, 16 + zlib.MAX_WBITS, members=True)
+    # a gzip file may hold several members (RFC 1952 2.2), decoded one after another
+    return _zlib(data, limit, 16 + zlib.MAX_WBITS, lambda rest: rest.startswith(_GZIP_MAGIC))
 
 
 def _deflate(data: bytes, limit: int) -> Decoded:
     # HTTP "deflate" is the zlib format (RFC 9110 8.4.1.2), but some servers send raw
     # deflate: as browsers do, a body without a zlib header is read as raw deflate.
     wrapped = len(data) >= 2 and (data[0] & 0x0F) == 8 and (data[0] << 8 | data[1]) % 31 == 0
-    return _zlib(data, limit, zlib.MAX_WBITS if wrapped else -zlib.MAX_WBITS, members=False)
+    return _zlib(data, limit, zlib.MAX_WBITS if wrapped else -zlib.MAX_WBITS, lambda _: False)
 
 
 def _import_first(*names: str) -> Any:
@@ -137,26 +148,9 @@ def _brotli(data: bytes, limit: int) -> Decoded:
 
 def _zstd_stdlib(data: bytes, limit: int) -> Decoded:
     assert _ZSTD_STDLIB is not None
-    out = _Output(limit)
-    decoder = _ZSTD_STDLIB.ZstdDecompressor()
-    pending = data
-    try:
-        while not out.full:
-            chunk = decoder.decompress(pending, out.room())
-            pending = b""
-            out.add(chunk)
-            if decoder.eof:
-                rest = decoder.unused_data
-                if not rest:
-                    return out.result(ended=True)
-                # RFC 8878 3.1: a zstd stream may hold several frames, one after another
-                decoder = _ZSTD_STDLIB.ZstdDecompressor()
-                pending = rest
-            elif not chunk:
-                break  # the input ended before the frame did
-    except _ZSTD_STDLIB.ZstdError as exc:
-        return out.result(ended=False, error=f"zstd: {exc}")
-    return out.result(ended=False)
+    # RFC 8878 3.1: a zstd stream may hold several frames, one after another
+    zstd = _ZSTD_STDLIB
+    return _frames(data, limit, zstd.ZstdDecompressor, bool, zstd.ZstdError, "zstd")
 
 
 def _zstandard(data: bytes, limit: int) -> Decoded:
@@ -208,8 +202,7 @@ def decodable(codings: Sequence[bytes]) -> bool:
 def decode(body: bytes, codings: Sequence[bytes], limit: int, *, cut: bool = False) -> Decoded:
     """Undo ``codings``, last applied first, keeping at most ``limit`` bytes; ``cut``: the
     body itself is a prefix. A layer that breaks yields what it decoded, with ``error``."""
-    data = body
-    truncated = cut
+    data, truncated = body, cut
     for coding in reversed(codings):
         decoded = DECODERS[coding](data, limit)
         if decoded.error is not None:

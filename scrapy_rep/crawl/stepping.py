@@ -1,10 +1,9 @@
 """Engine work run on the reactor's own thread in bounded steps (docs/rfc.md, "cost").
 
-The reactor must never wait more than 25 ms on robots.txt work, and the worst files
-take 30-90 ms to parse; a worker thread left the reactor waiting 12-64 ms for a core
-and the GIL on 2 cores (docs/benchmarks.md). So the engine cuts that work into steps
-(RobotsTxt.parse_steps, prepare_steps) and run_steps gives the reactor a turn after
-every STEP_BUDGET of them: it waits at most STEP_BUDGET plus one step.
+The reactor must never wait more than 25 ms on robots.txt work; the worst files take
+30-90 ms to parse, and a worker thread left the reactor waiting 12-64 ms for a core and
+the GIL (docs/benchmarks.md). So that work is cut into steps (RobotsTxt.parse_steps,
+prepare_steps), and the reactor waits at most STEP_BUDGET plus one step.
 """
 
 from __future__ import annotations
@@ -17,8 +16,6 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.task import deferLater
 
 from scrapy_rep.crawl.store_calls import installed_reactor
-
-__all__ = ["STEP_BUDGET", "run_steps"]
 
 T = TypeVar("T")
 
