@@ -1,11 +1,7 @@
 """``PageDirectivesMiddleware``: the robots meta tag, ``X-Robots-Tag`` and rel=nofollow in a crawl.
 
 robots.txt decides what is fetched; page-level directives decide what a fetched page's
-links and content may be used for (docs/page.md). ``REP_PAGE_MODE``: ``record`` (the
-default) puts them in ``meta["rep_page"]`` and the stats; ``audit`` also counts what
-``enforce`` drops: requests yielded by a ``nofollow`` page or linked only with
-``rel="nofollow"``, items yielded by a ``noindex`` page; ``off`` reads nothing.
-``dont_obey_robotstxt`` exempts a request and what its response yields.
+links and content may be used for (docs/page.md, ``REP_PAGE_MODE``).
 """
 
 from __future__ import annotations
@@ -23,12 +19,11 @@ from scrapy.utils.response import get_base_url
 from w3lib.url import safe_url_string
 
 from scrapy_rep.crawl import compat
-from scrapy_rep.crawl.decide import DECISION_META_KEY
 from scrapy_rep.crawl.product_token import ProductTokens
 from scrapy_rep.crawl.record import NullRecorder, recorder_for
 from scrapy_rep.crawl.report import log_page_directives
 from scrapy_rep.crawl.stepping import run_steps
-from scrapy_rep.crawl.usage import header_lines
+from scrapy_rep.crawl.usage import decided_token, header_lines
 from scrapy_rep.policy.config import Config, SettingError
 from scrapy_rep.policy.origin import origin_of_memo
 from scrapy_rep.robotstxt._page import NofollowLinks, PageDirectives, head_may_name, page_directives
@@ -111,30 +106,28 @@ class PageDirectivesMiddleware:
             return
         lines = header_lines(response.headers, _X_ROBOTS_TAG)
         is_html = isinstance(response, HtmlResponse)
-        token = self._token(request)
+        token = decided_token(request, self.tokens.token_for)
         if not lines and not (is_html and head_may_name(response.body, token)):
-            # Nearly every page: no header, and no meta tag that can name us.
-            response.meta[META_KEY] = doc = _empty_doc(response.url, token)
-            self._read(response, doc)
-            return
-        meta_tags = None
-        selector = compat.cached_selector(response) if is_html else None
-        if selector is not None:  # the spider's parse: the tags, without a second look
-            meta_tags = [
-                (tag.attrib.get("name", ""), tag.attrib.get("content", ""))
-                for tag in selector.xpath("//head/meta[@name]")
-            ]
-        found = page_directives(
-            lines, response.body if is_html else None, token, meta_tags=meta_tags
-        )
-        doc = found.to_json()
-        doc.update(url=response.url, product_token=token)
+            doc = _empty_doc(response.url, token)  # nearly every page: nothing can name us
+        else:
+            meta_tags = None
+            selector = compat.cached_selector(response) if is_html else None
+            if selector is not None:  # the spider's parse: the tags, without a second look
+                meta_tags = [
+                    (tag.attrib.get("name", ""), tag.attrib.get("content", ""))
+                    for tag in selector.xpath("//head/meta[@name]")
+                ]
+            found = page_directives(
+                lines, response.body if is_html else None, token, meta_tags=meta_tags
+            )
+            doc = found.to_json()
+            doc.update(url=response.url, product_token=token)
+            self._count_page(found, response.url)
         response.meta[META_KEY] = doc
-        self._count_page(found, response.url)
         self._read(response, doc)
 
     def _read(self, response: Response, doc: dict[str, Any]) -> None:
-        """A page has been read: in ``record`` mode its record line is complete now."""
+        # in ``record`` mode a page's record line is complete once it is read
         if doc["directives"]:
             self.record_page(doc)
 
@@ -145,13 +138,6 @@ class PageDirectivesMiddleware:
         self.recorder.page(
             doc["url"], doc["product_token"], doc["sources"], dropped_requests, dropped_items
         )
-
-    def _token(self, request: Request) -> str:
-        """The product token robots.txt used for this request, else the same rule's."""
-        decision = request.meta.get(DECISION_META_KEY)
-        if isinstance(decision, dict) and decision.get("product_token"):
-            return str(decision["product_token"])
-        return self.tokens.token_for(request)
 
     def _count_page(self, found: PageDirectives, url: str) -> None:
         inc = self.stats.inc_value
