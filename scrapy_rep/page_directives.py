@@ -72,8 +72,15 @@ class PageDirectivesMiddleware:
         self._unrecorded: weakref.WeakKeyDictionary[Response, dict[str, Any]] = (
             weakref.WeakKeyDictionary()
         )
-        crawler.signals.connect(self._on_spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self._on_spider_closed, signal=signals.spider_closed)
+        logger.info(
+            "page-level directives (robots meta tag, X-Robots-Tag): %s",
+            {
+                "record": "recorded (REP_PAGE_MODE = 'record')",
+                "audit": "recorded, what enforce would drop counted (REP_PAGE_MODE = 'audit')",
+                "enforce": "nofollow and noindex obeyed (REP_PAGE_MODE = 'enforce')",
+            }[self.mode],
+        )
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> PageDirectivesMiddleware:
@@ -89,16 +96,6 @@ class PageDirectivesMiddleware:
         acting = config.page_mode in ("audit", "enforce")
         middleware = ActingPageDirectivesMiddleware if acting else cls
         return middleware(crawler, config, ProductTokens(config, crawler), recorder)
-
-    def _on_spider_opened(self, spider: Spider) -> None:
-        logger.info(
-            "page-level directives (robots meta tag, X-Robots-Tag): %s",
-            {
-                "record": "recorded (REP_PAGE_MODE = 'record')",
-                "audit": "recorded, what enforce would drop counted (REP_PAGE_MODE = 'audit')",
-                "enforce": "nofollow and noindex obeyed (REP_PAGE_MODE = 'enforce')",
-            }[self.mode],
-        )
 
     def process_spider_input(self, response: Response, spider: Spider | None = None) -> None:
         request = response.request
@@ -179,19 +176,16 @@ class ActingPageDirectivesMiddleware(PageDirectivesMiddleware):
 
     def _page_state(self, response: Response) -> _PageOutput | None:
         """What to check in this response's output, or None when nothing can be dropped."""
-        if response.meta.get("dont_obey_robotstxt"):
-            return None
         doc = response.meta.get(META_KEY)
-        if not isinstance(doc, dict) or doc.get("url") != response.url:
+        if response.meta.get("dont_obey_robotstxt") or not isinstance(doc, dict):
+            return None
+        if doc.get("url") != response.url or not _output_checked(response, doc):
             return None
         links = None
         if isinstance(response, HtmlResponse) and not doc["nofollow"]:
             # read only when the callback yields a request (and then in steps); a link's
             # URL spelled as a Request built from it spells it (Request escapes its URL)
-            base = get_base_url(response)
-            links = NofollowLinks(response.body, base, normalise=safe_url_string)
-        if not _output_checked(response, doc):
-            return None
+            links = NofollowLinks(response.body, get_base_url(response), normalise=safe_url_string)
         writes_line = self._unrecorded.pop(response, None) is not None
         return _PageOutput(self, response, doc, links, writes_line)
 
@@ -261,8 +255,7 @@ class _PageOutput:
         return self.middleware.mode != "enforce"
 
     def close(self) -> None:
-        middleware = self.middleware
-        dropped = self.dropped
+        middleware, dropped = self.middleware, self.dropped
         requests = dropped.get(NOFOLLOW_PAGE, 0) + dropped.get(REL_NOFOLLOW, 0)
         items = dropped.get(NOINDEX_PAGE, 0)
         if self.writes_line or dropped:
