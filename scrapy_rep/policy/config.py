@@ -62,9 +62,10 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
 
-def boolean(raw: Any, name: str, default: Any) -> bool:
-    if raw is None:
-        return bool(default)
+def boolean(raw: Any, name: str, default: Any) -> bool | None:
+    """True or False; a default of None (the component decides) also stands for ""."""
+    if raw is None or (default is None and isinstance(raw, str) and not raw.strip()):
+        return default  # type: ignore[no-any-return]
     if isinstance(raw, bool):
         return raw
     if isinstance(raw, int) and raw in (0, 1):
@@ -72,13 +73,6 @@ def boolean(raw: Any, name: str, default: Any) -> bool:
     if isinstance(raw, str) and raw.strip().lower() in _TRUE | _FALSE:
         return raw.strip().lower() in _TRUE
     raise SettingError(f"{name} must be True or False, got {raw!r}")
-
-
-def optional_boolean(raw: Any, name: str, default: Any) -> bool | None:
-    """True, False, or ``default`` (None: the component decides) when unset or ""."""
-    if raw is None or (isinstance(raw, str) and raw.strip() == ""):
-        return default  # type: ignore[no-any-return]
-    return boolean(raw, name, False)
 
 
 def choice(*choices: str) -> Reader:
@@ -307,7 +301,7 @@ class Config:
     cluster_heartbeat: float = setting("REP_CLUSTER_HEARTBEAT", 30.0, number(positive=True))
     # Waiting requests also kept in a shared store, so a kill -9 loses none. None: only
     # where the crawl itself persists (docs/waiting.md "When the spider closes").
-    durable_waiting: bool | None = setting("REP_DURABLE_WAITING", None, optional_boolean)
+    durable_waiting: bool | None = setting("REP_DURABLE_WAITING", None, boolean)
     # The compliance record (docs/record.md); unset = no record.
     record: str | None = setting("REP_RECORD", None, record_path_template)
     # ``storage`` parsed (set from it by __post_init__): what every reader uses.
