@@ -1,11 +1,9 @@
 """``RobotsTxtMiddleware``: the Scrapy glue around the policy, the store and the fetcher.
 
-Two hooks gate a request (docs/architecture.md follows one through):
-- ``request_scheduled``: a request whose origin's robots.txt is unknown or unreachable
-  waits in the ``WaitingRoom`` instead of the scheduler, so it holds no download
-  concurrency, and re-enters the scheduler once the origin is decided.
-- ``process_request``: allow or drop by the rules; a request whose origin became
-  undecided after it was scheduled goes back through the scheduler.
+Two hooks gate a request (docs/architecture.md follows one through): ``request_scheduled``
+keeps a request of an undecided origin in the ``WaitingRoom``, holding no download
+concurrency, until the origin is decided; ``process_request`` allows or drops it by the
+rules, and sends one whose origin became undecided after scheduling back to the scheduler.
 """
 
 from __future__ import annotations

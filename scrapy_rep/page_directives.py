@@ -198,8 +198,6 @@ class ActingPageDirectivesMiddleware(PageDirectivesMiddleware):
     def _checked(self, state: _PageOutput, result: Iterable[Any]) -> Iterator[Any]:
         try:
             for output in result:
-                if isinstance(output, Request) and state.links is not None:
-                    state.links.scan()  # (Scrapy before 2.15, a sync callback: in one go)
                 if state.keep(output):
                     yield output
         finally:
@@ -243,7 +241,9 @@ class _PageOutput:
                 return True
             if self.doc["nofollow"]:
                 return self._drop(NOFOLLOW_PAGE)
-            if self.links is not None and self.links.nofollow_only(output.url):
+            # (read in steps by the async path; a sync callback, as before Scrapy 2.15, reads
+            # them here in one go)
+            if self.links is not None and self.links.scan().nofollow_only(output.url):
                 return self._drop(REL_NOFOLLOW)
             return True
         if self.doc["noindex"]:
