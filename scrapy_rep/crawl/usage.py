@@ -100,8 +100,7 @@ class UsageKeeper:
             # the copy decide() just used: a large file is not parsed again at once
             robots = self.decider.parsed(rt, evaluation.body)
             if robots.declares_usage:
-                token = decided_token(request, self.decider.token_for)
-                usage = robots.usage(request.url, token)
+                usage = robots.usage(request.url, decided_token(request, self.decider.token_for))
         purposes = self.purposes_for(request)
         if usage is None:  # most files state no preference: nothing to refuse
             request.meta[META_KEY] = unknown_doc(purposes, request.url)
