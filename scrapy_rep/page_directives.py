@@ -93,8 +93,7 @@ class PageDirectivesMiddleware:
         except SettingError as exc:
             logger.error("the crawl cannot start: %s", exc)
             raise
-        acting = config.page_mode in ("audit", "enforce")
-        middleware = ActingPageDirectivesMiddleware if acting else cls
+        middleware = cls if config.page_mode == "record" else ActingPageDirectivesMiddleware
         return middleware(crawler, config, ProductTokens(config, crawler), recorder)
 
     def process_spider_input(self, response: Response, spider: Spider | None = None) -> None:
