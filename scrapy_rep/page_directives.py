@@ -147,9 +147,8 @@ class PageDirectivesMiddleware:
             counts["nofollow"] += found.nofollow
 
     def origin_counts(self, url: str) -> dict[str, int]:
-        origin = origin_of_memo(url) or url
         fresh = dict.fromkeys(("noindex", "nofollow", "requests", "items"), 0)
-        return self.per_origin.setdefault(origin, fresh)
+        return self.per_origin.setdefault(origin_of_memo(url) or url, fresh)
 
     def _on_spider_closed(self, spider: Spider, reason: str) -> None:
         log_page_directives(self.per_origin, mode=self.mode)
@@ -224,8 +223,7 @@ class ActingPageDirectivesMiddleware(PageDirectivesMiddleware):
 
 @dataclass(slots=True)
 class _PageOutput:
-    """What one page's callback yields, checked against its directives; one DEBUG line
-    for the page when it closes."""
+    """One page's callback output, checked against its directives; one DEBUG line at close."""
 
     middleware: PageDirectivesMiddleware
     response: Response
