@@ -334,6 +334,7 @@ class Config:
 
 
 _SETTINGS = tuple(spec for spec in fields(Config) if spec.init)
+_NAME_OF = {spec.name: spec.metadata["setting"][0] for spec in _SETTINGS}  # field -> setting
 #: The names of every setting scrapy-rep reads (the typo check compares against them).
 SETTING_NAMES: frozenset[str] = frozenset(
     name for spec in _SETTINGS for name in spec.metadata["setting"][::2] if name
@@ -342,16 +343,12 @@ SETTING_NAMES: frozenset[str] = frozenset(
 
 def _check_together(values: Mapping[str, Any]) -> None:
     """Rules between two settings, by ``Config`` field (read values)."""
-    if values["min_ttl"] > values["max_ttl"]:
-        raise SettingError(
-            f"REP_MIN_TTL ({values['min_ttl']:g}) must not exceed REP_MAX_TTL "
-            f"({values['max_ttl']:g})"
-        )
-    if values["retry_backoff"] > values["max_retry_backoff"]:
-        raise SettingError(
-            f"REP_RETRY_BACKOFF ({values['retry_backoff']:g}) must not exceed "
-            f"REP_MAX_RETRY_BACKOFF ({values['max_retry_backoff']:g})"
-        )
+    for low, high in (("min_ttl", "max_ttl"), ("retry_backoff", "max_retry_backoff")):
+        if values[low] > values[high]:
+            raise SettingError(
+                f"{_NAME_OF[low]} ({values[low]:g}) must not exceed "
+                f"{_NAME_OF[high]} ({values[high]:g})"
+            )
     if values["lease_renew_interval"] >= values["lease_ttl"]:
         raise SettingError(
             f"REP_LEASE_RENEW_INTERVAL ({values['lease_renew_interval']:g}) must be shorter "
