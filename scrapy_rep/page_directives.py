@@ -116,8 +116,7 @@ class PageDirectivesMiddleware:
             found = page_directives(
                 lines, response.body if is_html else None, token, meta_tags=meta_tags
             )
-            doc = found.to_json()
-            doc.update(url=response.url, product_token=token)
+            doc = {**found.to_json(), "url": response.url, "product_token": token}
             self._count_page(found, response.url)
         response.meta[META_KEY] = doc
         self._read(response, doc)

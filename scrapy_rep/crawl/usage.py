@@ -229,6 +229,4 @@ def unknown_doc(purposes: tuple[str, ...], url: str) -> dict[str, Any]:
 
 
 def _doc(usage: Usage, purposes: tuple[str, ...], refused: list[str], url: str) -> dict[str, Any]:
-    doc = usage.to_json()
-    doc.update(purposes=list(purposes), refused=refused, url=url)
-    return doc
+    return {**usage.to_json(), "purposes": list(purposes), "refused": refused, "url": url}
