@@ -210,10 +210,9 @@ class ActingPageDirectivesMiddleware(PageDirectivesMiddleware):
             return
         try:
             async for output in result:
-                links = state.links
-                if isinstance(output, Request) and links is not None and not links.done:
+                if isinstance(output, Request) and state.links is not None and not state.links.done:
                     # A 10 MB page's links: read in steps, the reactor serving others between.
-                    await run_steps(_steps(links))
+                    await run_steps(_steps(state.links))
                 if state.keep(output):
                     yield output
         finally:
