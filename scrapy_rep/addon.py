@@ -4,7 +4,7 @@ and enable the page-level directives spider middleware beside it."""
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from scrapy.utils.misc import load_object
 
@@ -52,19 +52,16 @@ class Addon:
         if not any(_is_subclass(_resolve(key), ours) for key in middlewares):
             # A user who placed our middleware (or a subclass) elsewhere keeps it there.
             middlewares[OUR_PATH] = STOCK_PRIORITY
-        settings.set(
-            "DOWNLOADER_MIDDLEWARES",
-            middlewares,
-            priority=settings.getpriority("DOWNLOADER_MIDDLEWARES") or 0,
-        )
+        _replace(settings, "DOWNLOADER_MIDDLEWARES", middlewares)
         spider_middlewares = settings.getdict("SPIDER_MIDDLEWARES")
         if PAGE_PATH not in spider_middlewares:  # (a user's own placement is kept)
             spider_middlewares[PAGE_PATH] = PAGE_PRIORITY
-            settings.set(
-                "SPIDER_MIDDLEWARES",
-                spider_middlewares,
-                priority=settings.getpriority("SPIDER_MIDDLEWARES") or 0,
-            )
+            _replace(settings, "SPIDER_MIDDLEWARES", spider_middlewares)
+
+
+def _replace(settings: BaseSettings, name: str, value: dict[Any, Any]) -> None:
+    # at the priority it has: Settings.set ignores a value of a lower priority
+    settings.set(name, value, priority=settings.getpriority(name) or 0)
 
 
 def _resolve(key: object) -> object:

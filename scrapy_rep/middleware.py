@@ -1,11 +1,9 @@
 """``RobotsTxtMiddleware``: the Scrapy glue around the policy, the store and the fetcher.
 
-Two hooks gate a request (docs/architecture.md follows one through):
-- ``request_scheduled``: a request whose origin's robots.txt is unknown or unreachable
-  waits in the ``WaitingRoom`` instead of the scheduler, so it holds no download
-  concurrency, and re-enters the scheduler once the origin is decided.
-- ``process_request``: allow or drop by the rules; a request whose origin became
-  undecided after it was scheduled goes back through the scheduler.
+Two hooks gate a request (docs/architecture.md follows one through): ``request_scheduled``
+keeps a request of an undecided origin in the ``WaitingRoom``, holding no download
+concurrency, until the origin is decided; ``process_request`` allows or drops it by the
+rules, and sends one whose origin became undecided after scheduling back to the scheduler.
 """
 
 from __future__ import annotations
@@ -334,29 +332,26 @@ class RobotsTxtMiddleware:
                 raise DontCloseSpider
             return
         idle_for = self.idle.idle_for(self.stats.get_value("scheduler/dequeued", 0))
-        if (
-            scrapy_redis_idle_expired(spider)
-            and self.closing.fate() != "dropped"
-            and not self.coordinator.fetching_now()
-        ):
-            # scrapy-redis's idle close is honoured when the waiting requests outlive it.
-            logger.info(
-                "the spider closes on MAX_IDLE_TIME_BEFORE_CLOSE (scrapy-redis) "
-                "with %d request(s) waiting on robots.txt; they are %s",
-                len(self.room),
-                self.closing.fate(),
-            )
-            return
-        if self.idle.expired(idle_for) and not self.coordinator.fetching_now():
-            self.stats.set_value("robotstxt/idle_closed", 1)
-            logger.info(
-                "nothing but %d request(s) waiting on robots.txt for %s "
-                "(REP_IDLE_WAIT): the spider closes; they are %s",
-                len(self.room),
-                duration(idle_for),
-                self.closing.fate(),
-            )
-            return
+        if not self.coordinator.fetching_now():
+            if scrapy_redis_idle_expired(spider) and self.closing.fate() != "dropped":
+                # scrapy-redis's idle close is honoured when the waiting requests outlive it.
+                logger.info(
+                    "the spider closes on MAX_IDLE_TIME_BEFORE_CLOSE (scrapy-redis) "
+                    "with %d request(s) waiting on robots.txt; they are %s",
+                    len(self.room),
+                    self.closing.fate(),
+                )
+                return
+            if self.idle.expired(idle_for):
+                self.stats.set_value("robotstxt/idle_closed", 1)
+                logger.info(
+                    "nothing but %d request(s) waiting on robots.txt for %s "
+                    "(REP_IDLE_WAIT): the spider closes; they are %s",
+                    len(self.room),
+                    duration(idle_for),
+                    self.closing.fate(),
+                )
+                return
         self.closing.warn_waiting(idle_for, self.config.idle_wait, self.config.unreachable_wait)
         if self.idle.line_due():
             logger.info(self.closing.waiting_line(idle_for, self.config.idle_wait))
@@ -381,10 +376,8 @@ class RobotsTxtMiddleware:
         self.closing.finish(handed_back)
         audit = None
         if not self.config.enforce:
-            audit = (
-                self.stats.get_value("robotstxt/audit/would_forbid", 0),
-                self.stats.get_value("robotstxt/audit/would_delay", 0),
-            )
+            get = self.stats.get_value
+            audit = (get("robotstxt/audit/would_forbid", 0), get("robotstxt/audit/would_delay", 0))
         log_summary(list(origins.runtimes()), origins.evicted, self.stats, audit=audit)
         self.storage.close()
         self.recorder.close()

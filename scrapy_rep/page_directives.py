@@ -1,11 +1,7 @@
 """``PageDirectivesMiddleware``: the robots meta tag, ``X-Robots-Tag`` and rel=nofollow in a crawl.
 
 robots.txt decides what is fetched; page-level directives decide what a fetched page's
-links and content may be used for (docs/page.md). ``REP_PAGE_MODE``: ``record`` (the
-default) puts them in ``meta["rep_page"]`` and the stats; ``audit`` also counts what
-``enforce`` drops: requests yielded by a ``nofollow`` page or linked only with
-``rel="nofollow"``, items yielded by a ``noindex`` page; ``off`` reads nothing.
-``dont_obey_robotstxt`` exempts a request and what its response yields.
+links and content may be used for (docs/page.md, ``REP_PAGE_MODE``).
 """
 
 from __future__ import annotations
@@ -23,12 +19,11 @@ from scrapy.utils.response import get_base_url
 from w3lib.url import safe_url_string
 
 from scrapy_rep.crawl import compat
-from scrapy_rep.crawl.decide import DECISION_META_KEY
 from scrapy_rep.crawl.product_token import ProductTokens
 from scrapy_rep.crawl.record import NullRecorder, recorder_for
 from scrapy_rep.crawl.report import log_page_directives
 from scrapy_rep.crawl.stepping import run_steps
-from scrapy_rep.crawl.usage import header_lines
+from scrapy_rep.crawl.usage import decided_token, header_lines
 from scrapy_rep.policy.config import Config, SettingError
 from scrapy_rep.policy.origin import origin_of_memo
 from scrapy_rep.robotstxt._page import NofollowLinks, PageDirectives, head_may_name, page_directives
@@ -77,8 +72,15 @@ class PageDirectivesMiddleware:
         self._unrecorded: weakref.WeakKeyDictionary[Response, dict[str, Any]] = (
             weakref.WeakKeyDictionary()
         )
-        crawler.signals.connect(self._on_spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self._on_spider_closed, signal=signals.spider_closed)
+        logger.info(
+            "page-level directives (robots meta tag, X-Robots-Tag): %s",
+            {
+                "record": "recorded (REP_PAGE_MODE = 'record')",
+                "audit": "recorded, what enforce would drop counted (REP_PAGE_MODE = 'audit')",
+                "enforce": "nofollow and noindex obeyed (REP_PAGE_MODE = 'enforce')",
+            }[self.mode],
+        )
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> PageDirectivesMiddleware:
@@ -91,19 +93,8 @@ class PageDirectivesMiddleware:
         except SettingError as exc:
             logger.error("the crawl cannot start: %s", exc)
             raise
-        acting = config.page_mode in ("audit", "enforce")
-        middleware = ActingPageDirectivesMiddleware if acting else cls
+        middleware = cls if config.page_mode == "record" else ActingPageDirectivesMiddleware
         return middleware(crawler, config, ProductTokens(config, crawler), recorder)
-
-    def _on_spider_opened(self, spider: Spider) -> None:
-        logger.info(
-            "page-level directives (robots meta tag, X-Robots-Tag): %s",
-            {
-                "record": "recorded (REP_PAGE_MODE = 'record')",
-                "audit": "recorded, what enforce would drop counted (REP_PAGE_MODE = 'audit')",
-                "enforce": "nofollow and noindex obeyed (REP_PAGE_MODE = 'enforce')",
-            }[self.mode],
-        )
 
     def process_spider_input(self, response: Response, spider: Spider | None = None) -> None:
         request = response.request
@@ -111,30 +102,27 @@ class PageDirectivesMiddleware:
             return
         lines = header_lines(response.headers, _X_ROBOTS_TAG)
         is_html = isinstance(response, HtmlResponse)
-        token = self._token(request)
+        token = decided_token(request, self.tokens.token_for)
         if not lines and not (is_html and head_may_name(response.body, token)):
-            # Nearly every page: no header, and no meta tag that can name us.
-            response.meta[META_KEY] = doc = _empty_doc(response.url, token)
-            self._read(response, doc)
-            return
-        meta_tags = None
-        selector = compat.cached_selector(response) if is_html else None
-        if selector is not None:  # the spider's parse: the tags, without a second look
-            meta_tags = [
-                (tag.attrib.get("name", ""), tag.attrib.get("content", ""))
-                for tag in selector.xpath("//head/meta[@name]")
-            ]
-        found = page_directives(
-            lines, response.body if is_html else None, token, meta_tags=meta_tags
-        )
-        doc = found.to_json()
-        doc.update(url=response.url, product_token=token)
+            doc = _empty_doc(response.url, token)  # nearly every page: nothing can name us
+        else:
+            meta_tags = None
+            selector = compat.cached_selector(response) if is_html else None
+            if selector is not None:  # the spider's parse: the tags, without a second look
+                meta_tags = [
+                    (tag.attrib.get("name", ""), tag.attrib.get("content", ""))
+                    for tag in selector.xpath("//head/meta[@name]")
+                ]
+            found = page_directives(
+                lines, response.body if is_html else None, token, meta_tags=meta_tags
+            )
+            doc = {**found.to_json(), "url": response.url, "product_token": token}
+            self._count_page(found, response.url)
         response.meta[META_KEY] = doc
-        self._count_page(found, response.url)
         self._read(response, doc)
 
     def _read(self, response: Response, doc: dict[str, Any]) -> None:
-        """A page has been read: in ``record`` mode its record line is complete now."""
+        # in ``record`` mode a page's record line is complete once it is read
         if doc["directives"]:
             self.record_page(doc)
 
@@ -145,13 +133,6 @@ class PageDirectivesMiddleware:
         self.recorder.page(
             doc["url"], doc["product_token"], doc["sources"], dropped_requests, dropped_items
         )
-
-    def _token(self, request: Request) -> str:
-        """The product token robots.txt used for this request, else the same rule's."""
-        decision = request.meta.get(DECISION_META_KEY)
-        if isinstance(decision, dict) and decision.get("product_token"):
-            return str(decision["product_token"])
-        return self.tokens.token_for(request)
 
     def _count_page(self, found: PageDirectives, url: str) -> None:
         inc = self.stats.inc_value
@@ -165,9 +146,8 @@ class PageDirectivesMiddleware:
             counts["nofollow"] += found.nofollow
 
     def origin_counts(self, url: str) -> dict[str, int]:
-        origin = origin_of_memo(url) or url
         fresh = dict.fromkeys(("noindex", "nofollow", "requests", "items"), 0)
-        return self.per_origin.setdefault(origin, fresh)
+        return self.per_origin.setdefault(origin_of_memo(url) or url, fresh)
 
     def _on_spider_closed(self, spider: Spider, reason: str) -> None:
         log_page_directives(self.per_origin, mode=self.mode)
@@ -193,19 +173,16 @@ class ActingPageDirectivesMiddleware(PageDirectivesMiddleware):
 
     def _page_state(self, response: Response) -> _PageOutput | None:
         """What to check in this response's output, or None when nothing can be dropped."""
-        if response.meta.get("dont_obey_robotstxt"):
-            return None
         doc = response.meta.get(META_KEY)
-        if not isinstance(doc, dict) or doc.get("url") != response.url:
+        if response.meta.get("dont_obey_robotstxt") or not isinstance(doc, dict):
+            return None
+        if doc.get("url") != response.url or not _output_checked(response, doc):
             return None
         links = None
         if isinstance(response, HtmlResponse) and not doc["nofollow"]:
             # read only when the callback yields a request (and then in steps); a link's
             # URL spelled as a Request built from it spells it (Request escapes its URL)
-            base = get_base_url(response)
-            links = NofollowLinks(response.body, base, normalise=safe_url_string)
-        if not _output_checked(response, doc):
-            return None
+            links = NofollowLinks(response.body, get_base_url(response), normalise=safe_url_string)
         writes_line = self._unrecorded.pop(response, None) is not None
         return _PageOutput(self, response, doc, links, writes_line)
 
@@ -218,8 +195,6 @@ class ActingPageDirectivesMiddleware(PageDirectivesMiddleware):
     def _checked(self, state: _PageOutput, result: Iterable[Any]) -> Iterator[Any]:
         try:
             for output in result:
-                if isinstance(output, Request) and state.links is not None:
-                    state.links.scan()  # (Scrapy before 2.15, a sync callback: in one go)
                 if state.keep(output):
                     yield output
         finally:
@@ -235,10 +210,9 @@ class ActingPageDirectivesMiddleware(PageDirectivesMiddleware):
             return
         try:
             async for output in result:
-                links = state.links
-                if isinstance(output, Request) and links is not None and not links.done:
+                if isinstance(output, Request) and state.links is not None and not state.links.done:
                     # A 10 MB page's links: read in steps, the reactor serving others between.
-                    await run_steps(_steps(links))
+                    await run_steps(_steps(state.links))
                 if state.keep(output):
                     yield output
         finally:
@@ -247,8 +221,7 @@ class ActingPageDirectivesMiddleware(PageDirectivesMiddleware):
 
 @dataclass(slots=True)
 class _PageOutput:
-    """What one page's callback yields, checked against its directives; one DEBUG line
-    for the page when it closes."""
+    """One page's callback output, checked against its directives; one DEBUG line at close."""
 
     middleware: PageDirectivesMiddleware
     response: Response
@@ -263,7 +236,9 @@ class _PageOutput:
                 return True
             if self.doc["nofollow"]:
                 return self._drop(NOFOLLOW_PAGE)
-            if self.links is not None and self.links.nofollow_only(output.url):
+            # (read in steps by the async path; a sync callback, as before Scrapy 2.15, reads
+            # them here in one go)
+            if self.links is not None and self.links.scan().nofollow_only(output.url):
                 return self._drop(REL_NOFOLLOW)
             return True
         if self.doc["noindex"]:
@@ -275,8 +250,7 @@ class _PageOutput:
         return self.middleware.mode != "enforce"
 
     def close(self) -> None:
-        middleware = self.middleware
-        dropped = self.dropped
+        middleware, dropped = self.middleware, self.dropped
         requests = dropped.get(NOFOLLOW_PAGE, 0) + dropped.get(REL_NOFOLLOW, 0)
         items = dropped.get(NOINDEX_PAGE, 0)
         if self.writes_line or dropped:

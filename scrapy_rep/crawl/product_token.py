@@ -31,7 +31,7 @@ class ProductTokens:
     """The product token of each request (``token_for``, on every request), and one
     warning when it is a browser's."""
 
-    def __init__(self, config: Config, crawler: Crawler | None = None) -> None:
+    def __init__(self, config: Config, crawler: Crawler) -> None:
         self.config = config
         self.crawler = crawler  # (crawler.spider is set before any request is scheduled)
         self._warned_browser = False
@@ -40,7 +40,7 @@ class ProductTokens:
 
     @property
     def spider(self) -> Spider | None:
-        return None if self.crawler is None else self.crawler.spider
+        return self.crawler.spider
 
     def token_for(self, request: Request) -> str:
         raw: Any = request.meta.get("robotstxt_user_agent")

@@ -1,10 +1,7 @@
 """Usage preferences in a crawl: recorded on every response, counted, and (opt-in) obeyed.
 
-docs/usage.md. Preferences never decide fetching; they say what the crawl may do with
-content. ``REP_USAGE_MODE`` says what happens when robots.txt or a ``Content-Usage``
-header refuses a declared purpose (``REP_PURPOSES``, or ``meta["rep_purposes"]``):
-``record`` (the default) only records it in ``meta["rep_usage"]`` and the stats,
-``audit`` also counts what ``enforce`` drops, ``off`` reads nothing.
+Preferences never decide fetching; they say what the crawl may do with content
+(docs/usage.md: ``REP_USAGE_MODE``, ``REP_PURPOSES``, ``meta["rep_purposes"]``).
 """
 
 from __future__ import annotations
@@ -26,7 +23,7 @@ from scrapy_rep.policy.records import RULES
 from scrapy_rep.robotstxt._usage import LABELS, UNKNOWN, Usage, header_statement
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
@@ -49,14 +46,10 @@ class UsageKeeper:
     """Records usage preferences on requests and responses; drops refused ones on request."""
 
     def __init__(
-        self,
-        crawler: Crawler,
-        config: Config,
-        decider: Decider,
-        recorder: NullRecorder | None = None,
+        self, crawler: Crawler, config: Config, decider: Decider, recorder: NullRecorder
     ) -> None:
         self.mode = config.usage_mode
-        self.recorder = recorder or NullRecorder()
+        self.recorder = recorder
         self.purposes = config.purposes
         self.decider = decider
         assert crawler.stats is not None
@@ -107,19 +100,17 @@ class UsageKeeper:
             # the copy decide() just used: a large file is not parsed again at once
             robots = self.decider.parsed(rt, evaluation.body)
             if robots.declares_usage:
-                decision = request.meta.get(DECISION_META_KEY) or {}
-                token = decision.get("product_token") or self.decider.token_for(request)
-                usage = robots.usage(request.url, token)
+                usage = robots.usage(request.url, decided_token(request, self.decider.token_for))
         purposes = self.purposes_for(request)
         if usage is None:  # most files state no preference: nothing to refuse
             request.meta[META_KEY] = unknown_doc(purposes, request.url)
             return
         refused = usage.refused(purposes)
-        request.meta[META_KEY] = _doc(usage, purposes, refused, request.url)
+        request.meta[META_KEY] = doc = _doc(usage, purposes, refused, request.url)
         self.recorder.usage(request, usage, purposes)
         if refused and self.mode != "record":
             if self.mode == "enforce":
-                self._count_values(usage)  # its preferences are final: it is never fetched
+                self._count(doc)  # its preferences are final: it is never fetched
             self._refuse(request, rt.origin, usage, refused, ROBOTS)
 
     def on_response(self, request: Request, response: Response) -> Response:
@@ -134,14 +125,14 @@ class UsageKeeper:
         header = header_statement(header_lines(response.headers, _CONTENT_USAGE))
         if header is None and doc is not None:
             # The common case: no header, robots.txt's preferences (in the meta) are final.
-            self._count_doc(doc)
+            self._count(doc)
             return response
         robots = Usage() if doc is None else Usage.from_json(doc)
         usage = robots if header is None else robots.merged(Usage.of([header]))
         purposes = self.purposes_for(request) if doc is None else tuple(doc["purposes"])
         refused = usage.refused(purposes)
-        request.meta[META_KEY] = _doc(usage, purposes, refused, request.url)
-        self._count_values(usage)
+        request.meta[META_KEY] = doc = _doc(usage, purposes, refused, request.url)
+        self._count(doc)
         if refused and self.mode != "record" and not robots.refused(purposes):
             origin = origin_of_memo(request.url) or request.url
             self._refuse(request, origin, usage, refused, HEADER)
@@ -152,19 +143,13 @@ class UsageKeeper:
     # Ten per-label stats per response at about 2 us a call: summed by combination of
     # values, written every COUNT_BATCH responses and when the spider closes.
 
-    def _count_values(self, usage: Usage) -> None:
-        values = tuple(usage.value(label) for label in LABELS)
-        self._count((values, usage.use.value if usage.use.sources else None))
-
-    def _count_doc(self, doc: dict[str, Any]) -> None:
-        """``_count_values`` of the Usage ``doc`` is the JSON of (Usage.to_json)."""
+    def _count(self, doc: dict[str, Any]) -> None:
+        """Counts the preferences a ``META_KEY`` doc (``Usage.to_json``) states."""
         given, sources = doc["preferences"], doc["sources"]
         if not sources and given == _UNKNOWN_PREFERENCES:  # most files and pages
             return  # nothing stated: nothing to count
         values = tuple(given.get(label, UNKNOWN) for label in LABELS)
-        self._count((values, (doc["use"] or UNKNOWN) if "use" in sources else None))
-
-    def _count(self, combination: tuple[tuple[str, ...], str | None]) -> None:
+        combination = (values, (doc["use"] or UNKNOWN) if "use" in sources else None)
         if combination == _NOTHING_STATED:
             return
         pending = self._pending
@@ -223,6 +208,14 @@ def header_lines(headers: Headers, title_cased_name: bytes) -> Sequence[bytes]:
     return headers.getlist(title_cased_name)  # (a subclass: its own lookup)
 
 
+def decided_token(request: Request, token_for: Callable[[Request], str]) -> str:
+    """The product token robots.txt used for ``request``, else ``token_for``'s."""
+    decision = request.meta.get(DECISION_META_KEY)
+    if isinstance(decision, dict) and decision.get("product_token"):
+        return str(decision["product_token"])
+    return token_for(request)
+
+
 def unknown_doc(purposes: tuple[str, ...], url: str) -> dict[str, Any]:
     """``_doc(Usage(), purposes, [], url)``, built without the Usage (per request)."""
     return {
@@ -236,6 +229,4 @@ def unknown_doc(purposes: tuple[str, ...], url: str) -> dict[str, Any]:
 
 
 def _doc(usage: Usage, purposes: tuple[str, ...], refused: list[str], url: str) -> dict[str, Any]:
-    doc = usage.to_json()
-    doc.update(purposes=list(purposes), refused=refused, url=url)
-    return doc
+    return {**usage.to_json(), "purposes": list(purposes), "refused": refused, "url": url}

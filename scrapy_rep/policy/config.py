@@ -27,18 +27,23 @@ class SettingError(ValueError):
 Reader = Callable[[Any, str, Any], Any]
 
 
-def number(*, minimum: float = 0.0, positive: bool = False) -> Reader:
-    """Seconds (or any float) ``>= minimum``, or ``> minimum`` when ``positive``."""
+def number(*, minimum: float = 0.0, positive: bool = False, whole: bool = False) -> Reader:
+    """Seconds (or any float) ``>= minimum``, or ``> minimum`` when ``positive``; with
+    ``whole``, an int (``2.0`` is 2; ``2.5`` is refused)."""
+    kind = "an integer" if whole else "a number"
+    bool_refused = "an integer" if whole else "a number of seconds"
 
     def read(raw: Any, name: str, default: Any) -> float:
         if raw is None or raw == "":
-            return float(default)
+            return int(default) if whole else float(default)
         if isinstance(raw, bool):
-            raise SettingError(f"{name} must be a number of seconds, got {raw!r}")
+            raise SettingError(f"{name} must be {bool_refused}, got {raw!r}")
         try:
-            value = float(raw)
+            value = int(raw) if whole else float(raw)
+            if whole and isinstance(raw, float) and raw != value:
+                raise ValueError
         except (TypeError, ValueError):
-            raise SettingError(f"{name} must be a number, got {raw!r}") from None
+            raise SettingError(f"{name} must be {kind}, got {raw!r}") from None
         if math.isnan(value) or math.isinf(value):
             raise SettingError(f"{name} must be a finite number, got {raw!r}")
         if value < minimum or (positive and value <= 0):
@@ -50,33 +55,17 @@ def number(*, minimum: float = 0.0, positive: bool = False) -> Reader:
 
 
 def integer(*, minimum: int) -> Reader:
-    """A whole number ``>= minimum`` (``2.0`` is 2; ``2.5`` is refused)."""
-
-    def read(raw: Any, name: str, default: Any) -> int:
-        if raw is None or raw == "":
-            return int(default)
-        if isinstance(raw, bool):
-            raise SettingError(f"{name} must be an integer, got {raw!r}")
-        try:
-            value = int(raw)
-            if isinstance(raw, float) and raw != value:
-                raise ValueError
-        except (TypeError, ValueError):
-            raise SettingError(f"{name} must be an integer, got {raw!r}") from None
-        if value < minimum:
-            raise SettingError(f"{name} must be >= {minimum}, got {raw!r}")
-        return value
-
-    return read
+    return number(minimum=minimum, whole=True)
 
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
 
-def boolean(raw: Any, name: str, default: Any) -> bool:
-    if raw is None:
-        return bool(default)
+def boolean(raw: Any, name: str, default: Any) -> bool | None:
+    """True or False; a default of None (the component decides) also stands for ""."""
+    if raw is None or (default is None and isinstance(raw, str) and not raw.strip()):
+        return default  # type: ignore[no-any-return]
     if isinstance(raw, bool):
         return raw
     if isinstance(raw, int) and raw in (0, 1):
@@ -84,13 +73,6 @@ def boolean(raw: Any, name: str, default: Any) -> bool:
     if isinstance(raw, str) and raw.strip().lower() in _TRUE | _FALSE:
         return raw.strip().lower() in _TRUE
     raise SettingError(f"{name} must be True or False, got {raw!r}")
-
-
-def optional_boolean(raw: Any, name: str, default: Any) -> bool | None:
-    """True, False, or ``default`` (None: the component decides) when unset or ""."""
-    if raw is None or (isinstance(raw, str) and raw.strip() == ""):
-        return default  # type: ignore[no-any-return]
-    return boolean(raw, name, False)
 
 
 def choice(*choices: str) -> Reader:
@@ -147,37 +129,11 @@ STORAGE_FORMS = (
 
 
 def storage_spec(raw: Any, name: str = "REP_STORAGE", default: Any = "sqlite") -> str:
-    """``REP_STORAGE`` in one canonical form, or ``SettingError``.
-
-    A bare file path (anything with a slash, starting with ``~`` or ``.``, or ending in
-    ``.sqlite``, ``.sqlite3`` or ``.db``) becomes ``sqlite:PATH``, so every reader (the
-    crawl and ``scrapy robots``) sees one spelling. Whether the file can be opened is the
-    store's business (storage.factory).
-    """
+    """``REP_STORAGE`` in one canonical form (``StorePlace.spec``), so every reader (the
+    crawl and ``scrapy robots``) sees one spelling; or ``SettingError``."""
     if raw is None or raw == "":
         return str(default)
-    if not isinstance(raw, str):
-        raise SettingError(f"{name} must be a string, got {raw!r}")
-    spec = raw.strip()
-    lowered = spec.lower()
-    if lowered in ("sqlite", "memory"):
-        return lowered
-    if lowered.startswith("sqlite:"):
-        rest = spec[len("sqlite:") :]
-        if rest in ("", "//", "///"):
-            raise SettingError(f"{name}: no file name in {raw!r}")
-        return "sqlite:" + rest
-    if lowered.startswith(("redis://", "rediss://", "unix://")):
-        return spec
-    if "://" in spec:  # a URL of a scheme we do not know: never a file path
-        raise SettingError(f"{name} must be {STORAGE_FORMS}; got {raw!r}")
-    if "/" in spec or "\\" in spec or spec.startswith(("~", ".")):
-        return "sqlite:" + spec
-    if lowered.endswith(_SQLITE_SUFFIXES):
-        return "sqlite:" + spec
-    if _IMPORT_PATH.fullmatch(spec):
-        return spec
-    raise SettingError(f"{name} must be {STORAGE_FORMS}; got {raw!r}")
+    return StorePlace.parse(raw, name).spec
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,25 +150,44 @@ class StorePlace:
         """A store that other processes can see (Redis; SQLite for one machine)."""
         return self.kind in ("sqlite", "redis")
 
+    @property
+    def spec(self) -> str:
+        if self.kind == "sqlite" and self.location:
+            return "sqlite:" + self.location
+        return self.location or self.kind
+
     @classmethod
-    def parse(cls, spec: str) -> StorePlace:
-        """The place ``spec`` (``storage_spec``'s canonical form) names."""
+    def parse(cls, raw: Any, name: str = "REP_STORAGE") -> StorePlace:
+        """The place ``raw`` names. A bare file path (anything with a slash, starting with
+        ``~`` or ``.``, or ending in ``.sqlite``, ``.sqlite3`` or ``.db``) is a SQLite file;
+        whether it can be opened is the store's business (storage.factory)."""
+        if not isinstance(raw, str):
+            raise SettingError(f"{name} must be a string, got {raw!r}")
+        spec = raw.strip()
         lowered = spec.lower()
-        if lowered == "memory":
-            return cls("memory")
-        if lowered == "sqlite" or lowered.startswith("sqlite:"):
-            return cls("sqlite", spec.partition(":")[2])
+        if lowered in ("sqlite", "memory"):
+            return cls(lowered)
+        if lowered.startswith("sqlite:"):
+            rest = spec[len("sqlite:") :]
+            if rest in ("", "//", "///"):
+                raise SettingError(f"{name}: no file name in {raw!r}")
+            return cls("sqlite", rest)
         if lowered.startswith(("redis://", "rediss://", "unix://")):
             return cls("redis", spec)
+        if "://" in spec:  # a URL of a scheme we do not know: never a file path
+            raise SettingError(f"{name} must be {STORAGE_FORMS}; got {raw!r}")
+        if "/" in spec or "\\" in spec or spec.startswith(("~", ".")):
+            return cls("sqlite", spec)
+        if lowered.endswith(_SQLITE_SUFFIXES):
+            return cls("sqlite", spec)
         if _IMPORT_PATH.fullmatch(spec):
             return cls("class", spec)
-        raise SettingError(f"REP_STORAGE must be {STORAGE_FORMS}; got {spec!r}")
+        raise SettingError(f"{name} must be {STORAGE_FORMS}; got {raw!r}")
 
 
-# REP_USAGE_MODE: what the crawl does with usage preferences (see crawl/usage.py).
-USAGE_MODES = ("off", "record", "audit", "enforce")
-# REP_PAGE_MODE: what the crawl does with page-level directives (page_directives.py).
-PAGE_MODES = ("off", "record", "audit", "enforce")
+# What the crawl does with usage preferences (REP_USAGE_MODE, crawl/usage.py) and with
+# page-level directives (REP_PAGE_MODE, page_directives.py).
+MODES = ("off", "record", "audit", "enforce")
 
 
 RECORD_PLACEHOLDERS = {"name": "spider", "time": "2026-01-01T00-00-00", "pid": 1}
@@ -276,7 +251,6 @@ class Config:
     enforce: bool = setting("REP_ENFORCE", True, boolean)
     robotstxt_user_agent: str | None = setting("ROBOTSTXT_USER_AGENT", None, optional_text)
     user_agent: str = setting("USER_AGENT", "Scrapy", optional_text)
-    # RFC 9309 section 2.5: crawlers MUST parse at least 500 KiB.
     max_size: int = setting("REP_MAX_SIZE", RFC_MIN_PARSE_SIZE, integer(minimum=RFC_MIN_PARSE_SIZE))
     # 180: Scrapy's default DOWNLOAD_TIMEOUT
     fetch_timeout: float = setting(
@@ -312,9 +286,9 @@ class Config:
     clock: Callable[[], float] | None = setting("REP_CLOCK", None, clock)  # noqa: RUF009
     # what the crawl uses content for
     purposes: tuple[str, ...] = setting("REP_PURPOSES", (), purposes_from)
-    usage_mode: str = setting("REP_USAGE_MODE", "record", choice(*USAGE_MODES))
+    usage_mode: str = setting("REP_USAGE_MODE", "record", choice(*MODES))
     # Page-level directives: robots meta tag, X-Robots-Tag, rel=nofollow (docs/page.md).
-    page_mode: str = setting("REP_PAGE_MODE", "record", choice(*PAGE_MODES))
+    page_mode: str = setting("REP_PAGE_MODE", "record", choice(*MODES))
     # How long a spider with nothing to do but wait on robots.txt stays open.
     idle_wait: float = setting("REP_IDLE_WAIT", 1500.0, number())
     # Held requests kept in memory (about 1 KB each); beyond, they spill to disk.
@@ -327,7 +301,7 @@ class Config:
     cluster_heartbeat: float = setting("REP_CLUSTER_HEARTBEAT", 30.0, number(positive=True))
     # Waiting requests also kept in a shared store, so a kill -9 loses none. None: only
     # where the crawl itself persists (docs/waiting.md "When the spider closes").
-    durable_waiting: bool | None = setting("REP_DURABLE_WAITING", None, optional_boolean)
+    durable_waiting: bool | None = setting("REP_DURABLE_WAITING", None, boolean)
     # The compliance record (docs/record.md); unset = no record.
     record: str | None = setting("REP_RECORD", None, record_path_template)
     # ``storage`` parsed (set from it by __post_init__): what every reader uses.
@@ -360,6 +334,7 @@ class Config:
 
 
 _SETTINGS = tuple(spec for spec in fields(Config) if spec.init)
+_NAME_OF = {spec.name: spec.metadata["setting"][0] for spec in _SETTINGS}  # field -> setting
 #: The names of every setting scrapy-rep reads (the typo check compares against them).
 SETTING_NAMES: frozenset[str] = frozenset(
     name for spec in _SETTINGS for name in spec.metadata["setting"][::2] if name
@@ -368,16 +343,12 @@ SETTING_NAMES: frozenset[str] = frozenset(
 
 def _check_together(values: Mapping[str, Any]) -> None:
     """Rules between two settings, by ``Config`` field (read values)."""
-    if values["min_ttl"] > values["max_ttl"]:
-        raise SettingError(
-            f"REP_MIN_TTL ({values['min_ttl']:g}) must not exceed REP_MAX_TTL "
-            f"({values['max_ttl']:g})"
-        )
-    if values["retry_backoff"] > values["max_retry_backoff"]:
-        raise SettingError(
-            f"REP_RETRY_BACKOFF ({values['retry_backoff']:g}) must not exceed "
-            f"REP_MAX_RETRY_BACKOFF ({values['max_retry_backoff']:g})"
-        )
+    for low, high in (("min_ttl", "max_ttl"), ("retry_backoff", "max_retry_backoff")):
+        if values[low] > values[high]:
+            raise SettingError(
+                f"{_NAME_OF[low]} ({values[low]:g}) must not exceed "
+                f"{_NAME_OF[high]} ({values[high]:g})"
+            )
     if values["lease_renew_interval"] >= values["lease_ttl"]:
         raise SettingError(
             f"REP_LEASE_RENEW_INTERVAL ({values['lease_renew_interval']:g}) must be shorter "

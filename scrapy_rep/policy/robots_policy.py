@@ -75,6 +75,11 @@ def refresh_ahead_at(record: OriginRecord) -> float:
     return record.expires_at - min(lifetime * REFRESH_AHEAD_SHARE, REFRESH_AHEAD_MAX)
 
 
+def _by_copy(record: OriginRecord, source: str, *, fetch_due: bool) -> Evaluation:
+    """Requests decided now by ``record``'s copy (``source``: where it comes from)."""
+    return Evaluation(True, record.kind, record.body, source, fetch_due)
+
+
 def parse_max_age(cache_control: str | None) -> float | None:
     if not cache_control:
         return None
@@ -139,21 +144,13 @@ class RobotsPolicy:
             return Evaluation(ready=False, fetch_due=True)  # (a record not by after_fetch)
         if not record.unreachable:
             if now < record.expires_at:
-                return Evaluation(
-                    ready=True,
-                    kind=record.kind,
-                    body=record.body,
-                    source=FRESH,
-                    fetch_due=now >= refresh_ahead_at(record),
-                )
+                return _by_copy(record, FRESH, fetch_due=now >= refresh_ahead_at(record))
             if self.config.enforce:
                 # Never decided by an expired copy: undecided until the refetch answers.
                 return Evaluation(ready=False, fetch_due=True)
             # Audit mode waits only for an origin's first answer (docs/behaviour.md,
             # "Audit mode"): it records by the expired copy while that is refetched.
-            return Evaluation(
-                ready=True, kind=record.kind, body=record.body, source=EXPIRED, fetch_due=True
-            )
+            return _by_copy(record, EXPIRED, fetch_due=True)
         assert record.unreachable_since is not None
         retry_at = record.next_retry_at if record.next_retry_at is not None else now
         fetch_due = now >= retry_at
@@ -165,9 +162,7 @@ class RobotsPolicy:
             and record.fetched_at is not None
             and now - record.fetched_at <= self.config.stale_max_age
         ):
-            return Evaluation(
-                ready=True, kind=record.kind, body=record.body, source=STALE, fetch_due=fetch_due
-            )
+            return _by_copy(record, STALE, fetch_due=fetch_due)
         fallback = ALLOW_ALL if self.config.unreachable_fallback == "allow" else DISALLOW_ALL
         return Evaluation(ready=True, kind=fallback, source=FALLBACK, fetch_due=fetch_due)
 
