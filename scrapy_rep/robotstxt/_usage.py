@@ -2,16 +2,12 @@
 
 Preferences say what a crawler may do with content, never whether it may fetch it:
 Allow and Disallow still decide fetching (draft-ietf-aipref-vocab §3.3). The rules, in
-full in docs/usage.md: ``Content-Usage: [path] <dictionary>`` rules of the chosen group
-(draft-ietf-aipref-attach §3), longest matching path first, matched like Allow/Disallow
-(a value without a leading ``/`` has a path of 0 octets); ``Content-Signal: [path]
-search=yes, ai-train=no, ...`` lines of the chosen group, and those before any
-user-agent line for every crawler (as crawler-commons reads them); the
-``Content-Usage`` response header (draft-ietf-aipref-attach §2). A Content-Usage value
-is an RFC 9651 Dictionary (``http_sf``) read by draft-ietf-aipref-vocab §6: ``y``
-allows a label, ``n`` refuses it, anything else is unknown, and a Dictionary that
-fails to parse says nothing. Statements combine per label (§5.1): any ``n`` wins, then
-any ``y``, else unknown; every answer keeps the statements that decided it.
+full in docs/usage.md: path-scoped rules of the chosen group, longest match first
+(draft-ietf-aipref-attach §3); ``Content-Signal`` lines before any user-agent line for
+every crawler (as crawler-commons reads them); the ``Content-Usage`` response header
+(draft-ietf-aipref-attach §2). Statements combine per label (draft-ietf-aipref-vocab
+§5.1): any ``n`` wins, then any ``y``, else unknown; every answer keeps the statements
+that decided it.
 """
 
 from __future__ import annotations
@@ -83,14 +79,17 @@ class Preference:
     value: str = UNKNOWN
     sources: tuple[Source, ...] = ()
 
-    def merged(self, other: Preference) -> Preference:
-        # draft-ietf-aipref-vocab §5.1: any "n" wins, then any "y", else unknown.
-        for value in (N, Y):
-            if self.value == value or other.value == value:
-                mine = self.sources if self.value == value else ()
-                theirs = other.sources if other.value == value else ()
-                return Preference(value, mine + tuple(s for s in theirs if s not in mine))
-        return Preference()
+
+def _merged(a: Preference, b: Preference, ranking: tuple[str, ...]) -> Preference:
+    """The value ranked first of *a*'s and *b*'s (else unknown), with the sources of
+    both that gave it: for labels (N, Y), draft-ietf-aipref-vocab §5.1's any "n" wins,
+    then any "y"; for ``use=``, USE_LEVELS: the least use wins."""
+    for value in ranking:
+        if a.value == value or b.value == value:
+            mine = a.sources if a.value == value else ()
+            theirs = b.sources if b.value == value else ()
+            return Preference(value, mine + tuple(s for s in theirs if s not in mine))
+    return Preference()
 
 
 def _unknown_all() -> dict[str, Preference]:
@@ -114,27 +113,23 @@ class Usage:
 
     def merged(self, other: Usage) -> Usage:
         prefs = {
-            label: self.preferences.get(label, Preference()).merged(
-                other.preferences.get(label, Preference())
+            label: _merged(
+                self.preferences.get(label, Preference()),
+                other.preferences.get(label, Preference()),
+                (N, Y),
             )
             for label in LABELS
         }
-        return Usage(prefs, _merged_use(self.use, other.use))
+        return Usage(prefs, _merged(self.use, other.use, USE_LEVELS))
 
     @classmethod
     def of(cls, statements: Iterable[Statement]) -> Usage:
         usage = cls()
         for statement in statements:
-            prefs = {
-                label: Preference(value, (statement.source,))
-                for label, value in statement.prefs.items()
-            }
-            use = (
-                Preference()
-                if statement.use is None
-                else Preference(statement.use, (statement.source,))
-            )
-            usage = usage.merged(Usage({**_unknown_all(), **prefs}, use))
+            source = (statement.source,)
+            prefs = {label: Preference(value, source) for label, value in statement.prefs.items()}
+            use = Preference() if statement.use is None else Preference(statement.use, source)
+            usage = usage.merged(cls(prefs, use))
         return usage
 
     def to_json(self) -> dict[str, Any]:
@@ -174,17 +169,6 @@ def _split_text(text: str) -> tuple[str, str]:
     return name, value
 
 
-def _merged_use(a: Preference, b: Preference) -> Preference:
-    # The statement allowing the least use wins, as "n" wins for labels.
-    if a.value == UNKNOWN:
-        return b
-    if b.value == UNKNOWN:
-        return a
-    if a.value == b.value:
-        return Preference(a.value, a.sources + tuple(s for s in b.sources if s not in a.sources))
-    return a if USE_LEVELS.index(a.value) < USE_LEVELS.index(b.value) else b
-
-
 # -- statements ------------------------------------------------------------------------
 
 
@@ -207,9 +191,6 @@ def usage_dictionary(value: bytes) -> dict[str, str]:
 
 # A source keeps at most this much of its text: it travels in every request's meta.
 MAX_SOURCE_TEXT = 512
-# A header longer than a robots.txt line may be (see _parser) says nothing: parsing it
-# would cost the reactor time a site could grow at will.
-MAX_HEADER = MAX_LINE
 
 
 def _text(value: bytes) -> str:
@@ -253,7 +234,9 @@ def header_statement(values: Sequence[bytes]) -> Statement | None:
     if not values:
         return None
     value = b", ".join(values)
-    if len(value) > MAX_HEADER:
+    # longer than a robots.txt line may be, it says nothing: parsing it would cost the
+    # reactor time a site could grow at will
+    if len(value) > MAX_LINE:
         return Statement({}, Source("Content-Usage", f"({len(value)} bytes, too long: ignored)"))
     return content_usage_statement(value)
 
