@@ -33,7 +33,6 @@ __all__ = ["DEFAULT_MAX_SIZE", "Decision", "RobotsTxt"]
 _Text: TypeAlias = str | bytes | bytearray | memoryview
 _R = TypeVar("_R", bound="RobotsTxt")
 
-_NO_MEMO: tuple[object, None] = (None, None)
 # a file (octets) or group (16 octets a rule) from which the collector is paused
 _LARGE = 32_768
 _MARK = (1 << 33) - 1  # the line mark part of a rule's code (see _matcher)
@@ -120,10 +119,9 @@ class RobotsTxt:
         self._usage: UsageIndex | None = None  # usage preferences, built on first use
         # token -> its group: the parser's runs until compiled (see _compile)
         self._groups: dict[str, Group | list[Run]] = res.groups  # type: ignore[assignment]
-        # (the last user agent asked about, its compiled group or None: allow all),
-        # one tuple swapped whole, so that threads sharing the object never see one
-        # agent paired with another's group
-        self._memo: tuple[object, Group | None] = _NO_MEMO
+        # (the last user agent asked about, its compiled group or None: allow all), one
+        # tuple swapped whole: threads never see one agent paired with another's group
+        self._memo: tuple[object, Group | None] = (None, None)
         self._explained: _Explained | None = None  # explain()'s own memo
         # token -> its compiled group's decisions so far, by deciding rule (see explain)
         self._decisions: dict[str, dict[int, Decision]] | None = None
@@ -138,10 +136,8 @@ class RobotsTxt:
         self.sitemaps: list[str] = res.sitemaps
         self.truncated = res.truncated
         self.rule_count = res.rule_count
-        #: what the parser did not take as written, in line order (the first
-        #: _issues.MAX_ISSUES), and the count of every kind (all of them)
+        # see the issues and issue_counts properties
         self._issues: tuple[Issue, ...] | Pending | None = res.issues
-        # None: not counted yet (or no issue): counted on demand from _issues
         self._issue_counts: dict[str, int] | None = res.issue_counts
 
     # -- parsing ---------------------------------------------------------------------
@@ -150,11 +146,9 @@ class RobotsTxt:
     def parse(cls, content: _Text, max_size: int = DEFAULT_MAX_SIZE) -> RobotsTxt:
         """Parse *content* (bytes or str); never raises for any content."""
         if len(content) < _LARGE:
-            res = parse(content, max_size)
-        else:
-            with paused_gc():  # (tens of thousands of containers: see paused_gc)
-                res = parse(content, max_size)
-        return cls(res)
+            return cls(parse(content, max_size))
+        with paused_gc():  # (tens of thousands of containers: see paused_gc)
+            return cls(parse(content, max_size))
 
     @classmethod
     def parse_steps(
@@ -263,9 +257,8 @@ class RobotsTxt:
     # -- checks ----------------------------------------------------------------------
 
     def _first_use(self, user_agent: _Text) -> Group | None:
-        """The compiled group of a user agent other than the remembered one (None: no
-        group applies, everything is allowed), remembered, as a crawler asks with the
-        same user agent again and again."""
+        """The compiled group of a user agent other than the remembered one (None: all
+        allowed), remembered, as a crawler asks with the same user agent again and again."""
         token = self._token(user_agent)
         group = None if token is None else self._group(token)
         self._memo = (_agent(user_agent), group)
@@ -320,10 +313,8 @@ class RobotsTxt:
 
     def explain(self, url: _Text, user_agent: _Text) -> Decision:
         """Like :meth:`allowed`, with the deciding line, rule and group."""
-        # A crawl explains every request (scrapy_rep/crawl/decide.py): this is
-        # allowed()'s check (best_rule, which allowed() inlines), and each deciding
-        # rule's Decision is built once (a frozen value, shared by the calls it
-        # answers): a check plus a dict look-up.
+        # A crawl explains every request (scrapy_rep/crawl/decide.py): allowed()'s check
+        # plus a dict look-up, as each deciding rule's Decision is built once (frozen).
         memo = self._explained
         if memo is None or user_agent != memo.agent:
             memo = self._explain_first(user_agent)
@@ -391,11 +382,8 @@ class RobotsTxt:
         Signals in the obeyed group win; signals given before any user-agent line
         apply to every crawler as a file-wide default.
         """
-        own = self._values(user_agent)
-        found = dict(own.signals) if own is not None else {}
-        if self._preamble_summary is not None:
-            for key, value in self._preamble_summary.signals.items():
-                found.setdefault(key, value)
+        own, everyone = self._values(user_agent), self._preamble_summary
+        found = {**(everyone.signals if everyone else {}), **(own.signals if own else {})}
         return {key: found[key] for key in SIGNAL_KEYS if key in found}
 
     def extension_lines(self, user_agent: _Text | None, field: str) -> list[ExtensionLine]:
