@@ -11,7 +11,7 @@ from array import array
 from collections import Counter
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import TypeAlias, cast
+from typing import TypeAlias
 
 # kind -> what it means (kept in this order in reports)
 ISSUE_KINDS: dict[str, str] = {
@@ -115,13 +115,10 @@ def _counts(by_code: Counter[int], limit: object) -> dict[str, int]:
     return {"size-limit": 1, **counts} if limit is not None else counts
 
 
-def count_issues(found: Pending | tuple[Issue, ...]) -> dict[str, int]:
+def count_issues(pending: Pending) -> dict[str, int]:
     """The count of each kind of issue (in ISSUE_KINDS order) of a file all of whose
-    issues were kept (see IssueLog.finish), as parsed or materialised."""
-    if found and isinstance(found[0], Issue):
-        by_kind = Counter(issue.kind for issue in found)
-        return {kind: by_kind[kind] for kind in ISSUE_KINDS if by_kind[kind]}
-    marks, _, limit = cast(Pending, found)
+    issues were kept (see IssueLog.finish)."""
+    marks, _, limit = pending
     return _counts(Counter(mark & 15 for mark in marks), limit)
 
 

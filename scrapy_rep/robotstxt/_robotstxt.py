@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 from bisect import bisect_right
 from collections.abc import Generator, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TypeAlias, TypeVar
 
@@ -39,12 +39,12 @@ _MARK = (1 << 33) - 1  # the line mark part of a rule's code (see _matcher)
 
 
 @contextmanager
-def paused_gc() -> Iterator[None]:
+def paused_gc(pause: bool = True) -> Iterator[None]:
     """The cyclic garbage collector paused while a large file is parsed or a large
     group compiled: its tens of thousands of surviving containers would start
     collection after collection of a crawl's large heap (a file of 18,285 user-agent
     lines parses 2-3x faster without). The engine makes no reference cycles."""
-    if not gc.isenabled():
+    if not (pause and gc.isenabled()):
         yield
         return
     gc.disable()
@@ -159,7 +159,7 @@ class RobotsTxt:
         one phase after them, and the generator returns what :meth:`parse` gives
         (``robots = yield from RobotsTxt.parse_steps(body)``). The garbage collector
         stays paused from the first step to the last for a large file."""
-        with paused_gc() if len(content) >= _LARGE else nullcontext():
+        with paused_gc(len(content) >= _LARGE):
             for res in parse_steps(content, max_size, step):
                 if res is None:
                     yield
@@ -170,14 +170,11 @@ class RobotsTxt:
     @property
     def issue_counts(self) -> dict[str, int]:
         """The count of every kind of issue (see issues), in ISSUE_KINDS order."""
-        counts = self._issue_counts
-        if counts is None:
-            found = self._issues
-            if not found:
-                return {}
+        found = self._issues
+        if self._issue_counts is None and found and not isinstance(found[0], Issue):
             # (all the issues were kept: counted now, as most files are never asked)
-            counts = self._issue_counts = count_issues(found)
-        return counts
+            self._issue_counts = count_issues(found)
+        return self._issue_counts or {}
 
     @property
     def issues(self) -> tuple[Issue, ...]:
@@ -187,6 +184,7 @@ class RobotsTxt:
         if not found:
             return ()
         if not isinstance(found[0], Issue):  # still as parsed (see _issues.Pending)
+            self._issue_counts = self.issue_counts  # (counted before the compact form goes)
             found = self._issues = materialise(found)
         return found
 
@@ -217,8 +215,7 @@ class RobotsTxt:
             return  # (compiled meanwhile, by a query between steps)
         # (an originals dict is kept only once it holds something)
         originals = {} if self._originals is None else self._originals
-        large = sum(len(run.marks) for run in runs) >= _LARGE // 16
-        with paused_gc() if large else nullcontext():
+        with paused_gc(sum(len(run.marks) for run in runs) >= _LARGE // 16):
             for group in compile_steps(list(map(run_rules, runs)), {}, originals):
                 if group is None:
                     yield
