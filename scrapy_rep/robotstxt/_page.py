@@ -90,13 +90,11 @@ class PageDirectives:
 
     @property
     def noindex(self) -> bool:
-        d = self.directives
-        return NOINDEX in d or NONE in d or self.expired
+        return NOINDEX in self.directives or NONE in self.directives or self.expired
 
     @property
     def nofollow(self) -> bool:
-        d = self.directives
-        return NOFOLLOW in d or NONE in d
+        return NOFOLLOW in self.directives or NONE in self.directives
 
     def effective(self) -> tuple[str, ...]:
         """The directives as recorded and counted: ``none`` also counts as ``noindex``

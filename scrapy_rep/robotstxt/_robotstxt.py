@@ -65,6 +65,7 @@ class Decision:
     reason: str
 
 
+_NO_VALUES = Extensions()  # (read only: a group without extension values)
 _ROBOTS_TXT = Decision(True, None, None, (), "robots.txt-always-allowed")
 _NO_GROUP = Decision(True, None, None, (), "no-matching-group")
 
@@ -357,21 +358,19 @@ class RobotsTxt:
 
     # -- extension fields and usage preferences --------------------------------------
 
-    def _values(self, user_agent: _Text) -> Extensions | None:
+    def _values(self, user_agent: _Text) -> Extensions:
         token = self._token(user_agent)
         if token is None or self._extensions is None:
-            return None
-        return self._extensions.get(token)
+            return _NO_VALUES
+        return self._extensions.get(token, _NO_VALUES)
 
     def crawl_delay(self, user_agent: _Text) -> float | None:
         """Crawl-delay of the obeyed group in seconds, if it gives a valid one."""
-        found = self._values(user_agent)
-        return None if found is None else found.delay
+        return self._values(user_agent).delay
 
     def request_rate(self, user_agent: _Text) -> tuple[int, float] | None:
         """Request-rate of the obeyed group as (requests, seconds)."""
-        found = self._values(user_agent)
-        return None if found is None else found.rate
+        return self._values(user_agent).rate
 
     def content_signals(self, user_agent: _Text) -> dict[str, bool]:
         """Content-Signal values (``search``, ``ai-input``, ``ai-train``) that apply.
@@ -379,8 +378,8 @@ class RobotsTxt:
         Signals in the obeyed group win; signals given before any user-agent line
         apply to every crawler as a file-wide default.
         """
-        own, everyone = self._values(user_agent), self._preamble_summary
-        found = {**(everyone.signals if everyone else {}), **(own.signals if own else {})}
+        everyone = self._preamble_summary or _NO_VALUES
+        found = {**everyone.signals, **self._values(user_agent).signals}
         return {key: found[key] for key in SIGNAL_KEYS if key in found}
 
     def extension_lines(self, user_agent: _Text | None, field: str) -> list[ExtensionLine]:
@@ -403,10 +402,8 @@ class RobotsTxt:
         return not (self._extension_lines is None and self._preamble is None)
 
     def usage(self, url: _Text, user_agent: _Text) -> Usage:
-        """Usage preferences (Content-Usage, Content-Signal) of *url*; see _usage.
-
-        None apply to a URL the crawler may not fetch (draft-ietf-aipref-attach §3.1).
-        """
+        """Usage preferences (Content-Usage, Content-Signal) of *url*, see _usage; none
+        apply to a URL the crawler may not fetch (draft-ietf-aipref-attach §3.1)."""
         if not self.declares_usage or not self.allowed(url, user_agent):
             return Usage()
         index = self._usage

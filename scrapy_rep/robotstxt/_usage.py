@@ -217,10 +217,8 @@ def content_signal_statement(value: bytes, line: int | None = None) -> Statement
         flag = flag.strip().lower()
         if key == "use":
             level = flag.decode("ascii", "replace")
-            if level in USE_LEVELS and (
-                use is None or USE_LEVELS.index(level) < USE_LEVELS.index(use)
-            ):
-                use = level
+            if level in USE_LEVELS:  # the least use wins, as "n" does for labels
+                use = level if use is None else min(use, level, key=USE_LEVELS.index)
             continue
         label = SIGNAL_LABELS.get(key)
         verdict = _SIGNAL_VALUES.get(flag)
