@@ -78,7 +78,6 @@ def _text(raw: bytes) -> str:
 # first MAX_ISSUES, their raw lines joined by "\n" (lines hold no "\n"), and the size
 # limit's (line, offset, partial line); Issue objects are made on demand
 Pending: TypeAlias = tuple["array[int]", bytes, "tuple[int, int, bytes] | None"]
-_CODE = itemgetter(1)
 _RAW_KEPT = MAX_TEXT + 56  # octets of a line kept for its text
 
 
@@ -94,11 +93,11 @@ class IssueLog:
     def finish(self, lines: list[bytes]) -> tuple[Pending, dict[str, int] | None]:
         """The issues to keep (see Pending) and, when not all of them are kept, the
         count of each kind (else None: count_issues() counts the kept ones when asked,
-        as most parsed files never are), in C calls but for the kept ones."""
+        as most parsed files never are)."""
         found = self.found
         counts = None
         if len(found) > MAX_ISSUES:
-            counts = _counts(Counter(map(_CODE, found)), self.limit)
+            counts = _counts(Counter(map(itemgetter(1), found)), self.limit)
         found.sort()
         kept = found[:MAX_ISSUES]
         n = len(lines)
