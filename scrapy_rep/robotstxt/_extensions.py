@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from scrapy_rep.robotstxt._issues import (
@@ -49,13 +48,61 @@ SIGNAL_KEYS = ("search", "ai-input", "ai-train")
 _SIGNAL_VALUES = {"yes": True, "no": False}
 
 
-@dataclass(slots=True)
-class Extensions:
-    """What the engine makes of extension lines: the first valid value of each field."""
+def _delay(value: str) -> float | None:
+    return float(value) if _DELAY_VALUE.fullmatch(value) else None
 
-    delay: float | None = None
-    rate: tuple[int, float] | None = None
-    signals: dict[str, bool] = field(default_factory=dict)
+
+def _rate(value: str) -> tuple[int, float] | None:
+    m = _RATE_VALUE.match(value)
+    if m is None:
+        return None
+    requests = int(m.group(1))
+    seconds = float(m.group(2)) * _RATE_UNIT[m.group(3).lower()]
+    if requests <= 0 or seconds <= 0:
+        return None
+    return requests, seconds
+
+
+def _signals(value: str) -> dict[str, bool] | None:
+    found: dict[str, bool] = {}
+    for item in value.split(","):
+        name, _, flag = item.partition("=")
+        key = name.strip().lower()
+        verdict = _SIGNAL_VALUES.get(flag.strip().lower())
+        if verdict is not None and key in SIGNAL_KEYS:
+            found.setdefault(key, verdict)
+    return found or None
+
+
+# field -> interpreter: the value, or None when it is invalid (an issue is reported)
+INTERPRET: dict[str, Callable[[str], object]] = {
+    "crawl-delay": _delay,
+    "request-rate": _rate,
+    "content-signal": _signals,
+}
+
+
+class Extensions:
+    """What the engine makes of one token's extension lines."""
+
+    __slots__ = ("delay", "rate", "signals")
+
+    def __init__(self) -> None:
+        self.delay: float | None = None
+        self.rate: tuple[int, float] | None = None
+        self.signals: dict[str, bool] = {}
+
+    def add(self, field: str, value: object) -> None:
+        """Take one valid value; the first valid one in file order wins."""
+        if field == "crawl-delay":
+            if self.delay is None:
+                self.delay = value  # type: ignore[assignment]
+        elif field == "request-rate":
+            if self.rate is None:
+                self.rate = value  # type: ignore[assignment]
+        elif field == "content-signal":
+            for key, flag in value.items():  # type: ignore[attr-defined]
+                self.signals.setdefault(key, flag)
 
     def merge(self, other: Extensions) -> Extensions:
         """*self* with *other*'s values where it has none (earlier lines win)."""
@@ -68,57 +115,22 @@ class Extensions:
         return self
 
 
-def _delay(value: str) -> Extensions | None:
-    return Extensions(delay=float(value)) if _DELAY_VALUE.fullmatch(value) else None
-
-
-def _rate(value: str) -> Extensions | None:
-    m = _RATE_VALUE.match(value)
-    if m is None:
-        return None
-    requests = int(m.group(1))
-    seconds = float(m.group(2)) * _RATE_UNIT[m.group(3).lower()]
-    if requests <= 0 or seconds <= 0:
-        return None
-    return Extensions(rate=(requests, seconds))
-
-
-def _signals(value: str) -> Extensions | None:
-    found: dict[str, bool] = {}
-    for item in value.split(","):
-        name, _, flag = item.partition("=")
-        key = name.strip().lower()
-        verdict = _SIGNAL_VALUES.get(flag.strip().lower())
-        if verdict is not None and key in SIGNAL_KEYS:
-            found.setdefault(key, verdict)
-    return Extensions(signals=found) if found else None
-
-
-_UNREAD = Extensions()  # (summarise's marker of a value not read yet: never merged)
-# field -> interpreter: its one value, or None when it is invalid (an issue is reported)
-INTERPRET: dict[str, Callable[[str], Extensions | None]] = {
-    "crawl-delay": _delay,
-    "request-rate": _rate,
-    "content-signal": _signals,
-}
-
-
 def summarise(lines: list[ExtensionLine], invalid: list[int]) -> Extensions:
     """The valid values of one run's lines; *invalid* receives bad lines' numbers."""
     found = Extensions()
-    seen: dict[tuple[str, str], Extensions | None] = {}  # a value written again is read once
-    for name, value, line in lines:
-        interpret = INTERPRET.get(name)
+    seen: dict[tuple[str, str], object] = {}  # a value written again is read once
+    for field, value, line in lines:
+        interpret = INTERPRET.get(field)
         if interpret is None:
             continue  # kept for extension_lines() only
-        key = (name, value)
-        parsed = seen.get(key, _UNREAD)
-        if parsed is _UNREAD:
+        key = (field, value)
+        parsed = seen.get(key, seen)
+        if parsed is seen:
             parsed = seen[key] = interpret(value)
         if parsed is None:
             invalid.append(line)
         else:
-            found.merge(parsed)
+            found.add(field, parsed)
     return found
 
 
@@ -135,7 +147,7 @@ def _summarise_steps(
     return found
 
 
-Interpreted = tuple[dict[str, Extensions], Extensions | None]
+Interpreted = tuple[dict[str, "Extensions"], "Extensions | None"]
 
 
 def interpret_steps(
@@ -159,7 +171,10 @@ def interpret_steps(
         for lines in runs:
             summary = by_run.get(id(lines))
             if summary is None:
-                summary = yield from _summarise_steps(lines, invalid, step)
+                if step and len(lines) > step:
+                    summary = yield from _summarise_steps(lines, invalid, step)
+                else:
+                    summary = summarise(lines, invalid)
                 by_run[id(lines)] = summary
                 done += len(lines)
             if found is None:
