@@ -221,23 +221,23 @@ class _Collector:
         if len(self.issues) < MAX_ISSUES and text not in self.issues:
             self.issues.append(text)
 
-    def add_items(self, value: str, source: PageSource) -> None:
-        """The directives of one header line or meta tag (*source*)."""
-        header = source.where == HEADER
-        sources: dict[str | None, PageSource] = {None: source}  # one per token in the line
-        for count, (scope, name, argument) in enumerate(_split_directives(value, tokens=header)):
+    def add_items(self, value: str, where: str, text: str, scope: str = "") -> None:
+        """The directives of one header line or meta tag, shown as *text*."""
+        header = where == HEADER
+        sources: dict[str | None, PageSource] = {}  # one per product token in the line
+        for count, (token, name, argument) in enumerate(_split_directives(value, tokens=header)):
             if count >= MAX_ITEMS:
-                where = "line" if header else "tag"
-                self.issue(f"more than {MAX_ITEMS} directives in one {where}: the rest ignored")
+                kind = "line" if header else "tag"
+                self.issue(f"more than {MAX_ITEMS} directives in one {kind}: the rest ignored")
                 return
-            item_source = sources.get(scope)
-            if item_source is None:
-                item_source = sources[scope] = PageSource(HEADER, source.text, scope or "")
-            if scope is not None and scope.lower() not in ("robots", self.token):
-                if len(self.ignored) < MAX_SOURCES and item_source not in self.ignored:
-                    self.ignored.append(item_source)
+            source = sources.get(token)
+            if source is None:
+                source = sources[token] = PageSource(where, text, token or scope)
+            if token is not None and token.lower() not in ("robots", self.token):
+                if len(self.ignored) < MAX_SOURCES and source not in self.ignored:
+                    self.ignored.append(source)
                 continue
-            self.add(name, argument, item_source)
+            self.add(name, argument, source)
 
     def add(self, name: str, argument: str | None, source: PageSource) -> None:
         if len(name) > MAX_NAME or not _NAME.fullmatch(name):
@@ -387,7 +387,7 @@ def page_directives(
     collector = _Collector(token, now or dt.datetime.now(dt.timezone.utc))
     for line in header_lines:
         value = _text(line)
-        collector.add_items(value, PageSource(HEADER, value.strip()[:MAX_TEXT], ""))
+        collector.add_items(value, HEADER, value.strip()[:MAX_TEXT])
     if meta_tags is None:
         meta_tags = _meta_tags(body, collector.token.encode("utf-8", "replace")) if body else ()
     read = 0
@@ -401,7 +401,7 @@ def page_directives(
             collector.issue(f"more than {MAX_META_TAGS} robots meta tags: the rest are ignored")
             break
         tag = f'<meta name="{name}" content="{content.strip()}">'[:MAX_TEXT]
-        collector.add_items(content, PageSource(META, tag, "robots" if scope == "robots" else name))
+        collector.add_items(content, META, tag, "robots" if scope == "robots" else name)
     return collector.result()
 
 
