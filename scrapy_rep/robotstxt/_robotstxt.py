@@ -231,9 +231,7 @@ class RobotsTxt:
         check costs, for a caller that would rather do it off its event loop."""
         token = self._token(user_agent)
         runs = None if token is None else self._groups[token]
-        if not isinstance(runs, list):
-            return 0
-        return sum(len(run.marks) for run in runs)
+        return sum(len(run.marks) for run in runs) if isinstance(runs, list) else 0
 
     def prepare(self, user_agent: _Text) -> None:
         """Do the work of *user_agent*'s first check now: compile its group (safe in
