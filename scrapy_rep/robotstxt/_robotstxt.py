@@ -332,10 +332,9 @@ class RobotsTxt:
             # remembered as a group of no rules, whose one decision is this
             memo = _Explained(_agent(user_agent), "", EMPTY_GROUP, {-1: _NO_GROUP})
         else:
-            decisions = self._decisions
-            if decisions is None:
-                decisions = self._decisions = {}
-            known = decisions.setdefault(token, {})
+            if self._decisions is None:
+                self._decisions = {}
+            known = self._decisions.setdefault(token, {})
             memo = _Explained(_agent(user_agent), token, self._group(token), known)
         self._explained = memo
         return memo

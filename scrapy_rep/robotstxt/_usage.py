@@ -80,6 +80,9 @@ class Preference:
     sources: tuple[Source, ...] = ()
 
 
+_NO_PREFERENCE = Preference()  # (frozen: one shared by every unknown)
+
+
 def _merged(a: Preference, b: Preference, ranking: tuple[str, ...]) -> Preference:
     """The value ranked first of *a*'s and *b*'s (else unknown), with the sources of
     both that gave it: for labels (N, Y), draft-ietf-aipref-vocab §5.1's any "n" wins,
@@ -89,11 +92,11 @@ def _merged(a: Preference, b: Preference, ranking: tuple[str, ...]) -> Preferenc
             mine = a.sources if a.value == value else ()
             theirs = b.sources if b.value == value else ()
             return Preference(value, mine + tuple(s for s in theirs if s not in mine))
-    return Preference()
+    return _NO_PREFERENCE
 
 
 def _unknown_all() -> dict[str, Preference]:
-    return {label: Preference() for label in LABELS}
+    return dict.fromkeys(LABELS, _NO_PREFERENCE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,11 +104,10 @@ class Usage:
     """Preferences per label (every label of LABELS), with where each came from."""
 
     preferences: Mapping[str, Preference] = field(default_factory=_unknown_all)
-    use: Preference = field(default_factory=Preference)  # value: a USE_LEVELS entry
+    use: Preference = _NO_PREFERENCE  # value: a USE_LEVELS entry
 
     def value(self, label: str) -> str:
-        found = self.preferences.get(label)
-        return UNKNOWN if found is None else found.value
+        return self.preferences.get(label, _NO_PREFERENCE).value
 
     def refused(self, purposes: Iterable[str]) -> list[str]:
         """The purposes this content is refused for (``n``), in the order given."""
@@ -114,8 +116,8 @@ class Usage:
     def merged(self, other: Usage) -> Usage:
         prefs = {
             label: _merged(
-                self.preferences.get(label, Preference()),
-                other.preferences.get(label, Preference()),
+                self.preferences.get(label, _NO_PREFERENCE),
+                other.preferences.get(label, _NO_PREFERENCE),
                 (N, Y),
             )
             for label in LABELS
@@ -128,7 +130,7 @@ class Usage:
         for statement in statements:
             source = (statement.source,)
             prefs = {label: Preference(value, source) for label, value in statement.prefs.items()}
-            use = Preference() if statement.use is None else Preference(statement.use, source)
+            use = _NO_PREFERENCE if statement.use is None else Preference(statement.use, source)
             usage = usage.merged(cls(prefs, use))
         return usage
 
@@ -151,7 +153,7 @@ class Usage:
 
         def pref(label: str, value: str | None) -> Preference:
             if value is None or value == UNKNOWN:
-                return Preference()
+                return _NO_PREFERENCE
             found = tuple(
                 Source(*_split_text(s["text"]), line=s["line"]) for s in sources.get(label, ())
             )
