@@ -528,10 +528,8 @@ class NofollowLinks:
         of the nofollow links writes it, as the absolute URL, or as its path."""
         url = self._url_key(url)
         hrefs = self.nofollow.get(url)
-        if hrefs is None:
-            return False
         followed = self.followed_hrefs
-        if any(href in followed for href in hrefs):
+        if hrefs is None or not followed.isdisjoint(hrefs):
             return False
         parts = urlsplit(url)
         forms = {url, urlunsplit(("", "", parts.path, parts.query, ""))}
