@@ -94,12 +94,10 @@ class Extensions:
 
     def add(self, field: str, value: object) -> None:
         """Take one valid value; the first valid one in file order wins."""
-        if field == "crawl-delay":
-            if self.delay is None:
-                self.delay = value  # type: ignore[assignment]
-        elif field == "request-rate":
-            if self.rate is None:
-                self.rate = value  # type: ignore[assignment]
+        if field == "crawl-delay" and self.delay is None:
+            self.delay = value  # type: ignore[assignment]
+        elif field == "request-rate" and self.rate is None:
+            self.rate = value  # type: ignore[assignment]
         elif field == "content-signal":
             for key, flag in value.items():  # type: ignore[attr-defined]
                 self.signals.setdefault(key, flag)
@@ -158,9 +156,8 @@ def interpret_steps(
 ) -> Iterator[Interpreted | None]:
     """Each token's extension values, reading every run's lines once (linear), and
     those of the *preamble* (lines before any user-agent line); invalid values and
-    preamble lines that are not content signals are reported to *log*.  Yields None
-    after about every *step* lines or tokens (0: never,
-    for a caller that runs it at once), and the result last."""
+    preamble lines that are not content signals are reported to *log*. Yields None
+    after about every *step* lines or tokens (0: never), and the result last."""
     invalid: list[int] = []
     by_run: dict[int, Extensions] = {}
     summaries: dict[str, Extensions] = {}

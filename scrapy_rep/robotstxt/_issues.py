@@ -11,7 +11,7 @@ from array import array
 from collections import Counter
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import TypeAlias, cast
+from typing import TypeAlias
 
 # kind -> what it means (kept in this order in reports)
 ISSUE_KINDS: dict[str, str] = {
@@ -78,7 +78,6 @@ def _text(raw: bytes) -> str:
 # first MAX_ISSUES, their raw lines joined by "\n" (lines hold no "\n"), and the size
 # limit's (line, offset, partial line); Issue objects are made on demand
 Pending: TypeAlias = tuple["array[int]", bytes, "tuple[int, int, bytes] | None"]
-_CODE = itemgetter(1)
 _RAW_KEPT = MAX_TEXT + 56  # octets of a line kept for its text
 
 
@@ -94,11 +93,11 @@ class IssueLog:
     def finish(self, lines: list[bytes]) -> tuple[Pending, dict[str, int] | None]:
         """The issues to keep (see Pending) and, when not all of them are kept, the
         count of each kind (else None: count_issues() counts the kept ones when asked,
-        as most parsed files never are), in C calls but for the kept ones."""
+        as most parsed files never are)."""
         found = self.found
         counts = None
         if len(found) > MAX_ISSUES:
-            counts = _counts(Counter(map(_CODE, found)), self.limit)
+            counts = _counts(Counter(map(itemgetter(1), found)), self.limit)
         found.sort()
         kept = found[:MAX_ISSUES]
         n = len(lines)
@@ -115,13 +114,10 @@ def _counts(by_code: Counter[int], limit: object) -> dict[str, int]:
     return {"size-limit": 1, **counts} if limit is not None else counts
 
 
-def count_issues(found: Pending | tuple[Issue, ...]) -> dict[str, int]:
+def count_issues(pending: Pending) -> dict[str, int]:
     """The count of each kind of issue (in ISSUE_KINDS order) of a file all of whose
-    issues were kept (see IssueLog.finish), as parsed or materialised."""
-    if found and isinstance(found[0], Issue):
-        by_kind = Counter(issue.kind for issue in found)
-        return {kind: by_kind[kind] for kind in ISSUE_KINDS if by_kind[kind]}
-    marks, _, limit = cast(Pending, found)
+    issues were kept (see IssueLog.finish)."""
+    marks, _, limit = pending
     return _counts(Counter(mark & 15 for mark in marks), limit)
 
 

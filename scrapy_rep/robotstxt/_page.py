@@ -1,20 +1,9 @@
 """Page-level directives: the robots meta tag, ``X-Robots-Tag`` and ``rel`` link values.
 
 robots.txt decides what is *fetched*; these decide what a fetched page's links and
-content may be used for. Sources: Google's "Robots meta tag, data-nosnippet, and
-X-Robots-Tag specifications" and the HTML ``rel`` keywords (docs/page.md).
-
-- ``X-Robots-Tag`` field lines: ``directives`` apply to every crawler,
-  ``token: directives`` to one; a line may switch token part-way (``a: noindex, b:
-  nofollow``), as several field lines folded into one by a proxy do.
-- ``<meta name="robots">`` and ``<meta name="TOKEN">`` in the document's head only;
-  names, tokens and directives are case-insensitive.
-- ``unavailable_after: <date>`` in RFC 822, RFC 850 or ISO 8601 form; a date that does
-  not parse is ignored and reported. A date in the past means ``noindex``.
-- ``none`` means ``noindex, nofollow``; ``all``, ``index`` and ``follow`` add nothing;
-  the union of what applies wins, so the more restrictive directive always does.
-- ``rel`` values ``nofollow`` (and ``ugc``, ``sponsored``, recorded only) on ``<a>`` and
-  ``<area>`` links: a URL linked *only* with ``nofollow`` is not to be followed.
+content may be used for, as Google's "Robots meta tag, data-nosnippet, and X-Robots-Tag
+specifications" and the HTML ``rel`` keywords say (the rules in full: docs/page.md).
+What applies is a union, so the more restrictive directive always wins.
 
 Pure and bounded: bytes in, no Scrapy import. Cheap by default: no tag is parsed
 unless a byte search of the head finds ``<meta`` and ``robots`` or the token, and the
@@ -101,13 +90,11 @@ class PageDirectives:
 
     @property
     def noindex(self) -> bool:
-        d = self.directives
-        return NOINDEX in d or NONE in d or self.expired
+        return NOINDEX in self.directives or NONE in self.directives or self.expired
 
     @property
     def nofollow(self) -> bool:
-        d = self.directives
-        return NOFOLLOW in d or NONE in d
+        return NOFOLLOW in self.directives or NONE in self.directives
 
     def effective(self) -> tuple[str, ...]:
         """The directives as recorded and counted: ``none`` also counts as ``noindex``
@@ -158,10 +145,8 @@ def parse_unavailable_after(text: str) -> dt.datetime | None:
         return None
     iso = text[:-1] + "+00:00" if text[-1:] in ("Z", "z") else text
     try:  # (Python 3.10's fromisoformat takes no "Z")
-        when: dt.datetime | None = dt.datetime.fromisoformat(iso)
+        when = dt.datetime.fromisoformat(iso)
     except ValueError:
-        when = None
-    if when is None:
         try:  # RFC 822 (and 1123, 2822), and RFC 850 after its weekday
             when = parsedate_to_datetime(text)
         except (TypeError, ValueError, IndexError, OverflowError):
@@ -236,41 +221,23 @@ class _Collector:
         if len(self.issues) < MAX_ISSUES and text not in self.issues:
             self.issues.append(text)
 
-    def applies(self, scope: str | None) -> bool:
-        return scope is None or scope.lower() in ("robots", self.token)
-
-    def add_list(self, value: str, where: str, scope: str | None, *, tokens: bool) -> None:
-        text = value.strip()[:MAX_TEXT]
-        sources: dict[str | None, PageSource] = {}  # one source per scope in this line
-        items = 0
-        for item_scope, name, argument in _split_directives(value, tokens=tokens):
-            items += 1
-            if items > MAX_ITEMS:
-                self.issue(f"more than {MAX_ITEMS} directives in one line: the rest ignored")
+    def add_items(self, value: str, where: str, text: str, scope: str = "") -> None:
+        """The directives of one header line or meta tag, shown as *text*."""
+        header = where == HEADER
+        sources: dict[str | None, PageSource] = {}  # one per product token in the line
+        for count, (token, name, argument) in enumerate(_split_directives(value, tokens=header)):
+            if count >= MAX_ITEMS:
+                kind = "line" if header else "tag"
+                self.issue(f"more than {MAX_ITEMS} directives in one {kind}: the rest ignored")
                 return
-            effective_scope = item_scope if item_scope is not None else scope
-            source = sources.get(effective_scope)
+            source = sources.get(token)
             if source is None:
-                source = sources[effective_scope] = PageSource(where, text, effective_scope or "")
-            if not self.applies(effective_scope):
+                source = sources[token] = PageSource(where, text, token or scope)
+            if token is not None and token.lower() not in ("robots", self.token):
                 if len(self.ignored) < MAX_SOURCES and source not in self.ignored:
                     self.ignored.append(source)
                 continue
             self.add(name, argument, source)
-
-    def add_meta(self, name: str, content: str) -> None:
-        """One ``<meta name=... content=...>`` tag (its values decoded); other names
-        than ``robots`` and the token are ignored."""
-        lowered = name.strip().lower()
-        if lowered not in ("robots", self.token):
-            return
-        text = f'<meta name="{name.strip()}" content="{content.strip()}">'[:MAX_TEXT]
-        source = PageSource(META, text, "robots" if lowered == "robots" else name.strip())
-        for count, (_, directive, argument) in enumerate(_split_directives(content, tokens=False)):
-            if count >= MAX_ITEMS:
-                self.issue(f"more than {MAX_ITEMS} directives in one tag: the rest ignored")
-                return
-            self.add(directive, argument, source)
 
     def add(self, name: str, argument: str | None, source: PageSource) -> None:
         if len(name) > MAX_NAME or not _NAME.fullmatch(name):
@@ -419,18 +386,22 @@ def page_directives(
     At most ``MAX_META_TAGS`` of them that name ``robots`` or the token are read."""
     collector = _Collector(token, now or dt.datetime.now(dt.timezone.utc))
     for line in header_lines:
-        collector.add_list(_text(line), HEADER, None, tokens=True)
+        value = _text(line)
+        collector.add_items(value, HEADER, value.strip()[:MAX_TEXT])
     if meta_tags is None:
         meta_tags = _meta_tags(body, collector.token.encode("utf-8", "replace")) if body else ()
     read = 0
     for name, content in meta_tags:
-        if name.strip().lower() not in ("robots", collector.token):
+        name = name.strip()
+        scope = name.lower()
+        if scope not in ("robots", collector.token):
             continue
         read += 1
         if read > MAX_META_TAGS:
             collector.issue(f"more than {MAX_META_TAGS} robots meta tags: the rest are ignored")
             break
-        collector.add_meta(name, content)
+        tag = f'<meta name="{name}" content="{content.strip()}">'[:MAX_TEXT]
+        collector.add_items(content, META, tag, "robots" if scope == "robots" else name)
     return collector.result()
 
 
@@ -557,10 +528,8 @@ class NofollowLinks:
         of the nofollow links writes it, as the absolute URL, or as its path."""
         url = self._url_key(url)
         hrefs = self.nofollow.get(url)
-        if hrefs is None:
-            return False
         followed = self.followed_hrefs
-        if any(href in followed for href in hrefs):
+        if hrefs is None or not followed.isdisjoint(hrefs):
             return False
         parts = urlsplit(url)
         forms = {url, urlunsplit(("", "", parts.path, parts.query, ""))}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 from bisect import bisect_right
 from collections.abc import Generator, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TypeAlias, TypeVar
 
@@ -33,19 +33,18 @@ __all__ = ["DEFAULT_MAX_SIZE", "Decision", "RobotsTxt"]
 _Text: TypeAlias = str | bytes | bytearray | memoryview
 _R = TypeVar("_R", bound="RobotsTxt")
 
-_NO_MEMO: tuple[object, None] = (None, None)
 # a file (octets) or group (16 octets a rule) from which the collector is paused
 _LARGE = 32_768
 _MARK = (1 << 33) - 1  # the line mark part of a rule's code (see _matcher)
 
 
 @contextmanager
-def paused_gc() -> Iterator[None]:
+def paused_gc(pause: bool = True) -> Iterator[None]:
     """The cyclic garbage collector paused while a large file is parsed or a large
     group compiled: its tens of thousands of surviving containers would start
     collection after collection of a crawl's large heap (a file of 18,285 user-agent
     lines parses 2-3x faster without). The engine makes no reference cycles."""
-    if not gc.isenabled():
+    if not (pause and gc.isenabled()):
         yield
         return
     gc.disable()
@@ -66,6 +65,7 @@ class Decision:
     reason: str
 
 
+_NO_VALUES = Extensions()  # (read only: a group without extension values)
 _ROBOTS_TXT = Decision(True, None, None, (), "robots.txt-always-allowed")
 _NO_GROUP = Decision(True, None, None, (), "no-matching-group")
 
@@ -120,10 +120,9 @@ class RobotsTxt:
         self._usage: UsageIndex | None = None  # usage preferences, built on first use
         # token -> its group: the parser's runs until compiled (see _compile)
         self._groups: dict[str, Group | list[Run]] = res.groups  # type: ignore[assignment]
-        # (the last user agent asked about, its compiled group or None: allow all),
-        # one tuple swapped whole, so that threads sharing the object never see one
-        # agent paired with another's group
-        self._memo: tuple[object, Group | None] = _NO_MEMO
+        # (the last user agent asked about, its compiled group or None: allow all), one
+        # tuple swapped whole: threads never see one agent paired with another's group
+        self._memo: tuple[object, Group | None] = (None, None)
         self._explained: _Explained | None = None  # explain()'s own memo
         # token -> its compiled group's decisions so far, by deciding rule (see explain)
         self._decisions: dict[str, dict[int, Decision]] | None = None
@@ -138,10 +137,8 @@ class RobotsTxt:
         self.sitemaps: list[str] = res.sitemaps
         self.truncated = res.truncated
         self.rule_count = res.rule_count
-        #: what the parser did not take as written, in line order (the first
-        #: _issues.MAX_ISSUES), and the count of every kind (all of them)
+        # see the issues and issue_counts properties
         self._issues: tuple[Issue, ...] | Pending | None = res.issues
-        # None: not counted yet (or no issue): counted on demand from _issues
         self._issue_counts: dict[str, int] | None = res.issue_counts
 
     # -- parsing ---------------------------------------------------------------------
@@ -150,11 +147,9 @@ class RobotsTxt:
     def parse(cls, content: _Text, max_size: int = DEFAULT_MAX_SIZE) -> RobotsTxt:
         """Parse *content* (bytes or str); never raises for any content."""
         if len(content) < _LARGE:
-            res = parse(content, max_size)
-        else:
-            with paused_gc():  # (tens of thousands of containers: see paused_gc)
-                res = parse(content, max_size)
-        return cls(res)
+            return cls(parse(content, max_size))
+        with paused_gc():  # (tens of thousands of containers: see paused_gc)
+            return cls(parse(content, max_size))
 
     @classmethod
     def parse_steps(
@@ -165,7 +160,7 @@ class RobotsTxt:
         one phase after them, and the generator returns what :meth:`parse` gives
         (``robots = yield from RobotsTxt.parse_steps(body)``). The garbage collector
         stays paused from the first step to the last for a large file."""
-        with paused_gc() if len(content) >= _LARGE else nullcontext():
+        with paused_gc(len(content) >= _LARGE):
             for res in parse_steps(content, max_size, step):
                 if res is None:
                     yield
@@ -176,14 +171,11 @@ class RobotsTxt:
     @property
     def issue_counts(self) -> dict[str, int]:
         """The count of every kind of issue (see issues), in ISSUE_KINDS order."""
-        counts = self._issue_counts
-        if counts is None:
-            found = self._issues
-            if not found:
-                return {}
+        found = self._issues
+        if self._issue_counts is None and found and not isinstance(found[0], Issue):
             # (all the issues were kept: counted now, as most files are never asked)
-            counts = self._issue_counts = count_issues(found)
-        return counts
+            self._issue_counts = count_issues(found)
+        return self._issue_counts or {}
 
     @property
     def issues(self) -> tuple[Issue, ...]:
@@ -193,6 +185,7 @@ class RobotsTxt:
         if not found:
             return ()
         if not isinstance(found[0], Issue):  # still as parsed (see _issues.Pending)
+            self._issue_counts = self.issue_counts  # (counted before the compact form goes)
             found = self._issues = materialise(found)
         return found
 
@@ -223,8 +216,7 @@ class RobotsTxt:
             return  # (compiled meanwhile, by a query between steps)
         # (an originals dict is kept only once it holds something)
         originals = {} if self._originals is None else self._originals
-        large = sum(len(run.marks) for run in runs) >= _LARGE // 16
-        with paused_gc() if large else nullcontext():
+        with paused_gc(sum(len(run.marks) for run in runs) >= _LARGE // 16):
             for group in compile_steps(list(map(run_rules, runs)), {}, originals):
                 if group is None:
                     yield
@@ -239,9 +231,7 @@ class RobotsTxt:
         check costs, for a caller that would rather do it off its event loop."""
         token = self._token(user_agent)
         runs = None if token is None else self._groups[token]
-        if not isinstance(runs, list):
-            return 0
-        return sum(len(run.marks) for run in runs)
+        return sum(len(run.marks) for run in runs) if isinstance(runs, list) else 0
 
     def prepare(self, user_agent: _Text) -> None:
         """Do the work of *user_agent*'s first check now: compile its group (safe in
@@ -263,9 +253,8 @@ class RobotsTxt:
     # -- checks ----------------------------------------------------------------------
 
     def _first_use(self, user_agent: _Text) -> Group | None:
-        """The compiled group of a user agent other than the remembered one (None: no
-        group applies, everything is allowed), remembered, as a crawler asks with the
-        same user agent again and again."""
+        """The compiled group of a user agent other than the remembered one (None: all
+        allowed), remembered, as a crawler asks with the same user agent again and again."""
         token = self._token(user_agent)
         group = None if token is None else self._group(token)
         self._memo = (_agent(user_agent), group)
@@ -320,10 +309,8 @@ class RobotsTxt:
 
     def explain(self, url: _Text, user_agent: _Text) -> Decision:
         """Like :meth:`allowed`, with the deciding line, rule and group."""
-        # A crawl explains every request (scrapy_rep/crawl/decide.py): this is
-        # allowed()'s check (best_rule, which allowed() inlines), and each deciding
-        # rule's Decision is built once (a frozen value, shared by the calls it
-        # answers): a check plus a dict look-up.
+        # A crawl explains every request (scrapy_rep/crawl/decide.py): allowed()'s check
+        # plus a dict look-up, as each deciding rule's Decision is built once (frozen).
         memo = self._explained
         if memo is None or user_agent != memo.agent:
             memo = self._explain_first(user_agent)
@@ -345,10 +332,9 @@ class RobotsTxt:
             # remembered as a group of no rules, whose one decision is this
             memo = _Explained(_agent(user_agent), "", EMPTY_GROUP, {-1: _NO_GROUP})
         else:
-            decisions = self._decisions
-            if decisions is None:
-                decisions = self._decisions = {}
-            known = decisions.setdefault(token, {})
+            if self._decisions is None:
+                self._decisions = {}
+            known = self._decisions.setdefault(token, {})
             memo = _Explained(_agent(user_agent), token, self._group(token), known)
         self._explained = memo
         return memo
@@ -369,21 +355,19 @@ class RobotsTxt:
 
     # -- extension fields and usage preferences --------------------------------------
 
-    def _values(self, user_agent: _Text) -> Extensions | None:
+    def _values(self, user_agent: _Text) -> Extensions:
         token = self._token(user_agent)
         if token is None or self._extensions is None:
-            return None
-        return self._extensions.get(token)
+            return _NO_VALUES
+        return self._extensions.get(token, _NO_VALUES)
 
     def crawl_delay(self, user_agent: _Text) -> float | None:
         """Crawl-delay of the obeyed group in seconds, if it gives a valid one."""
-        found = self._values(user_agent)
-        return None if found is None else found.delay
+        return self._values(user_agent).delay
 
     def request_rate(self, user_agent: _Text) -> tuple[int, float] | None:
         """Request-rate of the obeyed group as (requests, seconds)."""
-        found = self._values(user_agent)
-        return None if found is None else found.rate
+        return self._values(user_agent).rate
 
     def content_signals(self, user_agent: _Text) -> dict[str, bool]:
         """Content-Signal values (``search``, ``ai-input``, ``ai-train``) that apply.
@@ -391,11 +375,8 @@ class RobotsTxt:
         Signals in the obeyed group win; signals given before any user-agent line
         apply to every crawler as a file-wide default.
         """
-        own = self._values(user_agent)
-        found = dict(own.signals) if own is not None else {}
-        if self._preamble_summary is not None:
-            for key, value in self._preamble_summary.signals.items():
-                found.setdefault(key, value)
+        everyone = self._preamble_summary or _NO_VALUES
+        found = {**everyone.signals, **self._values(user_agent).signals}
         return {key: found[key] for key in SIGNAL_KEYS if key in found}
 
     def extension_lines(self, user_agent: _Text | None, field: str) -> list[ExtensionLine]:
@@ -418,10 +399,8 @@ class RobotsTxt:
         return not (self._extension_lines is None and self._preamble is None)
 
     def usage(self, url: _Text, user_agent: _Text) -> Usage:
-        """Usage preferences (Content-Usage, Content-Signal) of *url*; see _usage.
-
-        None apply to a URL the crawler may not fetch (draft-ietf-aipref-attach §3.1).
-        """
+        """Usage preferences (Content-Usage, Content-Signal) of *url*, see _usage; none
+        apply to a URL the crawler may not fetch (draft-ietf-aipref-attach §3.1)."""
         if not self.declares_usage or not self.allowed(url, user_agent):
             return Usage()
         index = self._usage

@@ -2,16 +2,12 @@
 
 Preferences say what a crawler may do with content, never whether it may fetch it:
 Allow and Disallow still decide fetching (draft-ietf-aipref-vocab §3.3). The rules, in
-full in docs/usage.md: ``Content-Usage: [path] <dictionary>`` rules of the chosen group
-(draft-ietf-aipref-attach §3), longest matching path first, matched like Allow/Disallow
-(a value without a leading ``/`` has a path of 0 octets); ``Content-Signal: [path]
-search=yes, ai-train=no, ...`` lines of the chosen group, and those before any
-user-agent line for every crawler (as crawler-commons reads them); the
-``Content-Usage`` response header (draft-ietf-aipref-attach §2). A Content-Usage value
-is an RFC 9651 Dictionary (``http_sf``) read by draft-ietf-aipref-vocab §6: ``y``
-allows a label, ``n`` refuses it, anything else is unknown, and a Dictionary that
-fails to parse says nothing. Statements combine per label (§5.1): any ``n`` wins, then
-any ``y``, else unknown; every answer keeps the statements that decided it.
+full in docs/usage.md: path-scoped rules of the chosen group, longest match first
+(draft-ietf-aipref-attach §3); ``Content-Signal`` lines before any user-agent line for
+every crawler (as crawler-commons reads them); the ``Content-Usage`` response header
+(draft-ietf-aipref-attach §2). Statements combine per label (draft-ietf-aipref-vocab
+§5.1): any ``n`` wins, then any ``y``, else unknown; every answer keeps the statements
+that decided it.
 """
 
 from __future__ import annotations
@@ -83,18 +79,24 @@ class Preference:
     value: str = UNKNOWN
     sources: tuple[Source, ...] = ()
 
-    def merged(self, other: Preference) -> Preference:
-        # draft-ietf-aipref-vocab §5.1: any "n" wins, then any "y", else unknown.
-        for value in (N, Y):
-            if self.value == value or other.value == value:
-                mine = self.sources if self.value == value else ()
-                theirs = other.sources if other.value == value else ()
-                return Preference(value, mine + tuple(s for s in theirs if s not in mine))
-        return Preference()
+
+_NO_PREFERENCE = Preference()  # (frozen: one shared by every unknown)
+
+
+def _merged(a: Preference, b: Preference, ranking: tuple[str, ...]) -> Preference:
+    """The value ranked first of *a*'s and *b*'s (else unknown), with the sources of
+    both that gave it: for labels (N, Y), draft-ietf-aipref-vocab §5.1's any "n" wins,
+    then any "y"; for ``use=``, USE_LEVELS: the least use wins."""
+    for value in ranking:
+        if a.value == value or b.value == value:
+            mine = a.sources if a.value == value else ()
+            theirs = b.sources if b.value == value else ()
+            return Preference(value, mine + tuple(s for s in theirs if s not in mine))
+    return _NO_PREFERENCE
 
 
 def _unknown_all() -> dict[str, Preference]:
-    return {label: Preference() for label in LABELS}
+    return dict.fromkeys(LABELS, _NO_PREFERENCE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,11 +104,10 @@ class Usage:
     """Preferences per label (every label of LABELS), with where each came from."""
 
     preferences: Mapping[str, Preference] = field(default_factory=_unknown_all)
-    use: Preference = field(default_factory=Preference)  # value: a USE_LEVELS entry
+    use: Preference = _NO_PREFERENCE  # value: a USE_LEVELS entry
 
     def value(self, label: str) -> str:
-        found = self.preferences.get(label)
-        return UNKNOWN if found is None else found.value
+        return self.preferences.get(label, _NO_PREFERENCE).value
 
     def refused(self, purposes: Iterable[str]) -> list[str]:
         """The purposes this content is refused for (``n``), in the order given."""
@@ -114,27 +115,23 @@ class Usage:
 
     def merged(self, other: Usage) -> Usage:
         prefs = {
-            label: self.preferences.get(label, Preference()).merged(
-                other.preferences.get(label, Preference())
+            label: _merged(
+                self.preferences.get(label, _NO_PREFERENCE),
+                other.preferences.get(label, _NO_PREFERENCE),
+                (N, Y),
             )
             for label in LABELS
         }
-        return Usage(prefs, _merged_use(self.use, other.use))
+        return Usage(prefs, _merged(self.use, other.use, USE_LEVELS))
 
     @classmethod
     def of(cls, statements: Iterable[Statement]) -> Usage:
         usage = cls()
         for statement in statements:
-            prefs = {
-                label: Preference(value, (statement.source,))
-                for label, value in statement.prefs.items()
-            }
-            use = (
-                Preference()
-                if statement.use is None
-                else Preference(statement.use, (statement.source,))
-            )
-            usage = usage.merged(Usage({**_unknown_all(), **prefs}, use))
+            source = (statement.source,)
+            prefs = {label: Preference(value, source) for label, value in statement.prefs.items()}
+            use = _NO_PREFERENCE if statement.use is None else Preference(statement.use, source)
+            usage = usage.merged(cls(prefs, use))
         return usage
 
     def to_json(self) -> dict[str, Any]:
@@ -156,7 +153,7 @@ class Usage:
 
         def pref(label: str, value: str | None) -> Preference:
             if value is None or value == UNKNOWN:
-                return Preference()
+                return _NO_PREFERENCE
             found = tuple(
                 Source(*_split_text(s["text"]), line=s["line"]) for s in sources.get(label, ())
             )
@@ -172,17 +169,6 @@ class Usage:
 def _split_text(text: str) -> tuple[str, str]:
     name, _, value = text.partition(": ")
     return name, value
-
-
-def _merged_use(a: Preference, b: Preference) -> Preference:
-    # The statement allowing the least use wins, as "n" wins for labels.
-    if a.value == UNKNOWN:
-        return b
-    if b.value == UNKNOWN:
-        return a
-    if a.value == b.value:
-        return Preference(a.value, a.sources + tuple(s for s in b.sources if s not in a.sources))
-    return a if USE_LEVELS.index(a.value) < USE_LEVELS.index(b.value) else b
 
 
 # -- statements ------------------------------------------------------------------------
@@ -207,9 +193,6 @@ def usage_dictionary(value: bytes) -> dict[str, str]:
 
 # A source keeps at most this much of its text: it travels in every request's meta.
 MAX_SOURCE_TEXT = 512
-# A header longer than a robots.txt line may be (see _parser) says nothing: parsing it
-# would cost the reactor time a site could grow at will.
-MAX_HEADER = MAX_LINE
 
 
 def _text(value: bytes) -> str:
@@ -236,10 +219,8 @@ def content_signal_statement(value: bytes, line: int | None = None) -> Statement
         flag = flag.strip().lower()
         if key == "use":
             level = flag.decode("ascii", "replace")
-            if level in USE_LEVELS and (
-                use is None or USE_LEVELS.index(level) < USE_LEVELS.index(use)
-            ):
-                use = level
+            if level in USE_LEVELS:  # the least use wins, as "n" does for labels
+                use = level if use is None else min(use, level, key=USE_LEVELS.index)
             continue
         label = SIGNAL_LABELS.get(key)
         verdict = _SIGNAL_VALUES.get(flag)
@@ -253,7 +234,9 @@ def header_statement(values: Sequence[bytes]) -> Statement | None:
     if not values:
         return None
     value = b", ".join(values)
-    if len(value) > MAX_HEADER:
+    # longer than a robots.txt line may be, it says nothing: parsing it would cost the
+    # reactor time a site could grow at will
+    if len(value) > MAX_LINE:
         return Statement({}, Source("Content-Usage", f"({len(value)} bytes, too long: ignored)"))
     return content_usage_statement(value)
 
