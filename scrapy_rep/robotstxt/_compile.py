@@ -1,31 +1,22 @@
 """Compiling a group (see _matcher.Group for the compiled form), in passes that can stop.
 
-A group of tens of thousands of rules takes about twenty C-level passes to compile,
-1-3 ms each, 30-45 ms in all: more than a crawl's event loop may wait (25 ms,
-docs/rfc.md). So compile_steps yields between the passes of a large group (see
-RobotsTxt.prepare_steps); compile_group runs the same code at once. The literal rules
-become a sorted prefix forest: each distinct guard gets its parent, its longest proper
-prefix among the guards (see _matcher.literal_rule).
+A group of tens of thousands of rules takes about twenty C-level passes of 1-3 ms to
+compile: more than a crawl's event loop may wait (25 ms, docs/rfc.md), so compile_steps
+yields between the passes of a large group (see RobotsTxt.prepare_steps).
 """
 
 from __future__ import annotations
 
 from array import array
 from bisect import bisect_left, bisect_right
+from collections import deque
 from collections.abc import Generator, Iterator
 from functools import partial
 from itertools import accumulate, compress, count, pairwise, repeat
 from operator import add, and_, contains, ge, itemgetter, lshift, ne, or_, sub
 from typing import TypeAlias
 
-from scrapy_rep.robotstxt._matcher import (
-    EMPTY_GROUP,
-    MANY_WILDCARDS,
-    Group,
-    Rules,
-    merged_rules,
-    probe_index_steps,
-)
+from scrapy_rep.robotstxt._matcher import EMPTY_GROUP, MANY_WILDCARDS, Group, probe_index_steps
 from scrapy_rep.robotstxt._normalise import joined_needs_fixing, normalised_rules
 
 # from this many rules a group's repeated rules are dropped before compiling (a copy
@@ -46,6 +37,16 @@ QUICK_PROBES = 8
 _longer = partial(max, key=len)  # (the first on a tie)
 _FIRST = itemgetter(0)
 _LAST = itemgetter(2)
+
+Rules: TypeAlias = tuple[list[bytes], "array[int]"]
+
+
+def merged_rules(runs: list[Rules]) -> Rules:
+    """Patterns and line marks of all the runs (merged same-name groups), in file
+    order; a single run's own lists, not copies (callers copy before changing)."""
+    if len(runs) == 1:
+        return runs[0]
+    return [p for r in runs for p in r[0]], array("q", [m for r in runs for m in r[1]])
 
 
 # normalised_rules is a few C-level passes over the rules joined (~0.3 µs a rule, and
@@ -92,9 +93,7 @@ def _first_copies_steps(patterns: list[bytes], marks: array[int]) -> Generator[N
 
 def compile_group(runs: list[Rules], strings: dict[bytes, str], originals: dict[int, str]) -> Group:
     """compile_steps run to its end."""
-    for found in compile_steps(runs, strings, originals):  # noqa: B007 (the last one)
-        pass
-    return found  # type: ignore[return-value]  # (the last item is the group)
+    return deque(compile_steps(runs, strings, originals), maxlen=1)[0]  # type: ignore[return-value]
 
 
 def compile_steps(
@@ -171,12 +170,10 @@ def compile_steps(
     packed = list(map(or_, map(lshift, codes, repeat(33)), marks))
     if steps:
         yield None
-        for found in plain_literals_steps(literal, patterns, codes, packed):
-            if found is None:
-                yield None
-        lits, lit_parents, lit_codes = found  # type: ignore[misc]  # (the last item)
-    else:
-        lits, lit_parents, lit_codes = plain_literals(literal, patterns, codes, packed)
+    for found in plain_literals_steps(literal, patterns, codes, packed):
+        if steps and found is None:
+            yield None
+    lits, lit_parents, lit_codes = found  # type: ignore[misc]  # (the last item)
     chain = ranked_chain(lit_parents, lit_codes) if starred else None
     if not wild:
         yield Group(lits, lit_parents, chain, lit_codes)
@@ -336,44 +333,29 @@ def parents_steps(guards: list[bytes], found: array[int]) -> Iterator[None]:
 Literals: TypeAlias = tuple[tuple[bytes, ...], "array[int]", "array[int]"]
 
 
-def plain_literals(
-    literal: list[int] | None, patterns: list[bytes], codes: list[int], packed: list[int]
-) -> Literals:
-    """plain_literals_steps run at once."""
-    for found in plain_literals_steps(literal, patterns, codes, packed):  # noqa: B007
-        pass
-    return found  # type: ignore[return-value]  # (the last item is the forest)
-
-
 def plain_literals_steps(
     literal: list[int] | None, patterns: list[bytes], codes: list[int], packed: list[int]
 ) -> Iterator[Literals | None]:
     """The literal rules (positions in *patterns*; None: all of them) as a sorted
     prefix forest, yielding None between C-level passes and, last, the distinct guards
     sorted, each one's parent and the packed code of its deciding rule."""
+    rules = range(len(patterns)) if literal is None else literal
     if literal is None:  # the common case: every rule is a plain prefix
-        first = dict(zip(patterns, packed, strict=True))
-        if len(first) == len(patterns):
-            yield None
-            lits = sorted(first)
-            lit_codes = array("q", list(map(first.__getitem__, lits)))
-            yield None
-            found = array("i", [-1]) * len(lits)
-            yield from parents_steps(lits, found)
-            yield tuple(lits), found, lit_codes
-            return
-        literal = list(range(len(patterns)))
-    by_guard = dict(zip(map(patterns.__getitem__, literal), literal, strict=True))
-    if len(by_guard) < len(literal):
+        first = dict(zip(patterns, packed, strict=True))  # guard -> packed code
+    else:
+        guards = map(patterns.__getitem__, literal)
+        first = dict(zip(guards, map(packed.__getitem__, literal), strict=True))
+    if len(first) < len(rules):
         yield None
         # equal guards: the deciding rule is the one of highest precedence, then
         # the first in file order, and it must be the last one the dict sees
-        literal.sort(key=codes.__getitem__, reverse=True)
-        literal.reverse()
-        by_guard = dict(zip(map(patterns.__getitem__, literal), literal, strict=True))
+        ranked = sorted(rules, key=codes.__getitem__, reverse=True)
+        ranked.reverse()
+        guards = map(patterns.__getitem__, ranked)
+        first = dict(zip(guards, map(packed.__getitem__, ranked), strict=True))
     yield None
-    lits = sorted(by_guard)
-    lit_codes = array("q", list(map(packed.__getitem__, map(by_guard.__getitem__, lits))))
+    lits = sorted(first)
+    lit_codes = array("q", list(map(first.__getitem__, lits)))
     yield None
     found = array("i", [-1]) * len(lits)
     yield from parents_steps(lits, found)

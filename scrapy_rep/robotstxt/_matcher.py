@@ -10,11 +10,12 @@ from __future__ import annotations
 import re
 from array import array
 from bisect import bisect_right
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import compress
 from operator import itemgetter
-from typing import NamedTuple, TypeAlias
+from typing import NamedTuple
 
 
 def split_pattern(pattern: bytes) -> tuple[tuple[bytes, ...], bool]:
@@ -100,9 +101,7 @@ def _grams(long: tuple[str, ...]) -> tuple[frozenset[str], ...]:
 
 def probe_index(probes: list[str]) -> ProbeIndex:
     """The index of *probes* (duplicates allowed), built in C-level passes."""
-    for found in probe_index_steps(probes):  # noqa: B007 (the last one)
-        pass
-    return found  # type: ignore[return-value]  # (the last item is the index)
+    return deque(probe_index_steps(probes), maxlen=1)[0]  # type: ignore[return-value]
 
 
 # probe_index_steps yields after the grams of this many long probes (~2 ms)
@@ -123,9 +122,6 @@ def probe_index_steps(probes: list[str]) -> Iterator[ProbeIndex | None]:
             short[length] = frozenset(items[start:end])
         start = end
     long = tuple(items[start:])
-    if len(long) <= GRAMS_STEP:
-        yield ProbeIndex(short, long, _grams(long), len(probes))
-        return
     grams: list[frozenset[str]] = []
     for low in range(0, len(long), GRAMS_STEP):
         yield None
@@ -201,17 +197,6 @@ EMPTY_GROUP = Group((), array("i"), None, array("q"))
 # sites, and a pattern is split only when a path passes its guard and probe.
 _SPLIT: dict[bytes, tuple[tuple[bytes, ...], bool]] = {}
 _CACHE_LIMIT = 4096
-
-
-Rules: TypeAlias = tuple[list[bytes], "array[int]"]
-
-
-def merged_rules(runs: list[Rules]) -> Rules:
-    """Patterns and line marks of all the runs (merged same-name groups), in file
-    order; a single run's own lists, not copies (callers copy before changing)."""
-    if len(runs) == 1:
-        return runs[0]
-    return [p for r in runs for p in r[0]], array("q", [m for r in runs for m in r[1]])
 
 
 def literal_rule(group: Group, path: bytes) -> int:
