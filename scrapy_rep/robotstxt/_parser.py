@@ -1,18 +1,16 @@
 """robots.txt bytes -> groups of rules (RFC 9309 §2.1-§2.2, Google's leniencies).
 
-It works on bytes so that invalid UTF-8 can never stop it: rule values stay raw
-octets until matching normalises them (RFC 9309 §2.2.2), and only sitemap URLs and
-extension values are decoded (bad sequences replaced). Lines are split once in C, and
-a loop with constant work per line assigns the fields to groups (linear whatever the
-mix): a rule line "Field: value" costs one partition, one memo look-up and two
-appends; comments, blanks and empty values are dealt with after the loop, in C-level
-passes over all the values (fill_runs). Issues are recorded as it goes (_issues).
+It works on bytes so that invalid UTF-8 can never stop it: rule values stay raw octets
+until matching normalises them (RFC 9309 §2.2.2). A loop with constant work per line
+(a rule line costs one partition, one memo look-up and two appends) assigns the fields
+to groups; comments and empty values are dealt with after it, in C-level passes.
 """
 
 from __future__ import annotations
 
 import re
 from array import array
+from collections import deque
 from collections.abc import Generator, Iterable, Iterator
 from itertools import accumulate, compress, count, repeat
 from operator import itemgetter, not_
@@ -103,9 +101,7 @@ class ParseResult:
 
 def parse(content: bytes | bytearray | memoryview | str, max_size: int) -> ParseResult:
     """*content* parsed at once: parse_steps run to its end, with no pause."""
-    for res in parse_steps(content, max_size, 0):  # noqa: B007 (the last item)
-        pass
-    return res  # type: ignore[return-value]  # (the last item is the result)
+    return deque(parse_steps(content, max_size, 0), maxlen=1)[0]  # type: ignore[return-value]
 
 
 # parse_steps' default: lines per step (a few ms for the slowest lines, user-agent
@@ -354,23 +350,22 @@ def fill_runs_at_once(
     patterns = list(map(bytes.strip, values))
     if not all(patterns):
         return None
-    if len(runs) == 1:  # (the most common file)
-        joined = b"\n".join(patterns)
-        if 0x23 in joined or b"/index.htm" in joined:
-            return None
-        runs[0].patterns = joined
-        runs[0].marks = array(typecode, marks)
-        return len(patterns)
-    ends = [*starts[1:], len(patterns)] if starts else []
-    texts = [b"\n".join(patterns[a:b]) for a, b in zip(starts, ends, strict=True)]
-    joined = b"\n".join(texts)
+    joined = b"\n".join(patterns)
     if 0x23 in joined or b"/index.htm" in joined:
         return None
-    kept = array(typecode, marks)
-    for run, a, b, text in zip(runs, starts, ends, texts, strict=True):
-        run.patterns = text
-        run.marks = kept[a:b]
+    if len(runs) == 1:  # (the most common file)
+        runs[0].patterns = joined
+        runs[0].marks = array(typecode, marks)
+    else:
+        _fill(runs, starts, patterns, array(typecode, marks))
     return len(patterns)
+
+
+def _fill(runs: list[Run], starts: list[int], patterns: list[bytes], marks: array[int]) -> None:
+    """Fill each run with its slice of *patterns* and *marks* (run n's begin at starts[n])."""
+    for run, a, b in zip(runs, starts, [*starts[1:], len(patterns)], strict=True):
+        run.patterns = b"\n".join(patterns[a:b])
+        run.marks = marks[a:b]
 
 
 def fill_runs(
@@ -415,10 +410,7 @@ def fill_runs(
         )
     if step:
         yield None
-    ends = [*starts[1:], len(patterns)] if starts else []
-    for run, a, b in zip(runs, starts, ends, strict=True):
-        run.patterns = b"\n".join(patterns[a:b])
-        run.marks = marks_kept[a:b]
+    _fill(runs, starts, patterns, marks_kept)
     return rule_count
 
 
