@@ -19,19 +19,18 @@ from typing import TypeAlias
 from scrapy_rep.robotstxt._matcher import EMPTY_GROUP, MANY_WILDCARDS, Group, probe_index_steps
 from scrapy_rep.robotstxt._normalise import joined_needs_fixing, normalised_rules
 
-# from this many rules a group's repeated rules are dropped before compiling (a copy
-# still costs every compiling pass; looking for copies costs a set of all the
-# patterns, more than real groups, which repeat few rules, would save)
+# from this many rules, repeated rules are dropped before compiling (each copy costs
+# every pass; in smaller groups the set that finds them costs more than it saves)
 DEDUP_FROM = 2048
 # from this many wildcard rules, repeated ones are dropped from the buckets (a check
 # would try every copy that passes its probe)
 DEDUP_WILD_FROM = 64
 # from this many rules, or pattern octets, compile_steps yields between its passes (a
-# smaller group compiles in well under a millisecond: its passes are not worth a pause)
+# smaller group compiles in well under a millisecond)
 STEPS_FROM = 1024
 STEPS_FROM_OCTETS = 65_536
 # up to this many wildcard rules, a group keeps their probes for allowed()'s one-call
-# test (see _matcher.Group); beyond, testing them all costs what the step saves
+# test; beyond, testing them all costs what it saves
 QUICK_PROBES = 8
 
 _longer = partial(max, key=len)  # (the first on a tie)
@@ -49,10 +48,8 @@ def merged_rules(runs: list[Rules]) -> Rules:
     return [p for r in runs for p in r[0]], array("q", [m for r in runs for m in r[1]])
 
 
-# normalised_rules is a few C-level passes over the rules joined (~0.3 µs a rule, and
-# one dictionary look-up per escape when many distinct escapes change): a group of
-# tens of thousands of escaped rules is normalised this many rules, or octets, at a
-# time (about 1-2 ms a slice)
+# normalised_rules costs ~0.3 µs a rule (C-level passes over the rules joined): a large
+# group is normalised this many rules, or octets, at a time (about 1-2 ms a slice)
 NORMALISE_RULES = 4096
 NORMALISE_OCTETS = 32_768
 
@@ -99,11 +96,10 @@ def compile_group(runs: list[Rules], strings: dict[bytes, str], originals: dict[
 def compile_steps(
     runs: list[Rules], strings: dict[bytes, str], originals: dict[int, str]
 ) -> Iterator[Group | None]:
-    """Compile the rules of the runs (merged same-name groups, RFC 9309 §2.2.1) one
-    crawler obeys: yields None between passes once the group has STEPS_FROM rules or
-    STEPS_FROM_OCTETS pattern octets, and the compiled group last. *strings* dedupes
-    the probes (as str) across a file's groups; *originals* receives {line: pattern as
-    written} for the patterns normalisation changed."""
+    """Compile the runs (merged same-name groups, RFC 9309 §2.2.1) one crawler obeys:
+    yields None between passes from STEPS_FROM rules or STEPS_FROM_OCTETS octets, and the
+    group last. *strings* shares equal probes (as str); *originals* receives {line:
+    pattern as written} for the patterns normalisation changed."""
     patterns, marks = merged_rules(runs)
     if not patterns:
         yield EMPTY_GROUP
@@ -287,8 +283,7 @@ def _after(prefix: bytes) -> bytes | None:
 def prefix_parents(guards: list[bytes]) -> array[int]:
     """parents_steps run at once."""
     found = array("i", [-1]) * len(guards)
-    for _ in parents_steps(guards, found):
-        pass
+    deque(parents_steps(guards, found), maxlen=0)  # (run to its end)
     return found
 
 
@@ -300,10 +295,9 @@ def parents_steps(guards: list[bytes], found: array[int]) -> Iterator[None]:
     """Fill *found* (-1 for each guard) with each sorted guard's longest proper prefix
     among them (-1 for none), yielding after every WALK_STEP guards walked.
 
-    In sorted order the guards that start with a guard follow it in one run, found
-    by one bisect: only runs are walked, so most guards are never visited in Python.
-    Within a run a guard's parent is the guard before it when that is a prefix of it,
-    else on the previous guard's chain of prefixes."""
+    In sorted order the guards that start with a guard follow it in one run, found by
+    one bisect, so most guards are never visited in Python. Within a run a guard's
+    parent is the guard before it or on that one's chain of prefixes."""
     n = len(guards)
     child = list(map(bytes.startswith, guards[1:], guards[:-1]))
     end = 0

@@ -57,9 +57,8 @@ def match_pieces(pieces: tuple[bytes, ...], anchored: bool, path: bytes) -> bool
 # (a probe built to pass the grams test still costs one search: bench_adversarial.py).
 
 GRAM = 8
-# from this many wildcard rules in a group, checks use the index (below it, one
-# substring search per rule is quicker: measured on the corpus, whose largest
-# wildcard groups have a few dozen rules)
+# from this many wildcard rules in a group, checks use the index (below it one search
+# per rule is quicker: measured on the corpus, whose largest have a few dozen)
 MANY_WILDCARDS = 64
 
 
@@ -245,10 +244,9 @@ def wild_rule(group: Group, path: bytes, best: int, text: str | None = None) -> 
     while k >= 0:
         start = starts[k]
         if codes[base + start] >> 33 > floor and path.startswith(guards[k]):
-            # only rules whose probe occurs in the path are matched in full (probes are
-            # str: the bytes methods take their argument through the buffer protocol,
-            # ~1.5x slower); a plain loop beats building C iterators for the buckets
-            # of a few rules that most groups have (measured on the corpus)
+            # only rules whose probe occurs in the path are matched in full; probes are
+            # str (bytes methods take a buffer, ~1.5x slower), and a plain loop beats C
+            # iterators over the few rules of most buckets (measured on the corpus)
             if haystack is None:
                 haystack = present_probes(index, text)  # type: ignore[arg-type]
             for j, probe in enumerate(probes[k]):

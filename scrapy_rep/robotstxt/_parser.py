@@ -62,21 +62,8 @@ UNSEEN = 1 << 16
 
 
 class ParseResult:
-    """What the parser found, keyed by lower-cased product token ("*" = default)."""
-
-    __slots__ = (
-        "extensions",
-        "groups",
-        "issue_counts",
-        "issues",
-        "originals",
-        "preamble",
-        "preamble_summary",
-        "rule_count",
-        "sitemaps",
-        "summaries",
-        "truncated",
-    )
+    """What the parser found, keyed by lower-cased product token ("*" = default); RobotsTxt
+    takes its fields and drops it."""
 
     def __init__(self) -> None:
         # token -> the runs naming it; same-name groups merge (RFC 9309 §2.2.1)
@@ -113,8 +100,7 @@ def parse_steps(
     content: bytes | bytearray | memoryview | str, max_size: int, step: int = LINES_STEP
 ) -> Iterator[ParseResult | None]:
     """Parse *content*, yielding None after every *step* lines and between the phases
-    after the line loop (0: no pause at all), and the ParseResult last. The lines are
-    taken a slice at a time, so pauses cost nothing per line."""
+    after the line loop (0: no pause at all), and the ParseResult last."""
     res = ParseResult()
     log = IssueLog()
     issue = log.found.append
@@ -129,9 +115,8 @@ def parse_steps(
     # run n's begin (its placeholder is runs[n], filled in by fill_runs)
     values: list[bytes] = []
     marks: list[int] = []  # (a list: its append is cheaper than an array's)
-    # Rules before the first user-agent line go to these instead, and become issues
-    # once the loop is done (RFC 9309 §2.2.2: they are ignored); so the hot path
-    # below appends to whichever pair is current, with no test.
+    # Rules before the first user-agent line go to these instead, to become issues after
+    # the loop (RFC 9309 §2.2.2 ignores them): the hot path appends with no test.
     stray: list[int] = []
     ignored: list[bytes] = []
     add_value, add_mark = ignored.append, stray.append
@@ -155,9 +140,8 @@ def parse_steps(
         lines = cut_long_lines(lines, log)
     markup = is_markup(data, len(lines))
     if markup:
-        # Mostly page markup (an HTML page served as robots.txt): only lines whose
-        # first non-blank octet can start a field name can matter, and C-level
-        # passes over the lines find them.
+        # Mostly page markup (an HTML page served as robots.txt): only lines whose first
+        # non-blank octet can start a field name can matter (found in C: _numbered).
         issue((1, MARKUP))
     if not step or len(lines) <= step:
         slices: Iterable[Iterable[tuple[int, bytes]]] = (_numbered(lines, 0, markup),)
@@ -168,9 +152,8 @@ def parse_steps(
             yield None
         # (line2 is the line number times two: a rule's line mark less its kind bit)
         for line2, line in numbered:
-            # The hot path: most lines of most files are rules written "Field: value",
-            # and the text before ": " is a field name seen before (the memo holds no
-            # name with a colon, so it is the text before the line's first colon).
+            # The hot path: most lines are rules written "Field: value" with a field name
+            # seen before (the memo holds no name with a colon: this is the first colon).
             key, sep, value = line.partition(b": ")
             if sep:
                 kind = kinds_get(key, UNSEEN)
@@ -243,11 +226,7 @@ def parse_steps(
                     token = ua_token(value)
                 if token not in tokens:
                     tokens[token] = None
-                    found = groups.get(token)
-                    if found is None:
-                        groups[token] = [run]
-                    else:
-                        found.append(run)
+                    groups.setdefault(token, []).append(run)
                     if extras is not None:
                         res.extensions.setdefault(token, []).append(extras)
             elif kind <= DISALLOW:  # a rule line off the hot path
@@ -324,10 +303,9 @@ _BEFORE = itemgetter(0)
 
 
 class Run:
-    """Rules of one user-agent run: its patterns joined by "\n" (no pattern holds
-    one), and per rule its line mark, line * 2 + (1 for disallow). One bytes object
-    per run, not one per rule: a parsed file is kept while its origin is crawled. The
-    parser registers a run before its rules are known and fills it at the end."""
+    """Rules of one user-agent run, filled after the line loop: its patterns joined by
+    "\n" (one bytes object per run, not per rule: a parsed file is kept while its origin
+    is crawled), and per rule its line mark, line * 2 + (1 for disallow)."""
 
     __slots__ = ("marks", "patterns")
 
@@ -344,9 +322,8 @@ def run_rules(run: Run) -> tuple[list[bytes], array[int]]:
 def fill_runs_at_once(
     runs: list[Run], starts: list[int], values: list[bytes], marks: list[int], typecode: str
 ) -> int | None:
-    """fill_runs for most files, with no generator to run: when no value holds a
-    comment, is empty once stripped or names an index.html, fill the runs and return
-    the number of rules; else None, and nothing is changed."""
+    """fill_runs for most files, with no generator to run: the number of rules, or None
+    (nothing changed) when a value holds a comment, is empty or names an index.html."""
     patterns = list(map(bytes.strip, values))
     if not all(patterns):
         return None
@@ -378,10 +355,9 @@ def fill_runs(
     originals: dict[int, str],
     step: int,
 ) -> Generator[None, None, int]:
-    """Cut every rule value at a comment, strip it, drop the empty ones (an empty
-    value means "no restriction", RFC 9309 §2.2.2), add the index.html rules
-    (*originals* receives their lines), and fill each run; return the number of rules
-    kept (the index.html rules not counted). Yields between the passes when *step*."""
+    """Cut every rule value at a comment, strip it, drop the empty ones (RFC 9309 §2.2.2:
+    no restriction), add the index.html rules (their lines to *originals*), fill each
+    run; return the number of rules, index.html ones not counted."""
     patterns = list(map(bytes.strip, values))
     if step:
         yield None
