@@ -274,12 +274,6 @@ def compile_steps(
     )
 
 
-def _after(prefix: bytes) -> bytes | None:
-    """The least bytes above every bytes starting with *prefix* (None: there is none)."""
-    stem = prefix.rstrip(b"\xff")
-    return stem[:-1] + bytes((stem[-1] + 1,)) if stem else None
-
-
 def prefix_parents(guards: list[bytes]) -> array[int]:
     """parents_steps run at once."""
     found = array("i", [-1]) * len(guards)
@@ -305,8 +299,9 @@ def parents_steps(guards: list[bytes], found: array[int]) -> Iterator[None]:
     for root in compress(count(), child):
         if root < end:
             continue  # inside the run of an earlier root
-        after = _after(guards[root])
-        end = n if after is None else bisect_left(guards, after, root + 1)
+        # the run ends at the least bytes above all that start with the root, if any
+        stem = guards[root].rstrip(b"\xff")
+        end = bisect_left(guards, stem[:-1] + bytes((stem[-1] + 1,)), root + 1) if stem else n
         for low in range(root + 1, end, WALK_STEP):
             if walked >= WALK_STEP:
                 walked = 0

@@ -22,6 +22,7 @@ from scrapy_rep.robotstxt._issues import LINE_TOO_LONG, MAX_TEXT, IssueLog
 # character: non-ASCII digits and numerics are cut off after the match (see _trim).
 _TOKEN = re.compile(r"[-\w]*")
 _ASCII_TOKEN_TEXT = re.compile(r"[-A-Za-z0-9_]*", re.ASCII)
+_ASCII_TOKEN = re.compile(rb"[-A-Za-z0-9_]*")
 
 
 def _trim(token: str) -> str:
@@ -111,8 +112,6 @@ _COLONLESS = re.compile(rb"([^ \t]+)[ \t]+([^ \t]+)")
 KINDS: dict[bytes, int] = {}
 UA_TOKENS: dict[bytes, str] = {}
 _MEMO_LIMIT = 4096
-
-_ASCII_TOKEN = re.compile(rb"[-A-Za-z0-9_]*")
 
 
 def field_kind(key: bytes) -> int:

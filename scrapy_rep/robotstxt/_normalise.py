@@ -120,11 +120,9 @@ def joined_needs_fixing(joined: bytes) -> bool:
 
 
 def normalise_pattern(raw: bytes) -> bytes:
-    """Canonical form of a rule pattern, as raw bytes from the file.
-
-    Invalid UTF-8 is escaped octet by octet, as Google's library does, so a Latin-1
-    robots.txt still matches the Latin-1 escapes its own site uses.
-    """
+    """Canonical form of a rule pattern, as raw bytes from the file (invalid UTF-8 is
+    escaped octet by octet, as Google's library does, so a Latin-1 robots.txt still
+    matches the Latin-1 escapes its own site uses)."""
     if _PATTERN_FIX.search(raw) is None:
         return raw
     if raw[-1:] == b"$":  # only a final "$" anchors (RFC 9309 §2.2.3)
@@ -221,9 +219,8 @@ def normalise_path(path: str) -> bytes:
 
 
 def url_path(url: str) -> str:
-    """The path plus ``?query`` of *url* (no fragment; an empty path is ``/``): *url*
-    absolute, network-path (``//h/p``) or a path; anything else is a path missing its
-    leading slash."""
+    """The path plus ``?query`` of *url* (no fragment; an empty path is ``/``), *url*
+    absolute, network-path (``//h/p``) or a path (its leading slash added if missing)."""
     if url[:1] == "/" and url[1:2] != "/":
         hash_at = url.find("#")
         return url if hash_at < 0 else url[:hash_at]
