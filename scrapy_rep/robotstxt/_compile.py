@@ -319,12 +319,9 @@ def parents_steps(guards: list[bytes], found: array[int]) -> Iterator[None]:
                 found[i] = up
 
 
-Literals: TypeAlias = tuple[tuple[bytes, ...], "array[int]", "array[int]"]
-
-
 def plain_literals_steps(
     literal: list[int] | None, patterns: list[bytes], codes: list[int], packed: list[int]
-) -> Iterator[Literals | None]:
+) -> Iterator[tuple[tuple[bytes, ...], array[int], array[int]] | None]:
     """The literal rules (positions in *patterns*; None: all of them) as a sorted
     prefix forest, yielding None between C-level passes and, last, the distinct guards
     sorted, each one's parent and the packed code of its deciding rule."""

@@ -200,7 +200,8 @@ _CACHE_LIMIT = 4096
 
 def literal_rule(group: Group, path: bytes) -> int:
     """Position of the deciding literal rule for *path*, or -1: the largest guard not
-    above *path* starts with every guard *path* starts with (one bisect, then a walk)."""
+    above *path* starts with every guard *path* starts with, so one bisect and a walk up
+    its prefixes find the longest."""
     lits = group.literals
     n = bisect_right(lits, path) - 1
     parents = group.literal_parents

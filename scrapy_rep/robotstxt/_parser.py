@@ -55,6 +55,7 @@ from scrapy_rep.robotstxt._lines import (
 DEFAULT_MAX_SIZE = 512_000
 
 _ABSOLUTE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^/?#\s]")
+_BEFORE = itemgetter(0)
 
 # kinds_get's answer for a field name not seen before (greater than every kind, so
 # that the hot path's single comparison sends it on)
@@ -153,7 +154,7 @@ def parse_steps(
         # (line2 is the line number times two: a rule's line mark less its kind bit)
         for line2, line in numbered:
             # The hot path: most lines are rules written "Field: value" with a field name
-            # seen before (the memo holds no name with a colon: this is the first colon).
+            # seen before (the memo holds no name with a colon: a hit ends at the first).
             key, sep, value = line.partition(b": ")
             if sep:
                 kind = kinds_get(key, UNSEEN)
@@ -226,7 +227,11 @@ def parse_steps(
                     token = ua_token(value)
                 if token not in tokens:
                     tokens[token] = None
-                    groups.setdefault(token, []).append(run)
+                    found = groups.get(token)
+                    if found is None:
+                        groups[token] = [run]  # (a list of one: append would allot four)
+                    else:
+                        found.append(run)
                     if extras is not None:
                         res.extensions.setdefault(token, []).append(extras)
             elif kind <= DISALLOW:  # a rule line off the hot path
@@ -297,9 +302,6 @@ def _numbered(lines: list[bytes], before: int, markup: bool) -> Iterable[tuple[i
     of a page of markup only the lines that can hold a field."""
     numbered = zip(count(before * 2 + 2, 2), lines)
     return compress(numbered, may_hold_field(lines)) if markup else numbered
-
-
-_BEFORE = itemgetter(0)
 
 
 class Run:
