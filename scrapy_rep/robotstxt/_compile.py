@@ -76,9 +76,8 @@ def _normalised_steps(
 
 
 def _first_copies_steps(patterns: list[bytes], marks: array[int]) -> Generator[None, None, Rules]:
-    """*patterns* and *marks* without the rules that repeat an earlier one (same pattern
-    and kind), yielding between its C-level passes. A copy never decides (same
-    precedence, later line), but a failing check would try every copy."""
+    """*patterns* and *marks* without the rules that repeat an earlier one (same pattern and
+    kind: a copy never decides, but a failing check would try every copy)."""
     keys = list(zip(patterns, map(and_, marks, repeat(1)), strict=True))
     yield None
     first = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1), strict=True))
@@ -179,13 +178,8 @@ def compile_steps(
     # by guard, then by precedence (both sorts are stable: file order on ties)
     wild.sort(key=codes.__getitem__, reverse=True)
     wild_patterns = list(map(patterns.__getitem__, wild))
-    if (
-        not deduped
-        and len(wild) >= DEDUP_WILD_FROM
-        and len(set(wild_patterns)) < len(wild_patterns)
-    ):
-        # (the first copy in precedence order is the first in file order: the sort
-        # is stable)
+    if not deduped and len(wild) >= DEDUP_WILD_FROM and len(set(wild_patterns)) < len(wild):
+        # (the sort is stable: the first copy in precedence order is the first in the file)
         keys = list(zip(wild_patterns, map(codes.__getitem__, wild), strict=True))
         kept = set(dict(zip(reversed(keys), reversed(wild), strict=True)).values())
         wild = list(compress(wild, map(kept.__contains__, wild)))
