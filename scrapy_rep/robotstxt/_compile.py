@@ -1,57 +1,55 @@
 """Compiling a group (see _matcher.Group for the compiled form), in passes that can stop.
 
-A group of tens of thousands of rules takes about twenty C-level passes to compile,
-1-3 ms each, 30-45 ms in all: more than a crawl's event loop may wait (25 ms,
-docs/rfc.md). So compile_steps yields between the passes of a large group (see
-RobotsTxt.prepare_steps); compile_group runs the same code at once. The literal rules
-become a sorted prefix forest: each distinct guard gets its parent, its longest proper
-prefix among the guards (see _matcher.literal_rule).
+A group of tens of thousands of rules takes about twenty C-level passes of 1-3 ms to
+compile: more than a crawl's event loop may wait (25 ms, docs/rfc.md), so compile_steps
+yields between the passes of a large group (see RobotsTxt.prepare_steps).
 """
 
 from __future__ import annotations
 
 from array import array
 from bisect import bisect_left, bisect_right
+from collections import deque
 from collections.abc import Generator, Iterator
 from functools import partial
 from itertools import accumulate, compress, count, pairwise, repeat
 from operator import add, and_, contains, ge, itemgetter, lshift, ne, or_, sub
 from typing import TypeAlias
 
-from scrapy_rep.robotstxt._matcher import (
-    EMPTY_GROUP,
-    MANY_WILDCARDS,
-    Group,
-    Rules,
-    merged_rules,
-    probe_index_steps,
-)
+from scrapy_rep.robotstxt._matcher import EMPTY_GROUP, MANY_WILDCARDS, Group, probe_index_steps
 from scrapy_rep.robotstxt._normalise import joined_needs_fixing, normalised_rules
 
-# from this many rules a group's repeated rules are dropped before compiling (a copy
-# still costs every compiling pass; looking for copies costs a set of all the
-# patterns, more than real groups, which repeat few rules, would save)
+# from this many rules, repeated rules are dropped before compiling (each copy costs
+# every pass; in smaller groups the set that finds them costs more than it saves)
 DEDUP_FROM = 2048
 # from this many wildcard rules, repeated ones are dropped from the buckets (a check
 # would try every copy that passes its probe)
 DEDUP_WILD_FROM = 64
 # from this many rules, or pattern octets, compile_steps yields between its passes (a
-# smaller group compiles in well under a millisecond: its passes are not worth a pause)
+# smaller group compiles in well under a millisecond)
 STEPS_FROM = 1024
 STEPS_FROM_OCTETS = 65_536
 # up to this many wildcard rules, a group keeps their probes for allowed()'s one-call
-# test (see _matcher.Group); beyond, testing them all costs what the step saves
+# test; beyond, testing them all costs what it saves
 QUICK_PROBES = 8
 
 _longer = partial(max, key=len)  # (the first on a tie)
 _FIRST = itemgetter(0)
 _LAST = itemgetter(2)
 
+Rules: TypeAlias = tuple[list[bytes], "array[int]"]
 
-# normalised_rules is a few C-level passes over the rules joined (~0.3 µs a rule, and
-# one dictionary look-up per escape when many distinct escapes change): a group of
-# tens of thousands of escaped rules is normalised this many rules, or octets, at a
-# time (about 1-2 ms a slice)
+
+def merged_rules(runs: list[Rules]) -> Rules:
+    """Patterns and line marks of all the runs (merged same-name groups), in file
+    order; a single run's own lists, not copies (callers copy before changing)."""
+    if len(runs) == 1:
+        return runs[0]
+    return [p for r in runs for p in r[0]], array("q", [m for r in runs for m in r[1]])
+
+
+# normalised_rules costs ~0.3 µs a rule (C-level passes over the rules joined): a large
+# group is normalised this many rules, or octets, at a time (about 1-2 ms a slice)
 NORMALISE_RULES = 4096
 NORMALISE_OCTETS = 32_768
 
@@ -78,9 +76,8 @@ def _normalised_steps(
 
 
 def _first_copies_steps(patterns: list[bytes], marks: array[int]) -> Generator[None, None, Rules]:
-    """*patterns* and *marks* without the rules that repeat an earlier one (same pattern
-    and kind), yielding between its C-level passes. A copy never decides (same
-    precedence, later line), but a failing check would try every copy."""
+    """*patterns* and *marks* without the rules that repeat an earlier one (same pattern and
+    kind: a copy never decides, but a failing check would try every copy)."""
     keys = list(zip(patterns, map(and_, marks, repeat(1)), strict=True))
     yield None
     first = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1), strict=True))
@@ -92,19 +89,16 @@ def _first_copies_steps(patterns: list[bytes], marks: array[int]) -> Generator[N
 
 def compile_group(runs: list[Rules], strings: dict[bytes, str], originals: dict[int, str]) -> Group:
     """compile_steps run to its end."""
-    for found in compile_steps(runs, strings, originals):  # noqa: B007 (the last one)
-        pass
-    return found  # type: ignore[return-value]  # (the last item is the group)
+    return deque(compile_steps(runs, strings, originals), maxlen=1)[0]  # type: ignore[return-value]
 
 
 def compile_steps(
     runs: list[Rules], strings: dict[bytes, str], originals: dict[int, str]
 ) -> Iterator[Group | None]:
-    """Compile the rules of the runs (merged same-name groups, RFC 9309 §2.2.1) one
-    crawler obeys: yields None between passes once the group has STEPS_FROM rules or
-    STEPS_FROM_OCTETS pattern octets, and the compiled group last. *strings* dedupes
-    the probes (as str) across a file's groups; *originals* receives {line: pattern as
-    written} for the patterns normalisation changed."""
+    """Compile the runs (merged same-name groups, RFC 9309 §2.2.1) one crawler obeys:
+    yields None between passes from STEPS_FROM rules or STEPS_FROM_OCTETS octets, and the
+    group last. *strings* shares equal probes (as str); *originals* receives {line:
+    pattern as written} for the patterns normalisation changed."""
     patterns, marks = merged_rules(runs)
     if not patterns:
         yield EMPTY_GROUP
@@ -171,12 +165,10 @@ def compile_steps(
     packed = list(map(or_, map(lshift, codes, repeat(33)), marks))
     if steps:
         yield None
-        for found in plain_literals_steps(literal, patterns, codes, packed):
-            if found is None:
-                yield None
-        lits, lit_parents, lit_codes = found  # type: ignore[misc]  # (the last item)
-    else:
-        lits, lit_parents, lit_codes = plain_literals(literal, patterns, codes, packed)
+    for found in plain_literals_steps(literal, patterns, codes, packed):
+        if steps and found is None:
+            yield None
+    lits, lit_parents, lit_codes = found  # type: ignore[misc]  # (the last item)
     chain = ranked_chain(lit_parents, lit_codes) if starred else None
     if not wild:
         yield Group(lits, lit_parents, chain, lit_codes)
@@ -186,13 +178,8 @@ def compile_steps(
     # by guard, then by precedence (both sorts are stable: file order on ties)
     wild.sort(key=codes.__getitem__, reverse=True)
     wild_patterns = list(map(patterns.__getitem__, wild))
-    if (
-        not deduped
-        and len(wild) >= DEDUP_WILD_FROM
-        and len(set(wild_patterns)) < len(wild_patterns)
-    ):
-        # (the first copy in precedence order is the first in file order: the sort
-        # is stable)
+    if not deduped and len(wild) >= DEDUP_WILD_FROM and len(set(wild_patterns)) < len(wild):
+        # (the sort is stable: the first copy in precedence order is the first in the file)
         keys = list(zip(wild_patterns, map(codes.__getitem__, wild), strict=True))
         kept = set(dict(zip(reversed(keys), reversed(wild), strict=True)).values())
         wild = list(compress(wild, map(kept.__contains__, wild)))
@@ -281,17 +268,10 @@ def compile_steps(
     )
 
 
-def _after(prefix: bytes) -> bytes | None:
-    """The least bytes above every bytes starting with *prefix* (None: there is none)."""
-    stem = prefix.rstrip(b"\xff")
-    return stem[:-1] + bytes((stem[-1] + 1,)) if stem else None
-
-
 def prefix_parents(guards: list[bytes]) -> array[int]:
     """parents_steps run at once."""
     found = array("i", [-1]) * len(guards)
-    for _ in parents_steps(guards, found):
-        pass
+    deque(parents_steps(guards, found), maxlen=0)  # (run to its end)
     return found
 
 
@@ -303,10 +283,9 @@ def parents_steps(guards: list[bytes], found: array[int]) -> Iterator[None]:
     """Fill *found* (-1 for each guard) with each sorted guard's longest proper prefix
     among them (-1 for none), yielding after every WALK_STEP guards walked.
 
-    In sorted order the guards that start with a guard follow it in one run, found
-    by one bisect: only runs are walked, so most guards are never visited in Python.
-    Within a run a guard's parent is the guard before it when that is a prefix of it,
-    else on the previous guard's chain of prefixes."""
+    In sorted order the guards that start with a guard follow it in one run, found by
+    one bisect, so most guards are never visited in Python. Within a run a guard's
+    parent is the guard before it or on that one's chain of prefixes."""
     n = len(guards)
     child = list(map(bytes.startswith, guards[1:], guards[:-1]))
     end = 0
@@ -314,8 +293,9 @@ def parents_steps(guards: list[bytes], found: array[int]) -> Iterator[None]:
     for root in compress(count(), child):
         if root < end:
             continue  # inside the run of an earlier root
-        after = _after(guards[root])
-        end = n if after is None else bisect_left(guards, after, root + 1)
+        # the run ends at the least bytes above all that start with the root, if any
+        stem = guards[root].rstrip(b"\xff")
+        end = bisect_left(guards, stem[:-1] + bytes((stem[-1] + 1,)), root + 1) if stem else n
         for low in range(root + 1, end, WALK_STEP):
             if walked >= WALK_STEP:
                 walked = 0
@@ -333,47 +313,29 @@ def parents_steps(guards: list[bytes], found: array[int]) -> Iterator[None]:
                 found[i] = up
 
 
-Literals: TypeAlias = tuple[tuple[bytes, ...], "array[int]", "array[int]"]
-
-
-def plain_literals(
-    literal: list[int] | None, patterns: list[bytes], codes: list[int], packed: list[int]
-) -> Literals:
-    """plain_literals_steps run at once."""
-    for found in plain_literals_steps(literal, patterns, codes, packed):  # noqa: B007
-        pass
-    return found  # type: ignore[return-value]  # (the last item is the forest)
-
-
 def plain_literals_steps(
     literal: list[int] | None, patterns: list[bytes], codes: list[int], packed: list[int]
-) -> Iterator[Literals | None]:
+) -> Iterator[tuple[tuple[bytes, ...], array[int], array[int]] | None]:
     """The literal rules (positions in *patterns*; None: all of them) as a sorted
     prefix forest, yielding None between C-level passes and, last, the distinct guards
     sorted, each one's parent and the packed code of its deciding rule."""
+    rules = range(len(patterns)) if literal is None else literal
     if literal is None:  # the common case: every rule is a plain prefix
-        first = dict(zip(patterns, packed, strict=True))
-        if len(first) == len(patterns):
-            yield None
-            lits = sorted(first)
-            lit_codes = array("q", list(map(first.__getitem__, lits)))
-            yield None
-            found = array("i", [-1]) * len(lits)
-            yield from parents_steps(lits, found)
-            yield tuple(lits), found, lit_codes
-            return
-        literal = list(range(len(patterns)))
-    by_guard = dict(zip(map(patterns.__getitem__, literal), literal, strict=True))
-    if len(by_guard) < len(literal):
+        first = dict(zip(patterns, packed, strict=True))  # guard -> packed code
+    else:
+        guards = map(patterns.__getitem__, literal)
+        first = dict(zip(guards, map(packed.__getitem__, literal), strict=True))
+    if len(first) < len(rules):
         yield None
         # equal guards: the deciding rule is the one of highest precedence, then
         # the first in file order, and it must be the last one the dict sees
-        literal.sort(key=codes.__getitem__, reverse=True)
-        literal.reverse()
-        by_guard = dict(zip(map(patterns.__getitem__, literal), literal, strict=True))
+        ranked = sorted(rules, key=codes.__getitem__, reverse=True)
+        ranked.reverse()
+        guards = map(patterns.__getitem__, ranked)
+        first = dict(zip(guards, map(packed.__getitem__, ranked), strict=True))
     yield None
-    lits = sorted(by_guard)
-    lit_codes = array("q", list(map(packed.__getitem__, map(by_guard.__getitem__, lits))))
+    lits = sorted(first)
+    lit_codes = array("q", list(map(first.__getitem__, lits)))
     yield None
     found = array("i", [-1]) * len(lits)
     yield from parents_steps(lits, found)

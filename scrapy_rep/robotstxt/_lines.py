@@ -1,15 +1,10 @@
 """The parser's view of lines: the size limit, field names and user-agent tokens.
 
-Everything here is C-level or memoised (bounded memos of field kinds and user-agent
-tokens), so that the parser's loop does a small, constant amount of work per line.
-
-Product tokens (RFC 9309 §2.2.1) are matched case-insensitively. The RFC asks for
-``[a-zA-Z_-]``; real files and crawlers also use digits (``MJ12bot``) and non-ASCII
-letters, so (docs/rfc.md) a token is the leading run of ASCII letters and digits,
-``-``, ``_`` and non-ASCII letters. Google's library cuts at the first digit, merging
-``Agent1`` with ``Agent2``: an RFC-over-Google decision. The same rule reduces the
-file's values and the crawler's name: ``googlebot/2.1`` and ``googlebot*`` both mean
-``googlebot``.
+Everything here is C-level or memoised (bounded), so the parser's loop does a small,
+constant amount of work per line. A product token (RFC 9309 §2.2.1, matched without
+case) is the leading run of ASCII letters and digits, ``-``, ``_`` and non-ASCII letters
+(docs/rfc.md item 10: real crawlers use digits, ``MJ12bot``; Google's library cuts at
+the first digit), in the file's values and the crawler's name alike.
 """
 
 from __future__ import annotations
@@ -27,6 +22,7 @@ from scrapy_rep.robotstxt._issues import LINE_TOO_LONG, MAX_TEXT, IssueLog
 # character: non-ASCII digits and numerics are cut off after the match (see _trim).
 _TOKEN = re.compile(r"[-\w]*")
 _ASCII_TOKEN_TEXT = re.compile(r"[-A-Za-z0-9_]*", re.ASCII)
+_ASCII_TOKEN = re.compile(rb"[-A-Za-z0-9_]*")
 
 
 def _trim(token: str) -> str:
@@ -39,8 +35,7 @@ def _trim(token: str) -> str:
 
 def product_token(ua: str | bytes) -> str:
     """The leading product token of *ua* (``""`` for none): ``"MyBot/1.2 (+http://x)"``
-    -> ``"MyBot"``. Leading whitespace is skipped (a header value copied with its
-    padding still names the crawler)."""
+    -> ``"MyBot"``, leading whitespace skipped (a header value copied with its padding)."""
     if isinstance(ua, (bytes, bytearray, memoryview)):
         ua = bytes(ua).decode("utf-8", "replace")
     elif not isinstance(ua, str):
@@ -64,10 +59,10 @@ def token_key(ua: str) -> str:
 # URL old IE accepted) that also holds the terminating NUL: 16,663 octets are kept.
 MAX_LINE = 16_663
 
-# Field kinds.  HASH: the text before the first colon holds a "#" (or the line has no
-# colon), so the line must be looked at again.  Extension fields follow, one kind each
-# (see _extensions.EXTENSION_FIELDS).  TYPO is or-ed into the kind of a misspelt name,
-# so that the hot path (kind <= DISALLOW) only takes exact names.
+# Field kinds.  HASH: the text before the first colon holds a "#" (or there is no
+# colon), so the line is looked at again.  Then one kind per extension field.  TYPO is
+# or-ed into the kind of a misspelt name, so the hot path (kind <= DISALLOW) takes
+# exact names only.
 ALLOW, DISALLOW, UA, SITEMAP, OTHER, HASH = range(6)
 EXT = 6
 EXT_NAMES = tuple(EXTENSION_FIELDS)
@@ -99,13 +94,14 @@ _EXACT = {kind: name for name, kind in reversed(_PREFIXES)}
 # All prefixes in one regex: the number of the group that matched gives the kind.
 _FIELD = re.compile(b"|".join(b"(" + re.escape(name) + b")" for name, _ in _PREFIXES))
 _FIELD_KINDS = (OTHER, *(kind for _, kind in _PREFIXES))
-# First octets a colon-less field line can start with.
+# The octets a field name can start with; a colon-less field line starts with one of
+# them or a blank.
 _STARTS = frozenset(b"".join(name[:1] for name, _ in _PREFIXES).lower())
-FIELD_START = _STARTS | frozenset(bytes(_STARTS).upper()) | frozenset(b" \t\v\f")
-# A line can hold a field only if its first non-blank octet can start a field name:
-# those octets, each as the one-octet bytes object a slice gives (one shared object
-# per octet value, so the test allocates nothing).
-_FIRST_OCTETS = frozenset(bytes((c,)) for c in _STARTS | frozenset(bytes(_STARTS).upper()))
+_NAME_STARTS = _STARTS | frozenset(bytes(_STARTS).upper())
+FIELD_START = _NAME_STARTS | frozenset(b" \t\v\f")
+# The same octets as the one-octet bytes objects a slice gives (CPython shares one per
+# octet value, so testing a line's first octet allocates nothing).
+_FIRST_OCTETS = frozenset(bytes((c,)) for c in _NAME_STARTS)
 _FIRST = itemgetter(slice(0, 1))
 _MARKUP_START = re.compile(rb"\s*<").match
 # Google: a field without its colon is "field value" with only spaces or tabs between
@@ -116,8 +112,6 @@ _COLONLESS = re.compile(rb"([^ \t]+)[ \t]+([^ \t]+)")
 KINDS: dict[bytes, int] = {}
 UA_TOKENS: dict[bytes, str] = {}
 _MEMO_LIMIT = 4096
-
-_ASCII_TOKEN = re.compile(rb"[-A-Za-z0-9_]*")
 
 
 def field_kind(key: bytes) -> int:
@@ -203,9 +197,8 @@ def is_markup(data: bytes, line_count: int) -> bool:
 
 
 def may_hold_field(lines: list[bytes]) -> Iterator[bool]:
-    """For each line, whether its first non-blank octet can start a field name: three
-    C-level passes (bytes.lstrip strips the blanks a field name may follow, as a line
-    holds no CR or LF), no regex call per line."""
+    """For each line, whether its first non-blank octet can start a field name (three
+    C-level passes, no regex call per line)."""
     return map(_FIRST_OCTETS.__contains__, map(_FIRST, map(bytes.lstrip, lines)))
 
 

@@ -1,10 +1,8 @@
 """Pattern matching and compiled groups (RFC 9309 §2.2.2, §2.2.3).
 
-Patterns and paths are compared *normalised* (see _normalise). Matching never
-backtracks: a pattern is split on ``*`` once, and each literal piece is placed at its
-leftmost position with ``find``; greedy leftmost placement is optimal for ``*``, so
-the worst case is O(len(pattern) * len(path)). A group of many wildcard rules keeps
-their probes in an index (ProbeIndex): one multi-pattern pass per check.
+Patterns and paths are compared normalised (see _normalise). Matching never backtracks:
+each literal piece of a pattern split on ``*`` is placed leftmost with ``find`` (optimal
+for ``*``), so the worst case is O(len(pattern) * len(path)).
 """
 
 from __future__ import annotations
@@ -12,11 +10,12 @@ from __future__ import annotations
 import re
 from array import array
 from bisect import bisect_right
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import compress
 from operator import itemgetter
-from typing import NamedTuple, TypeAlias
+from typing import NamedTuple
 
 
 def split_pattern(pattern: bytes) -> tuple[tuple[bytes, ...], bool]:
@@ -28,10 +27,7 @@ def split_pattern(pattern: bytes) -> tuple[tuple[bytes, ...], bool]:
 
 
 def match_pieces(pieces: tuple[bytes, ...], anchored: bool, path: bytes) -> bool:
-    """Whether the pattern given by split_pattern matches *path* from its start: the
-    first piece a prefix, each middle one at its leftmost occurrence after the one
-    before (leaving the most room for the rest), the last after that (at the end when
-    anchored)."""
+    """Whether the pattern given by split_pattern matches *path* from its start."""
     first = pieces[0]
     if not path.startswith(first):
         return False
@@ -53,21 +49,16 @@ def match_pieces(pieces: tuple[bytes, ...], anchored: bool, path: bytes) -> bool
 # -- which of a group's many wildcard probes occur in a path: one multi-pattern pass --
 #
 # A wildcard rule is matched in full only when its probe (its longest literal piece
-# after the first "*") occurs in the path. One substring search per rule costs 100-400
-# ms per check with tens of thousands of wildcard rules (a hostile file), so such a
-# group keeps its distinct probes in an index, asked once per check:
-# - a probe of at most GRAM octets is present exactly when it is one of the path's
-#   substrings of its length (a set built in C, intersected with the probes);
-# - a longer probe can be present only if each of its GRAM-grams at a stride of GRAM
-#   (and its last one) is among the path's: one C-level subset test per probe, and
-#   only the probes that pass are searched for.
-# That is ~1-3 ms for 30,000 probes and a 2,080 character path, instead of 200 ms (a
-# probe built to pass the grams test still costs one search: bench_adversarial.py).
+# after the first "*") occurs in the path. With tens of thousands of wildcard rules (a
+# hostile file) one search per rule costs 100-400 ms a check, so such a group indexes
+# its distinct probes: a short probe is looked up among the path's substrings of its
+# length (sets built in C), and a long one is searched for only if its GRAM-grams are
+# all among the path's. That is ~1-3 ms for 30,000 probes and a 2,080 character path
+# (a probe built to pass the grams test still costs one search: bench_adversarial.py).
 
 GRAM = 8
-# from this many wildcard rules in a group, checks use the index (below it, one
-# substring search per rule is quicker: measured on the corpus, whose largest
-# wildcard groups have a few dozen rules)
+# from this many wildcard rules in a group, checks use the index (below it one search
+# per rule is quicker: measured on the corpus, whose largest have a few dozen)
 MANY_WILDCARDS = 64
 
 
@@ -88,8 +79,7 @@ SEARCH, SLICE, GRAM_TEST = 60, 60, 100
 
 def index_pays(index: ProbeIndex, length: int) -> bool:
     """Whether the index is cheaper than a substring search per rule for a path of
-    *length* (where it is not, the searches cost a few ms at most, even when built to
-    be slow)."""
+    *length* (where it is not, the searches cost a few ms at most)."""
     short, long, _, rules = index
     # (a long probe can cost its length times the path's in CPython's search: counted
     # as twice the path, so that a few hundred such probes take the index)
@@ -110,9 +100,7 @@ def _grams(long: tuple[str, ...]) -> tuple[frozenset[str], ...]:
 
 def probe_index(probes: list[str]) -> ProbeIndex:
     """The index of *probes* (duplicates allowed), built in C-level passes."""
-    for found in probe_index_steps(probes):  # noqa: B007 (the last one)
-        pass
-    return found  # type: ignore[return-value]  # (the last item is the index)
+    return deque(probe_index_steps(probes), maxlen=1)[0]  # type: ignore[return-value]
 
 
 # probe_index_steps yields after the grams of this many long probes (~2 ms)
@@ -133,9 +121,6 @@ def probe_index_steps(probes: list[str]) -> Iterator[ProbeIndex | None]:
             short[length] = frozenset(items[start:end])
         start = end
     long = tuple(items[start:])
-    if len(long) <= GRAMS_STEP:
-        yield ProbeIndex(short, long, _grams(long), len(probes))
-        return
     grams: list[frozenset[str]] = []
     for low in range(0, len(long), GRAMS_STEP):
         yield None
@@ -169,29 +154,23 @@ def present_probes(index: ProbeIndex, text: str) -> frozenset[str] | set[str]:
 # -- compiled groups --
 #
 # A group's rules are a few flat tuples and arrays, not one object per rule (a parsed
-# file stays a few KiB). Each rule has one integer code:
-#     code = precedence << 33 | line << 1 | disallow,
-#     precedence = 2 * len(pattern) - disallow
-# so the longest pattern wins and allow wins a tie (RFC 9309 §2.2.2). A path can
-# match a rule only if it starts with the rule's "guard" (a literal's pattern, a
-# wildcard rule's part before its first "*"). The distinct guards of each kind are
-# sorted, each with its parent (its longest proper prefix among them): the guards a
-# path starts with are one bisect and a short walk away (see literal_rule). Wildcard
-# rules sit in one bucket per guard, by precedence, each also needing its probe in
-# the path before the general matcher runs.
+# file stays a few KiB). Each rule has one integer code, precedence << 33 | line << 1 |
+# disallow with precedence = 2 * len(pattern) - disallow, so the longest pattern wins
+# and allow wins a tie (RFC 9309 §2.2.2). A path can match a rule only if it starts with
+# the rule's "guard" (a literal's pattern, a wildcard rule's part before its first
+# "*"); the guards of each kind are sorted, each with its longest proper prefix among
+# them, so those a path starts with are one bisect and a short walk away.
 
 
 @dataclass(frozen=True, slots=True)
 class Group:
-    """One crawler's group compiled (see _compile.compile_steps): plain tuples and
-    arrays in named slots, read on every check (a slot is one C-level load)."""
+    """One crawler's group compiled (see _compile.compile_steps)."""
 
     #: the distinct literal guards (plain-prefix patterns), sorted
     literals: tuple[bytes, ...]
     #: each literal guard's longest proper prefix among them (-1: none)
     literal_parents: array[int]
-    #: each literal's deciding rule on its chain of prefixes, or None when that is
-    #: always itself (see _compile.ranked_chain)
+    #: each literal's deciding rule on its chain of prefixes (None: always itself)
     literal_winners: array[int] | None
     #: one code per rule, the literals' then the wildcard rules' (see above)
     codes: array[int]
@@ -207,9 +186,8 @@ class Group:
     wild_patterns: tuple[bytes, ...] = ()
     #: the probes of a group of many wildcard rules, indexed (see ProbeIndex)
     probe_index: ProbeIndex | None = None
-    #: the distinct probes of all the wildcard rules when they are few and none is
-    #: empty, else None: a path holding none of them is matched by no wildcard rule
-    #: (one C call, see RobotsTxt.allowed)
+    #: the distinct probes of a few wildcard rules, none empty (else None): a path
+    #: holding none of them is matched by no wildcard rule
     quick_probes: tuple[str, ...] | None = None
 
 
@@ -220,21 +198,10 @@ _SPLIT: dict[bytes, tuple[tuple[bytes, ...], bool]] = {}
 _CACHE_LIMIT = 4096
 
 
-Rules: TypeAlias = tuple[list[bytes], "array[int]"]
-
-
-def merged_rules(runs: list[Rules]) -> Rules:
-    """Patterns and line marks of all the runs (merged same-name groups), in file
-    order; a single run's own lists, not copies (callers copy before changing)."""
-    if len(runs) == 1:
-        return runs[0]
-    return [p for r in runs for p in r[0]], array("q", [m for r in runs for m in r[1]])
-
-
 def literal_rule(group: Group, path: bytes) -> int:
     """Position of the deciding literal rule for *path*, or -1: the largest guard not
-    above *path* in sort order is one of the guards *path* starts with or shares all
-    of them, so one bisect and a walk up its prefixes find the longest."""
+    above *path* starts with every guard *path* starts with, so one bisect and a walk up
+    its prefixes find the longest."""
     lits = group.literals
     n = bisect_right(lits, path) - 1
     parents = group.literal_parents
@@ -245,11 +212,9 @@ def literal_rule(group: Group, path: bytes) -> int:
 
 
 def _split(full: bytes) -> tuple[tuple[bytes, ...], bool]:
-    found = _SPLIT.get(full)
-    if found is None:
-        if len(_SPLIT) >= _CACHE_LIMIT:
-            _SPLIT.clear()
-        found = _SPLIT[full] = split_pattern(full)
+    if len(_SPLIT) >= _CACHE_LIMIT:
+        _SPLIT.clear()
+    found = _SPLIT[full] = split_pattern(full)
     return found
 
 
@@ -260,9 +225,8 @@ def pattern_matches(full: bytes, path: bytes) -> bool:
 
 
 def wild_rule(group: Group, path: bytes, best: int, text: str | None = None) -> int:
-    """The deciding rule for *path* given *best*, its deciding literal rule (or -1):
-    walks the wildcard guards *path* starts with, trying in each bucket the rules that
-    would outrank the best so far. *text*: *path* as str, if the caller has it."""
+    """The deciding rule for *path* given *best*, its deciding literal rule (or -1),
+    from the buckets of the wildcard guards *path* starts with (*text*: *path* as str)."""
     guards = group.wild_guards
     k = bisect_right(guards, path) - 1
     if k < 0:
@@ -281,10 +245,9 @@ def wild_rule(group: Group, path: bytes, best: int, text: str | None = None) -> 
     while k >= 0:
         start = starts[k]
         if codes[base + start] >> 33 > floor and path.startswith(guards[k]):
-            # only rules whose probe occurs in the path are matched in full (probes are
-            # str: the bytes methods take their argument through the buffer protocol,
-            # ~1.5x slower); a plain loop beats building C iterators for the buckets
-            # of a few rules that most groups have (measured on the corpus)
+            # only rules whose probe occurs in the path are matched in full; probes are
+            # str (bytes methods take a buffer, ~1.5x slower), and a plain loop beats C
+            # iterators over the few rules of most buckets (measured on the corpus)
             if haystack is None:
                 haystack = present_probes(index, text)  # type: ignore[arg-type]
             for j, probe in enumerate(probes[k]):
@@ -315,7 +278,7 @@ def wild_rule(group: Group, path: bytes, best: int, text: str | None = None) -> 
 
 def best_rule(group: Group, path: bytes, text: str | None = None) -> int:
     """Position (in the group's codes) of the deciding rule for *path*, or -1 (*text*:
-    *path* as str, if the caller has it). RobotsTxt.allowed() inlines this."""
+    *path* as str). RobotsTxt.allowed() inlines this."""
     best = literal_rule(group, path)
     wild = group.wild_guards
     if not wild or not path.startswith(wild):

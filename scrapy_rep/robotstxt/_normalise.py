@@ -13,10 +13,8 @@ so that equal URIs compare equal whatever escaping the site or the crawler used:
   and "$" are literals ("%2A", "%24") that must not look like pattern syntax
   (RFC 9309 §2.2.3 says %2A and %24 in a rule match them).
 
-No regex callback per escape: each distinct octet to escape, and each distinct escape
-to change when there are few, is one bytes.replace (else a split on "%" and C-level
-look-ups). A URL is compared by its path and query: SIMPLE_URL takes the common URL in
-one regex call; anything else goes through plain_path().
+No regex callback per escape: each distinct octet or escape to change is one
+bytes.replace (C, memchr speed).
 """
 
 from __future__ import annotations
@@ -39,37 +37,24 @@ for _a in _HEX:
 
 # octets that may not appear in a URI (RFC 3986 §2: not reserved, unreserved or "%")
 _NOT_URI = bytes(range(0x21)) + b'"<>\\^`{|}' + bytes(range(0x7F, 0x100))
-
-
 # octets that may appear in a URI as they are (in a pattern; a path adds "*" and "$")
 _URI_OK = bytes(sorted(set(range(256)) - set(_NOT_URI)))
 _PATTERN_OK = _URI_OK.replace(b"$", b"")
 _PATH_OK = _PATTERN_OK.replace(b"*", b"")
 _OCTET_ESCAPES = tuple(b"%%%02X" % c for c in range(256))
 
-# Escapes that normalisation changes: any with a lower-case hex digit, those of
-# unreserved characters (2D 2E 30-39 41-5A 5F 61-7A 7E), and a "%" without two hex
-# digits.  Escapes already in canonical form ("%2F", "%E3") are left alone.
-ESCAPE = (
-    rb"%(?:[0-9A-Fa-f][a-f]|[a-f][0-9A-F]|2[DE]|3[0-9]|4[1-9A-F]|5[0-9AF]|6[1-9A-F]|7[0-9AE]"
-    rb"|(?![0-9A-Fa-f]{2}))"
-)
+# Escapes that normalisation changes: any with a lower-case hex digit, and those of
+# unreserved characters (2D 2E 30-39 41-5A 5F 61-7A 7E); "%2F" or "%E3" stay as they are.
+_TO_CHANGE = rb"[0-9A-Fa-f][a-f]|[a-f][0-9A-F]|2[DE]|3[0-9]|4[1-9A-F]|5[0-9AF]|6[1-9A-F]|7[0-9AE]"
+_CHANGE = re.compile(rb"%(?:" + _TO_CHANGE + rb")")
+_LONE_PERCENT = re.compile(rb"%(?![0-9A-Fa-f]{2})")  # a "%" without two hex digits
+_ESCAPE = rb"%(?:" + _TO_CHANGE + rb"|(?![0-9A-Fa-f]{2}))"  # either of those
+# (the regex engine skips to its literal first octet, "%", at memchr speed)
+_JOINED_ESCAPE = re.compile(_ESCAPE)
 _NOT_URI_CLASS = rb'[\x00-\x20"<>\\^`{|}\x7f-\xff]'
 # something to change in a pattern (a "$" that is not the last octet included)
-_PATTERN_FIX = re.compile(ESCAPE + rb"|" + _NOT_URI_CLASS + rb"|\$(?!\Z)")
-# the same in patterns joined by "\n" (a "$" before the joiner is a final one), as
-# three regexes: the regex engine skips to a literal first octet ("%", "$") at memchr
-# speed, while one alternation is tried at every octet (about 20 us for a group of a
-# kilobyte: more than the rest of a first check)
-_JOINED_ESCAPE = re.compile(ESCAPE)
-_JOINED_DOLLAR = re.compile(rb"\$(?!\n|\Z)")
-_JOINED_NOT_URI = re.compile(rb'[\x00-\x09\x0b-\x20"<>\\^`{|}\x7f-\xff]')
-_PATH_FIX = re.compile(ESCAPE + rb"|" + _NOT_URI_CLASS + rb"|[*$]")
-# a "%" without two hex digits, and escapes to change once every "%" has them
-_LONE_PERCENT = re.compile(rb"%(?![0-9A-Fa-f]{2})")
-_CHANGE = re.compile(
-    rb"%(?:[0-9A-Fa-f][a-f]|[a-f][0-9A-F]|2[DE]|3[0-9]|4[1-9A-F]|5[0-9AF]|6[1-9A-F]|7[0-9AE])"
-)
+_PATTERN_FIX = re.compile(_ESCAPE + rb"|" + _NOT_URI_CLASS + rb"|\$(?!\Z)")
+_PATH_FIX = re.compile(_ESCAPE + rb"|" + _NOT_URI_CLASS + rb"|[*$]")
 _HEAD = itemgetter(slice(0, 2))
 _REST = itemgetter(slice(2, None))
 # with up to this many distinct escapes to change, one bytes.replace per escape (C,
@@ -103,14 +88,12 @@ def _escapes(raw: bytes) -> bytes:
 
 
 def _normalise(raw: bytes, keep: bytes) -> bytes:
-    """Escapes made canonical, then the octets outside *keep* escaped (the escapes
-    made are canonical already): one bytes.replace per distinct octet, in C."""
+    """Escapes made canonical, then the octets outside *keep* escaped."""
     if 0x25 in raw:
         raw = _escapes(raw)
     rest = raw.translate(None, keep)  # the octets to escape, each as often as it occurs
     while rest:
-        # one distinct octet at a time: C passes, none per occurrence (a rule of
-        # 16,000 "$" is two replaces, not a set of 16,000 items)
+        # one distinct octet at a time (a rule of 16,000 "$" is two replaces)
         octet = rest[:1]
         raw = raw.replace(octet, _OCTET_ESCAPES[rest[0]])
         rest = rest.translate(None, octet)
@@ -122,50 +105,29 @@ _MAYBE_FIX = b"%$" + _NOT_URI.replace(b"\n", b"")
 _SURE_OK = bytes(sorted(set(range(256)) - set(_MAYBE_FIX)))
 
 
-def _fixes(joined: bytes) -> list[re.Pattern[bytes]]:
-    """The _JOINED_* regexes that can hit *joined*: C-level passes first (most
-    files have no "%", no non-ASCII, only final "$"s), a regex only for a doubt."""
+def joined_needs_fixing(joined: bytes) -> bool:
+    """Whether some pattern of *joined* (patterns joined by "\n") needs normalising: C-level
+    passes first (most files have no "%", no non-ASCII, only final "$"s), a regex last."""
     rest = joined.translate(None, _SURE_OK)
     if not rest:
-        return []
-    fixes = []
+        return False
     if rest.translate(None, b"%$"):  # an octet that may not appear in a URI
-        fixes.append(_JOINED_NOT_URI)
+        return True
     dollars = rest.count(b"$")
     if dollars and dollars != joined.count(b"$\n") + joined.endswith(b"$"):
-        fixes.append(_JOINED_DOLLAR)  # a "$" that is not a pattern's last octet
-    if 0x25 in rest:
-        fixes.append(_JOINED_ESCAPE)
-    return fixes
-
-
-def joined_needs_fixing(joined: bytes) -> bool:
-    """Whether some pattern of *joined* (patterns joined by "\n") needs normalising."""
-    fixes = _fixes(joined)
-    if not fixes:
-        return False
-    # (an octet outside URIs, or a "$" inside a pattern, is always rewritten)
-    return fixes[0] is not _JOINED_ESCAPE or fixes[0].search(joined) is not None
+        return True  # a "$" that is not a pattern's last octet
+    return 0x25 in rest and _JOINED_ESCAPE.search(joined) is not None
 
 
 def normalise_pattern(raw: bytes) -> bytes:
-    """Canonical form of a rule pattern, as raw bytes from the file.
-
-    Invalid UTF-8 is escaped octet by octet, as Google's library does, so a Latin-1
-    robots.txt still matches the Latin-1 escapes its own site uses.
-    """
+    """Canonical form of a rule pattern, as raw bytes from the file (invalid UTF-8 is
+    escaped octet by octet, as Google's library does, so a Latin-1 robots.txt still
+    matches the Latin-1 escapes its own site uses)."""
     if _PATTERN_FIX.search(raw) is None:
         return raw
     if raw[-1:] == b"$":  # only a final "$" anchors (RFC 9309 §2.2.3)
         return _normalise(raw[:-1], _PATTERN_OK) + b"$"
     return _normalise(raw, _PATTERN_OK)
-
-
-def normalise_path_bytes(raw: bytes) -> bytes:
-    """Canonical form of a URL path+query as bytes (UTF-8 for non-ASCII)."""
-    if _PATH_FIX.search(raw) is None:
-        return raw
-    return _normalise(raw, _PATH_OK)
 
 
 # -- a group's rules at once ------------------------------------------------------------
@@ -181,13 +143,7 @@ def _normalised_joined(joined: bytes) -> bytes:
     in C-level passes over them all. Nothing crosses a joiner: an escape needs two hex
     digits ("\n" is none), "\n" is never escaped (no pattern holds one), and a "$"
     before "\n" or the end is a pattern's last octet, the only one that anchors."""
-    if 0x25 in joined:
-        joined = _escapes(joined)
-    rest = joined.translate(None, _JOINED_OK)
-    while rest:  # (see _normalise)
-        octet = rest[:1]
-        joined = joined.replace(octet, _OCTET_ESCAPES[rest[0]])
-        rest = rest.translate(None, octet)
+    joined = _normalise(joined, _JOINED_OK)
     if 0x24 in joined:
         # every "$" escaped but the last octet of each pattern: those are held as
         # "\x00" meanwhile (no octet below 0x21 is left unescaped by now); replaces,
@@ -215,16 +171,11 @@ def normalised_rules(
     # one call: an invalid sequence cut by a "\n" is replaced as at a pattern's end)
     texts = compress(raw.decode("utf-8", "replace").split("\n"), changed)
     lines = map(rshift, compress(marks, changed), repeat(1))
-    pairs = list(zip(lines, texts, strict=True))
-    written = dict(pairs)
-    if len(written) < len(pairs):
-        # rules sharing a line (the parser's "/a/$" derived from "/a/index.html"):
-        # the first in file order is the one named
-        written = dict(reversed(pairs))
-    # as setdefault() for each: a line known already keeps its text
-    if originals:
-        for line in written.keys() & originals.keys():
-            del written[line]
+    # (reversed: of rules sharing a line, the parser's "/a/$" derived from
+    # "/a/index.html", the first in file order is the one named)
+    written = dict(reversed(list(zip(lines, texts, strict=True))))
+    for line in written.keys() & originals.keys():  # a line known already keeps its text
+        del written[line]
     originals.update(written)
     return fixed, joined
 
@@ -263,13 +214,13 @@ def plain_path(url: str) -> bytes:
 def normalise_path(path: str) -> bytes:
     """Canonical form of a URL path+query, comparable with normalise_pattern output
     (bytes: 16 octets smaller than a str, over hundreds of thousands of rules)."""
-    return normalise_path_bytes(path.encode("utf-8", "surrogatepass"))
+    raw = path.encode("utf-8", "surrogatepass")
+    return raw if _PATH_FIX.search(raw) is None else _normalise(raw, _PATH_OK)
 
 
 def url_path(url: str) -> str:
-    """The path plus ``?query`` of *url* (no fragment; an empty path is ``/``): *url*
-    absolute, network-path (``//h/p``) or a path; anything else is a path missing its
-    leading slash."""
+    """The path plus ``?query`` of *url* (no fragment; an empty path is ``/``), *url*
+    absolute, network-path (``//h/p``) or a path (its leading slash added if missing)."""
     if url[:1] == "/" and url[1:2] != "/":
         hash_at = url.find("#")
         return url if hash_at < 0 else url[:hash_at]

@@ -1,18 +1,16 @@
 """robots.txt bytes -> groups of rules (RFC 9309 §2.1-§2.2, Google's leniencies).
 
-It works on bytes so that invalid UTF-8 can never stop it: rule values stay raw
-octets until matching normalises them (RFC 9309 §2.2.2), and only sitemap URLs and
-extension values are decoded (bad sequences replaced). Lines are split once in C, and
-a loop with constant work per line assigns the fields to groups (linear whatever the
-mix): a rule line "Field: value" costs one partition, one memo look-up and two
-appends; comments, blanks and empty values are dealt with after the loop, in C-level
-passes over all the values (fill_runs). Issues are recorded as it goes (_issues).
+It works on bytes so that invalid UTF-8 can never stop it: rule values stay raw octets
+until matching normalises them (RFC 9309 §2.2.2). A loop with constant work per line
+(a rule line costs one partition, one memo look-up and two appends) assigns the fields
+to groups; comments and empty values are dealt with after it, in C-level passes.
 """
 
 from __future__ import annotations
 
 import re
 from array import array
+from collections import deque
 from collections.abc import Generator, Iterable, Iterator
 from itertools import accumulate, compress, count, repeat
 from operator import itemgetter, not_
@@ -57,6 +55,7 @@ from scrapy_rep.robotstxt._lines import (
 DEFAULT_MAX_SIZE = 512_000
 
 _ABSOLUTE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^/?#\s]")
+_BEFORE = itemgetter(0)
 
 # kinds_get's answer for a field name not seen before (greater than every kind, so
 # that the hot path's single comparison sends it on)
@@ -64,21 +63,8 @@ UNSEEN = 1 << 16
 
 
 class ParseResult:
-    """What the parser found, keyed by lower-cased product token ("*" = default)."""
-
-    __slots__ = (
-        "extensions",
-        "groups",
-        "issue_counts",
-        "issues",
-        "originals",
-        "preamble",
-        "preamble_summary",
-        "rule_count",
-        "sitemaps",
-        "summaries",
-        "truncated",
-    )
+    """What the parser found, keyed by lower-cased product token ("*" = default); RobotsTxt
+    takes its fields and drops it."""
 
     def __init__(self) -> None:
         # token -> the runs naming it; same-name groups merge (RFC 9309 §2.2.1)
@@ -103,9 +89,7 @@ class ParseResult:
 
 def parse(content: bytes | bytearray | memoryview | str, max_size: int) -> ParseResult:
     """*content* parsed at once: parse_steps run to its end, with no pause."""
-    for res in parse_steps(content, max_size, 0):  # noqa: B007 (the last item)
-        pass
-    return res  # type: ignore[return-value]  # (the last item is the result)
+    return deque(parse_steps(content, max_size, 0), maxlen=1)[0]  # type: ignore[return-value]
 
 
 # parse_steps' default: lines per step (a few ms for the slowest lines, user-agent
@@ -117,8 +101,7 @@ def parse_steps(
     content: bytes | bytearray | memoryview | str, max_size: int, step: int = LINES_STEP
 ) -> Iterator[ParseResult | None]:
     """Parse *content*, yielding None after every *step* lines and between the phases
-    after the line loop (0: no pause at all), and the ParseResult last. The lines are
-    taken a slice at a time, so pauses cost nothing per line."""
+    after the line loop (0: no pause at all), and the ParseResult last."""
     res = ParseResult()
     log = IssueLog()
     issue = log.found.append
@@ -133,9 +116,8 @@ def parse_steps(
     # run n's begin (its placeholder is runs[n], filled in by fill_runs)
     values: list[bytes] = []
     marks: list[int] = []  # (a list: its append is cheaper than an array's)
-    # Rules before the first user-agent line go to these instead, and become issues
-    # once the loop is done (RFC 9309 §2.2.2: they are ignored); so the hot path
-    # below appends to whichever pair is current, with no test.
+    # Rules before the first user-agent line go to these instead, to become issues after
+    # the loop (RFC 9309 §2.2.2 ignores them): the hot path appends with no test.
     stray: list[int] = []
     ignored: list[bytes] = []
     add_value, add_mark = ignored.append, stray.append
@@ -159,9 +141,8 @@ def parse_steps(
         lines = cut_long_lines(lines, log)
     markup = is_markup(data, len(lines))
     if markup:
-        # Mostly page markup (an HTML page served as robots.txt): only lines whose
-        # first non-blank octet can start a field name can matter, and C-level
-        # passes over the lines find them.
+        # Mostly page markup (an HTML page served as robots.txt): only lines whose first
+        # non-blank octet can start a field name can matter (found in C: _numbered).
         issue((1, MARKUP))
     if not step or len(lines) <= step:
         slices: Iterable[Iterable[tuple[int, bytes]]] = (_numbered(lines, 0, markup),)
@@ -172,9 +153,8 @@ def parse_steps(
             yield None
         # (line2 is the line number times two: a rule's line mark less its kind bit)
         for line2, line in numbered:
-            # The hot path: most lines of most files are rules written "Field: value",
-            # and the text before ": " is a field name seen before (the memo holds no
-            # name with a colon, so it is the text before the line's first colon).
+            # The hot path: most lines are rules written "Field: value" with a field name
+            # seen before (the memo holds no name with a colon: a hit ends at the first).
             key, sep, value = line.partition(b": ")
             if sep:
                 kind = kinds_get(key, UNSEEN)
@@ -249,7 +229,7 @@ def parse_steps(
                     tokens[token] = None
                     found = groups.get(token)
                     if found is None:
-                        groups[token] = [run]
+                        groups[token] = [run]  # (a list of one: append would allot four)
                     else:
                         found.append(run)
                     if extras is not None:
@@ -324,14 +304,10 @@ def _numbered(lines: list[bytes], before: int, markup: bool) -> Iterable[tuple[i
     return compress(numbered, may_hold_field(lines)) if markup else numbered
 
 
-_BEFORE = itemgetter(0)
-
-
 class Run:
-    """Rules of one user-agent run: its patterns joined by "\n" (no pattern holds
-    one), and per rule its line mark, line * 2 + (1 for disallow). One bytes object
-    per run, not one per rule: a parsed file is kept while its origin is crawled. The
-    parser registers a run before its rules are known and fills it at the end."""
+    """Rules of one user-agent run, filled after the line loop: its patterns joined by
+    "\n" (one bytes object per run, not per rule: a parsed file is kept while its origin
+    is crawled), and per rule its line mark, line * 2 + (1 for disallow)."""
 
     __slots__ = ("marks", "patterns")
 
@@ -348,29 +324,27 @@ def run_rules(run: Run) -> tuple[list[bytes], array[int]]:
 def fill_runs_at_once(
     runs: list[Run], starts: list[int], values: list[bytes], marks: list[int], typecode: str
 ) -> int | None:
-    """fill_runs for most files, with no generator to run: when no value holds a
-    comment, is empty once stripped or names an index.html, fill the runs and return
-    the number of rules; else None, and nothing is changed."""
+    """fill_runs for most files, with no generator to run: the number of rules, or None
+    (nothing changed) when a value holds a comment, is empty or names an index.html."""
     patterns = list(map(bytes.strip, values))
     if not all(patterns):
         return None
-    if len(runs) == 1:  # (the most common file)
-        joined = b"\n".join(patterns)
-        if 0x23 in joined or b"/index.htm" in joined:
-            return None
-        runs[0].patterns = joined
-        runs[0].marks = array(typecode, marks)
-        return len(patterns)
-    ends = [*starts[1:], len(patterns)] if starts else []
-    texts = [b"\n".join(patterns[a:b]) for a, b in zip(starts, ends, strict=True)]
-    joined = b"\n".join(texts)
+    joined = b"\n".join(patterns)
     if 0x23 in joined or b"/index.htm" in joined:
         return None
-    kept = array(typecode, marks)
-    for run, a, b, text in zip(runs, starts, ends, texts, strict=True):
-        run.patterns = text
-        run.marks = kept[a:b]
+    if len(runs) == 1:  # (the most common file)
+        runs[0].patterns = joined
+        runs[0].marks = array(typecode, marks)
+    else:
+        _fill(runs, starts, patterns, array(typecode, marks))
     return len(patterns)
+
+
+def _fill(runs: list[Run], starts: list[int], patterns: list[bytes], marks: array[int]) -> None:
+    """Fill each run with its slice of *patterns* and *marks* (run n's begin at starts[n])."""
+    for run, a, b in zip(runs, starts, [*starts[1:], len(patterns)], strict=True):
+        run.patterns = b"\n".join(patterns[a:b])
+        run.marks = marks[a:b]
 
 
 def fill_runs(
@@ -383,10 +357,9 @@ def fill_runs(
     originals: dict[int, str],
     step: int,
 ) -> Generator[None, None, int]:
-    """Cut every rule value at a comment, strip it, drop the empty ones (an empty
-    value means "no restriction", RFC 9309 §2.2.2), add the index.html rules
-    (*originals* receives their lines), and fill each run; return the number of rules
-    kept (the index.html rules not counted). Yields between the passes when *step*."""
+    """Cut every rule value at a comment, strip it, drop the empty ones (RFC 9309 §2.2.2:
+    no restriction), add the index.html rules (their lines to *originals*), fill each
+    run; return the number of rules, index.html ones not counted."""
     patterns = list(map(bytes.strip, values))
     if step:
         yield None
@@ -415,10 +388,7 @@ def fill_runs(
         )
     if step:
         yield None
-    ends = [*starts[1:], len(patterns)] if starts else []
-    for run, a, b in zip(runs, starts, ends, strict=True):
-        run.patterns = b"\n".join(patterns[a:b])
-        run.marks = marks_kept[a:b]
+    _fill(runs, starts, patterns, marks_kept)
     return rule_count
 
 
