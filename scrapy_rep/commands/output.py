@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from scrapy_rep.policy.records import OriginRecord
 from scrapy_rep.robotstxt import MAX_ISSUES
 
 if TYPE_CHECKING:
-    from scrapy_rep.policy.records import OriginRecord
     from scrapy_rep.policy.robots_policy import FetchOutcome
     from scrapy_rep.robotstxt._page import PageDirectives
 
@@ -83,9 +84,7 @@ class StoredState:
     note: str = ""  # why there is no record, or a read error
 
     def state(self, now: float) -> str:
-        record = self.record
-        if record is None:
-            return "none"
+        record = self.record or OriginRecord()  # none: shown as an empty record
         if record.unreachable:
             return "unreachable"
         if record.kind is None:
@@ -93,11 +92,8 @@ class StoredState:
         return "fresh" if now < record.expires_at else "expired"
 
     def to_json(self, now: float) -> dict[str, Any]:
-        record = self.record
+        record = self.record or OriginRecord()
         doc: dict[str, Any] = {"store": self.store, "state": self.state(now), "note": self.note}
-        if record is None:
-            keys = ("kind", "fetched_at", "expires_at", "unreachable_since", "next_retry_at")
-            return {**doc, **dict.fromkeys(keys), "failures": 0, "last_outcome": None}
         doc.update(
             kind=record.kind,
             fetched_at=iso(record.fetched_at),
@@ -429,13 +425,10 @@ def render_text(report: Report) -> str:
             lines.extend(issue_lines(origin))
         for result in origin.urls:
             verdict = result.now
-            if verdict.verdict == WAIT:
-                why = "robots.txt unreachable"
-                if result.after_wait is not None:
-                    why += f"; after the wait: {result.after_wait.verdict}"
-                    why += f" ({_verdict_text(result.after_wait)})"
-            else:
-                why = _verdict_text(verdict)
+            why = _verdict_text(verdict)  # WAIT: "robots.txt unreachable"
+            if result.after_wait is not None:
+                why += f"; after the wait: {result.after_wait.verdict}"
+                why += f" ({_verdict_text(result.after_wait)})"
             if result.fresh is not None:
                 why += (
                     f"; fresh copy: {result.fresh.verdict.upper()} ({_verdict_text(result.fresh)})"
@@ -445,9 +438,7 @@ def render_text(report: Report) -> str:
             if declared:
                 lines.append(f"              usage: {declared}")
         lines.append("")
-    counts = {name: 0 for name in (ALLOWED, DISALLOWED, WAIT)}
-    for result in report.urls:
-        counts[result.now.verdict] += 1
+    counts = Counter(result.now.verdict for result in report.urls)
     lines.append(
         f"{len(report.urls)} URL(s): {counts[ALLOWED]} allowed, {counts[DISALLOWED]} "
         f"disallowed, {counts[WAIT]} waiting (exit status {report.exit_status})"

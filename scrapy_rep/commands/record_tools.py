@@ -30,7 +30,7 @@ from scrapy_rep.crawl.record import (
     USAGE_REFUSED,
 )
 from scrapy_rep.policy.origin import origin_of
-from scrapy_rep.robotstxt._robotstxt import RobotsTxt
+from scrapy_rep.robotstxt import DEFAULT_MAX_SIZE, RobotsTxt
 
 RECORD_TOOLS = ("verify", "report")
 EXIT_OK, EXIT_MISMATCH = 0, 1
@@ -274,14 +274,10 @@ def _robots(
     body = records.bodies.get(digest)
     if body is None:
         return f"its copy's body (sha256 {digest[:12]}...) is in none of the files given"
-    max_size = decision.doc.get("_max_size")
-    key = (digest, max_size)
-    robots = parsed.get(key)
-    if robots is None:
-        robots = parsed[key] = (
-            RobotsTxt.parse(body, max_size=max_size) if max_size else RobotsTxt.parse(body)
-        )
-    return robots
+    max_size = decision.doc.get("_max_size") or DEFAULT_MAX_SIZE
+    if (digest, max_size) not in parsed:
+        parsed[digest, max_size] = RobotsTxt.parse(body, max_size=max_size)
+    return parsed[digest, max_size]
 
 
 def _redecide(

@@ -17,6 +17,7 @@ import datetime
 import fcntl
 import gzip
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -155,7 +156,7 @@ class Recorder(NullRecorder):
         self._contexts: dict[tuple[Any, ...], int] = {}
         self._usages: dict[tuple[Any, ...], int] = {}
         self._last_usage: tuple[Usage | None, tuple[str, ...], int] = (None, (), 0)
-        self._next_id = 0
+        self._numbers = itertools.count(1)  # of the copies, contexts and usages declared
         # origin -> (final URL, status) of its last robots.txt response
         self._fetched: dict[str, tuple[str, int]] = {}
         # (id of the request, its context): what the last decision was, for a usage
@@ -249,10 +250,6 @@ class Recorder(NullRecorder):
 
     # -- interning ---------------------------------------------------------------------
 
-    def _number(self) -> int:
-        self._next_id += 1
-        return self._next_id
-
     def _context(
         self,
         origin: str,
@@ -274,7 +271,7 @@ class Recorder(NullRecorder):
             expires = record.expires_at if record is not None else None
             known = self._copies.get(origin)
             if known is None or known[0] != fetched or known[1] != expires or known[2] != state:
-                declared = self._number()
+                declared = next(self._numbers)
                 url, status = self._fetched.get(origin) or (robots_url(origin), None)
                 outcome = record.last_outcome if record is not None else ""
                 if status is None and outcome.isdigit():
@@ -289,7 +286,7 @@ class Recorder(NullRecorder):
         key = (copy or origin, state, token, line, reason, source)
         number = self._contexts.get(key)
         if number is None:
-            number = _bounded(self._contexts)[key] = self._number()
+            number = _bounded(self._contexts)[key] = next(self._numbers)
             groups = list(decision["groups"])
             self._add(("x", number, copy, origin, state, token, line, rule, groups, reason, source))
         return number
@@ -306,7 +303,7 @@ class Recorder(NullRecorder):
         key = (json.dumps(doc, sort_keys=True), tuple(purposes))
         number = self._usages.get(key)
         if number is None:
-            number = _bounded(self._usages)[key] = self._number()
+            number = _bounded(self._usages)[key] = next(self._numbers)
             self._add(("p", number, doc, list(purposes)))
         self._last_usage = (usage, tuple(purposes), number)
         return number
@@ -354,7 +351,8 @@ class Recorder(NullRecorder):
         self.flush()
         self._publish()
 
-    def _publish(self) -> None:
+    def _publish(self) -> int:
+        """The totals into the stats; returns the decisions lost."""
         writer = self.writer
         self.stats.set_value("rep/record/decisions", writer.decisions)
         self.stats.set_value("rep/record/bytes", writer.bytes_written)
@@ -363,6 +361,7 @@ class Recorder(NullRecorder):
             self.stats.set_value("rep/record/lost", lost)
         if writer.failure:
             self.stats.set_value("rep/record/write_failed", 1)
+        return lost
 
     def _on_response(self, response: Response, request: Request, **_: Any) -> None:
         origin = request.meta.get(FETCH_META_KEY)
@@ -382,8 +381,7 @@ class Recorder(NullRecorder):
         self.flush()
         self.closed = True
         self.writer.close()
-        self._publish()
-        lost = self.lost + self.writer.lost
+        lost = self._publish()
         logger.info(
             "compliance record %s: %d decision(s), %d bytes%s",
             self.path,
