@@ -140,31 +140,28 @@ class OriginReport:
     issues: list[dict[str, Any]] = field(default_factory=list)
     issue_counts: dict[str, int] = field(default_factory=dict)
 
-    def fetch_json(self) -> dict[str, Any] | None:
-        outcome = self.fetch
-        if outcome is None:
-            return None
-        return {
-            "outcome": outcome.kind,
-            "detail": outcome.detail,
-            "status": outcome.status,
-            "final_url": outcome.final_url,
-            "redirected": outcome.final_url is not None and outcome.final_url != self.robots_url,
-            "truncated": outcome.truncated,
-            "bytes": len(outcome.body),
-            "max_age": outcome.max_age,
-            "retry_after": outcome.retry_after,
-            "retry_in": self.retry_in,
-        }
-
     def to_json(self, now: float) -> dict[str, Any]:
-        rate = self.request_rate
+        rate, outcome = self.request_rate, self.fetch
         deciding = self.action == DECIDE
         after_wait = {"copy": self.after_wait_copy, "kind": self.after_wait_kind}
+        fetch = None
+        if outcome is not None:
+            fetch = {
+                "outcome": outcome.kind,
+                "detail": outcome.detail,
+                "status": outcome.status,
+                "final_url": outcome.final_url,
+                "redirected": outcome.final_url not in (None, self.robots_url),
+                "truncated": outcome.truncated,
+                "bytes": len(outcome.body),
+                "max_age": outcome.max_age,
+                "retry_after": outcome.retry_after,
+                "retry_in": self.retry_in,
+            }
         return {
             "origin": self.origin,
             "robots_url": self.robots_url,
-            "fetch": self.fetch_json(),
+            "fetch": fetch,
             "crawl": {
                 "action": self.action,
                 "copy": self.copy if deciding else None,
@@ -354,10 +351,6 @@ def _crawl_line(report: OriginReport) -> str | None:
     return None
 
 
-def _signals_text(signals: dict[str, bool]) -> str:
-    return ", ".join(f"{key}={'yes' if value else 'no'}" for key, value in signals.items())
-
-
 def usage_text(usage: dict[str, Any]) -> str | None:
     """``train-ai=n (line 4), search=y (line 5), use=reference (line 6)``: the labels a
     site declared, or None when it declared none (most sites: nothing to print)."""
@@ -419,7 +412,9 @@ def render_text(report: Report) -> str:
                 count, seconds = origin.request_rate
                 lines.append(f"  request-rate: {count} per {duration(seconds)}")
             if origin.content_signals:
-                lines.append(f"  content signals: {_signals_text(origin.content_signals)}")
+                signals = origin.content_signals.items()
+                shown = ", ".join(f"{key}={'yes' if value else 'no'}" for key, value in signals)
+                lines.append(f"  content signals: {shown}")
             for sitemap in origin.sitemaps:
                 lines.append(f"  sitemap: {sitemap}")
             lines.extend(issue_lines(origin))

@@ -1,11 +1,9 @@
 """``scrapy robots URL [URL ...]``: what a crawl would do with URLs, and why.
 
-Without ``--file`` each origin's robots.txt is fetched by a tiny Scrapy crawl through
-``RobotsFetcher``, so proxies, TLS, download handlers, settings and the status, redirect
-and size rules give the outcome a crawl would get; the verdict is what a crawl with the
-configured store would do now (commands/evaluate.py). The store is only read (an SQLite
-file read-only, never created; other stores only asked ``get``) except by ``--refresh``
-and ``--forget``. ``--page`` downloads pages instead (docs/page.md).
+Without ``--file`` each origin's robots.txt is fetched by a one-shot Scrapy crawl through
+``RobotsFetcher``, so settings, proxies, download handlers and the status, redirect and
+size rules give a crawl's outcome. The store is only read (SQLite read-only, never
+created; other stores only asked ``get``) except by ``--refresh`` and ``--forget``.
 """
 
 from __future__ import annotations
@@ -477,8 +475,7 @@ def _read_other(
         from scrapy_rep.storage.redis_store import mask_url, scrub, secrets_of
 
         secret_free = scrub(str(exc), secrets_of(config.storage))
-        spec = config.storage
-        shown = mask_url(spec) if config.store_place.kind == "redis" else spec
+        shown = mask_url(config.storage) if config.store_place.kind == "redis" else config.storage
         return StoredState(shown, note=f"cannot open the store: {secret_free}")
     try:
         found = {origin: store.get(origin) for origin in origins}

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from scrapy import signals
+from twisted.internet.task import LoopingCall
 
 from scrapy_rep.crawl.fetcher import FETCH_META_KEY
 from scrapy_rep.policy.config import SettingError
@@ -181,7 +182,7 @@ class Recorder(NullRecorder):
             "purposes": list(config.purposes),
         }
         self.writer = _Writer(self.path, header)  # opens the file: may raise SettingError
-        self._timer: Any = None
+        self._timer: LoopingCall | None = None
         crawler.signals.connect(self._on_response, signal=signals.response_received)
         crawler.signals.connect(self._on_opened, signal=signals.spider_opened)
         # The robots.txt middleware closes the record at spider_closed, after its last
@@ -337,13 +338,10 @@ class Recorder(NullRecorder):
                     QUEUE_BATCHES,
                 )
             # what the lost batch declared must be declared again when next used
-            self._copies.clear()
-            self._contexts.clear()
-            self._usages.clear()
+            for table in (self._copies, self._contexts, self._usages):
+                table.clear()
 
     def _on_opened(self, spider: Any) -> None:
-        from twisted.internet.task import LoopingCall
-
         self._timer = LoopingCall(self._tick)
         self._timer.start(BATCH_SECONDS, now=False)
 
@@ -438,8 +436,7 @@ class _Writer:
                 self.lost += _decision_count(batch)
                 continue
             try:
-                lines = [self._encode(entry) for entry in batch]
-                self._write_lines(lines)
+                self._write_lines([self._encode(entry) for entry in batch])
                 self.decisions += _decision_count(batch)
             except OSError as exc:
                 self.failure = exc.strerror or str(exc)
@@ -545,10 +542,8 @@ def _decision_count(batch: Iterable[tuple[Any, ...]]) -> int:
 
 
 def _held_url(blob: bytes) -> str | None:
-    try:
-        # our own bytes: a pickled Request.to_dict() (crawl/request_codec.py)
-        doc = pickle.loads(blob)
-        return str(doc["url"])
+    try:  # our own bytes: a pickled Request.to_dict() (crawl/request_codec.py)
+        return str(pickle.loads(blob)["url"])
     except Exception:
         return None
 
@@ -564,6 +559,6 @@ def recorder_for(crawler: Crawler, config: Config, clock: Callable[[], float]) -
     The downloader middleware closes it at spider_closed."""
     recorder = _RECORDERS.get(crawler)
     if recorder is None:
-        recorder = NullRecorder() if config.record is None else Recorder(crawler, config, clock)
-        _RECORDERS[crawler] = recorder
+        made = NullRecorder() if config.record is None else Recorder(crawler, config, clock)
+        recorder = _RECORDERS[crawler] = made
     return recorder
