@@ -380,9 +380,8 @@ def render_text(report: Report) -> str:
         lines.append(f"{label} {origin.origin}  (product token: {report.token})")
         if origin.fetch is not None:
             lines.append(f"  robots.txt: {_fetch_line(origin)}")
-            final = origin.fetch.final_url
-            if final is not None and final != origin.robots_url:
-                lines.append(f"  redirected to: {final}")
+            if origin.fetch.final_url not in (None, origin.robots_url):
+                lines.append(f"  redirected to: {origin.fetch.final_url}")
         if origin.truncated:
             lines.append(f"  truncated at {origin.max_size} bytes")
         crawl = _crawl_line(origin)
@@ -399,12 +398,11 @@ def render_text(report: Report) -> str:
                     "  note: the fetched copy differs from the stored one, which a crawl "
                     "applies; --refresh stores the fetched copy, --forget ORIGIN clears it"
                 )
-        rules_now = origin.action != HOLD and origin.kind == "rules"
-        rules_later = origin.action == HOLD and origin.after_wait_kind == "rules"
+        deciding_kind = origin.after_wait_kind if origin.action == HOLD else origin.kind
         context = ""
         if origin.copy_fetched_at is not None:
             context = " (last good copy)" if origin.source != "fresh" else " (stored copy)"
-        if rules_now or rules_later or report.source == "file":
+        if deciding_kind == "rules" or report.source == "file":
             lines.append(f"  group{context}: {origin.group or 'none'}")
             if origin.crawl_delay is not None:
                 lines.append(f"  crawl-delay: {duration(origin.crawl_delay)}")
@@ -415,8 +413,7 @@ def render_text(report: Report) -> str:
                 signals = origin.content_signals.items()
                 shown = ", ".join(f"{key}={'yes' if value else 'no'}" for key, value in signals)
                 lines.append(f"  content signals: {shown}")
-            for sitemap in origin.sitemaps:
-                lines.append(f"  sitemap: {sitemap}")
+            lines.extend(f"  sitemap: {sitemap}" for sitemap in origin.sitemaps)
             lines.extend(issue_lines(origin))
         for result in origin.urls:
             verdict = result.now
@@ -424,10 +421,8 @@ def render_text(report: Report) -> str:
             if result.after_wait is not None:
                 why += f"; after the wait: {result.after_wait.verdict}"
                 why += f" ({_verdict_text(result.after_wait)})"
-            if result.fresh is not None:
-                why += (
-                    f"; fresh copy: {result.fresh.verdict.upper()} ({_verdict_text(result.fresh)})"
-                )
+            if (fresh := result.fresh) is not None:
+                why += f"; fresh copy: {fresh.verdict.upper()} ({_verdict_text(fresh)})"
             lines.append(f"  {verdict.verdict.upper():<10}  {result.url}  {why}")
             declared = None if result.usage is None else usage_text(result.usage)
             if declared:
@@ -503,10 +498,8 @@ def render_page_text(token: str, results: list[PageResult]) -> str:
             shown = f"{name}: {value}" if value is not None else name
             for source in sources:
                 lines.append(f"  {shown:<28} {source.describe()}")
-        for source in found.ignored:
-            lines.append(f"  ignored (for {source.scope}): {source.describe()}")
-        for issue in found.issues:
-            lines.append(f"  issue: {issue}")
+        lines.extend(f"  ignored (for {s.scope}): {s.describe()}" for s in found.ignored)
+        lines.extend(f"  issue: {issue}" for issue in found.issues)
         if result.rel_counts:
             counts = ", ".join(f"{rel} {n}" for rel, n in sorted(result.rel_counts.items()))
             lines.append(f"  rel values on links: {counts}")

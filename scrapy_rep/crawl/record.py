@@ -146,8 +146,7 @@ class Recorder(NullRecorder):
         self.stats = crawler.stats
         self.clock = clock
         self.started = clock()
-        spider = crawler.spider
-        name = getattr(spider, "name", None) or getattr(crawler.spidercls, "name", "") or ""
+        name = getattr(crawler.spider, "name", None) or getattr(crawler.spidercls, "name", "") or ""
         self.path = record_path(config.record, name, self.started)
         self._batch: list[tuple[Any, ...]] = []
         # origin -> (fetched-at, expires-at, state, copy number): the copy its decisions
