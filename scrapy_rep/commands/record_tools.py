@@ -217,7 +217,6 @@ def _decision(
         origin = doc.get("o") or ""
     if "p" in doc:
         doc = {**doc, "usage": declared["p"].get(int(doc["p"]))}
-    doc["_enforce"] = header.get("enforce", True)
     doc["_max_size"] = header.get("max_size")
     at = float(header["start"]) + float(doc["t"])
     records.decisions.append(
