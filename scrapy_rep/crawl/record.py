@@ -427,19 +427,17 @@ class _Writer:
         self._thread.join()
 
     def _run(self) -> None:
-        while True:
-            batch = self.batches.get()
-            if batch is None:
-                break
+        while (batch := self.batches.get()) is not None:
+            count = _decision_count(batch)
             if self.failure is not None:
-                self.lost += _decision_count(batch)
+                self.lost += count
                 continue
             try:
                 self._write_lines([self._encode(entry) for entry in batch])
-                self.decisions += _decision_count(batch)
+                self.decisions += count
             except OSError as exc:
                 self.failure = exc.strerror or str(exc)
-                self.lost += _decision_count(batch)
+                self.lost += count
                 logger.warning(
                     "the compliance record (REP_RECORD) %s cannot be written "
                     "any more (%s): the crawl goes on without it (rep/record/write_failed)",
@@ -447,7 +445,7 @@ class _Writer:
                     self.failure,
                 )
             except Exception:  # a bug here must not stop the crawl or its other batches
-                self.lost += _decision_count(batch)
+                self.lost += count
                 logger.exception("writing the compliance record failed")
         with contextlib.suppress(OSError):
             if self.failure is None:
