@@ -87,12 +87,8 @@ def evaluate_origin(
     *,
     refresh: bool = False,
 ) -> tuple[OriginReport, Evaluation, OriginRecord]:
-    """The report of what a crawl would do; what applies now (or, while the origin waits,
-    once the wait ends); the refreshed record.
-
-    The refreshed record (the fetch put through the policy on top of what is stored)
-    is what ``--refresh`` writes, and what a crawl uses once it fetches again.
-    """
+    """The report of what a crawl would do; what applies now (or once the origin's wait
+    ends); the refreshed record (the fetch on top of what is stored: what --refresh writes)."""
     previous = None if stored is None else stored.record
     refreshed = policy.after_fetch(previous, outcome, now)
     # a crawl starting now acts on the stored record without fetching
@@ -121,17 +117,6 @@ def evaluate_origin(
         report.stored_differs = outcome.kind != UNREACHABLE and (
             (previous.kind, previous.body) != (outcome.kind, outcome.body)
         )
-    return report, _plan(report, record, policy, config, now, uses_stored), refreshed
-
-
-def _plan(
-    report: OriginReport,
-    record: OriginRecord,
-    policy: RobotsPolicy,
-    config: Config,
-    now: float,
-    uses_stored: bool,
-) -> Evaluation:
     evaluation = policy.evaluate(record, now)
     if not evaluation.ready:
         # Unreachable and still within REP_UNREACHABLE_WAIT: what applies once it ends.
@@ -145,7 +130,7 @@ def _plan(
         report.after_wait_source = later.source
         if later.source == STALE:
             report.copy_fetched_at = record.fetched_at
-        return later
+        return report, later, refreshed
     report.source = evaluation.source
     report.kind = evaluation.kind
     if evaluation.source == FALLBACK:
@@ -156,7 +141,7 @@ def _plan(
         report.copy_expires_at = record.expires_at if evaluation.source == FRESH else None
     else:
         report.copy = COPY_FETCHED
-    return evaluation
+    return report, evaluation, refreshed
 
 
 def parse_copy(report: OriginReport, body: bytes, token: str, config: Config) -> RobotsTxt:
@@ -191,18 +176,16 @@ def verdict(
             decision.reason,
             source,
         )
-    fallback = source == FALLBACK
     if kind == ALLOW_ALL:
-        return Verdict(
-            ALLOWED, reason=REASON_FALLBACK_ALLOW if fallback else REASON_ALLOW_ALL, source=source
-        )
+        reason = REASON_FALLBACK_ALLOW if source == FALLBACK else REASON_ALLOW_ALL
+        return Verdict(ALLOWED, reason=reason, source=source)
     assert kind == DISALLOW_ALL
     return Verdict(DISALLOWED, reason=REASON_FALLBACK_DISALLOW, source=source)
 
 
 def url_result(
     url: str,
-    origin: str,
+    origin: str | None,
     report: OriginReport,
     robots: RobotsTxt | None,
     token: str,
@@ -215,14 +198,11 @@ def url_result(
         now = Verdict(WAIT, reason=REASON_UNREACHABLE, source=SOURCE_UNREACHABLE)
         return UrlResult(url, origin, now, later, _if_differs(fresh, now))
     now = verdict(url, token, report.kind, robots, report.source)
-    usage = usage_of(url, token, robots) if report.kind == RULES else None
+    # robots.txt usage preferences (docs/usage.md) apply only where its rules decide
+    usage = None
+    if report.kind == RULES and robots is not None:
+        usage = robots.usage(url, token).to_json()
     return UrlResult(url, origin, now, fresh=_if_differs(fresh, now), usage=usage)
-
-
-def usage_of(url: str, token: str, robots: RobotsTxt | None) -> dict[str, Any] | None:
-    """The URL's robots.txt usage preferences (docs/usage.md) in ``--json`` form, when robots.txt
-    rules decide it (none for allow-all, a fallback, or a held origin)."""
-    return None if robots is None else robots.usage(url, token).to_json()
 
 
 _COMPARED = attrgetter("verdict", "reason", "line", "rule")
@@ -235,13 +215,17 @@ def _if_differs(fresh: Verdict | None, now: Verdict) -> Verdict | None:
 def fresh_verdict(
     url: str,
     token: str,
+    report: OriginReport,
     outcome: FetchOutcome,
     refreshed: OriginRecord,
     policy: RobotsPolicy,
     config: Config,
     now: float,
-) -> Verdict:
-    """What the freshly fetched copy says about ``url`` (what --refresh would apply)."""
+) -> Verdict | None:
+    """What the freshly fetched copy says about ``url`` (what --refresh would apply), when
+    a crawl would act on the stored copy instead (None otherwise)."""
+    if not report.uses_stored:
+        return None
     if outcome.kind == UNREACHABLE:
         evaluation = policy.evaluate(refreshed, now)
         if not evaluation.ready:

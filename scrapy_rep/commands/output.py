@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from scrapy_rep.policy.records import OriginRecord
 from scrapy_rep.robotstxt import MAX_ISSUES
 
 if TYPE_CHECKING:
-    from scrapy_rep.policy.records import OriginRecord
     from scrapy_rep.policy.robots_policy import FetchOutcome
     from scrapy_rep.robotstxt._page import PageDirectives
 
@@ -83,9 +84,7 @@ class StoredState:
     note: str = ""  # why there is no record, or a read error
 
     def state(self, now: float) -> str:
-        record = self.record
-        if record is None:
-            return "none"
+        record = self.record or OriginRecord()  # none: shown as an empty record
         if record.unreachable:
             return "unreachable"
         if record.kind is None:
@@ -93,11 +92,8 @@ class StoredState:
         return "fresh" if now < record.expires_at else "expired"
 
     def to_json(self, now: float) -> dict[str, Any]:
-        record = self.record
+        record = self.record or OriginRecord()
         doc: dict[str, Any] = {"store": self.store, "state": self.state(now), "note": self.note}
-        if record is None:
-            keys = ("kind", "fetched_at", "expires_at", "unreachable_since", "next_retry_at")
-            return {**doc, **dict.fromkeys(keys), "failures": 0, "last_outcome": None}
         doc.update(
             kind=record.kind,
             fetched_at=iso(record.fetched_at),
@@ -144,31 +140,28 @@ class OriginReport:
     issues: list[dict[str, Any]] = field(default_factory=list)
     issue_counts: dict[str, int] = field(default_factory=dict)
 
-    def fetch_json(self) -> dict[str, Any] | None:
-        outcome = self.fetch
-        if outcome is None:
-            return None
-        return {
-            "outcome": outcome.kind,
-            "detail": outcome.detail,
-            "status": outcome.status,
-            "final_url": outcome.final_url,
-            "redirected": outcome.final_url is not None and outcome.final_url != self.robots_url,
-            "truncated": outcome.truncated,
-            "bytes": len(outcome.body),
-            "max_age": outcome.max_age,
-            "retry_after": outcome.retry_after,
-            "retry_in": self.retry_in,
-        }
-
     def to_json(self, now: float) -> dict[str, Any]:
-        rate = self.request_rate
+        rate, outcome = self.request_rate, self.fetch
         deciding = self.action == DECIDE
         after_wait = {"copy": self.after_wait_copy, "kind": self.after_wait_kind}
+        fetch = None
+        if outcome is not None:
+            fetch = {
+                "outcome": outcome.kind,
+                "detail": outcome.detail,
+                "status": outcome.status,
+                "final_url": outcome.final_url,
+                "redirected": outcome.final_url not in (None, self.robots_url),
+                "truncated": outcome.truncated,
+                "bytes": len(outcome.body),
+                "max_age": outcome.max_age,
+                "retry_after": outcome.retry_after,
+                "retry_in": self.retry_in,
+            }
         return {
             "origin": self.origin,
             "robots_url": self.robots_url,
-            "fetch": self.fetch_json(),
+            "fetch": fetch,
             "crawl": {
                 "action": self.action,
                 "copy": self.copy if deciding else None,
@@ -358,10 +351,6 @@ def _crawl_line(report: OriginReport) -> str | None:
     return None
 
 
-def _signals_text(signals: dict[str, bool]) -> str:
-    return ", ".join(f"{key}={'yes' if value else 'no'}" for key, value in signals.items())
-
-
 def usage_text(usage: dict[str, Any]) -> str | None:
     """``train-ai=n (line 4), search=y (line 5), use=reference (line 6)``: the labels a
     site declared, or None when it declared none (most sites: nothing to print)."""
@@ -391,9 +380,8 @@ def render_text(report: Report) -> str:
         lines.append(f"{label} {origin.origin}  (product token: {report.token})")
         if origin.fetch is not None:
             lines.append(f"  robots.txt: {_fetch_line(origin)}")
-            final = origin.fetch.final_url
-            if final is not None and final != origin.robots_url:
-                lines.append(f"  redirected to: {final}")
+            if origin.fetch.final_url not in (None, origin.robots_url):
+                lines.append(f"  redirected to: {origin.fetch.final_url}")
         if origin.truncated:
             lines.append(f"  truncated at {origin.max_size} bytes")
         crawl = _crawl_line(origin)
@@ -410,12 +398,11 @@ def render_text(report: Report) -> str:
                     "  note: the fetched copy differs from the stored one, which a crawl "
                     "applies; --refresh stores the fetched copy, --forget ORIGIN clears it"
                 )
-        rules_now = origin.action != HOLD and origin.kind == "rules"
-        rules_later = origin.action == HOLD and origin.after_wait_kind == "rules"
+        deciding_kind = origin.after_wait_kind if origin.action == HOLD else origin.kind
         context = ""
         if origin.copy_fetched_at is not None:
             context = " (last good copy)" if origin.source != "fresh" else " (stored copy)"
-        if rules_now or rules_later or report.source == "file":
+        if deciding_kind == "rules" or report.source == "file":
             lines.append(f"  group{context}: {origin.group or 'none'}")
             if origin.crawl_delay is not None:
                 lines.append(f"  crawl-delay: {duration(origin.crawl_delay)}")
@@ -423,31 +410,25 @@ def render_text(report: Report) -> str:
                 count, seconds = origin.request_rate
                 lines.append(f"  request-rate: {count} per {duration(seconds)}")
             if origin.content_signals:
-                lines.append(f"  content signals: {_signals_text(origin.content_signals)}")
-            for sitemap in origin.sitemaps:
-                lines.append(f"  sitemap: {sitemap}")
+                signals = origin.content_signals.items()
+                shown = ", ".join(f"{key}={'yes' if value else 'no'}" for key, value in signals)
+                lines.append(f"  content signals: {shown}")
+            lines.extend(f"  sitemap: {sitemap}" for sitemap in origin.sitemaps)
             lines.extend(issue_lines(origin))
         for result in origin.urls:
             verdict = result.now
-            if verdict.verdict == WAIT:
-                why = "robots.txt unreachable"
-                if result.after_wait is not None:
-                    why += f"; after the wait: {result.after_wait.verdict}"
-                    why += f" ({_verdict_text(result.after_wait)})"
-            else:
-                why = _verdict_text(verdict)
-            if result.fresh is not None:
-                why += (
-                    f"; fresh copy: {result.fresh.verdict.upper()} ({_verdict_text(result.fresh)})"
-                )
+            why = _verdict_text(verdict)  # WAIT: "robots.txt unreachable"
+            if result.after_wait is not None:
+                why += f"; after the wait: {result.after_wait.verdict}"
+                why += f" ({_verdict_text(result.after_wait)})"
+            if (fresh := result.fresh) is not None:
+                why += f"; fresh copy: {fresh.verdict.upper()} ({_verdict_text(fresh)})"
             lines.append(f"  {verdict.verdict.upper():<10}  {result.url}  {why}")
             declared = None if result.usage is None else usage_text(result.usage)
             if declared:
                 lines.append(f"              usage: {declared}")
         lines.append("")
-    counts = {name: 0 for name in (ALLOWED, DISALLOWED, WAIT)}
-    for result in report.urls:
-        counts[result.now.verdict] += 1
+    counts = Counter(result.now.verdict for result in report.urls)
     lines.append(
         f"{len(report.urls)} URL(s): {counts[ALLOWED]} allowed, {counts[DISALLOWED]} "
         f"disallowed, {counts[WAIT]} waiting (exit status {report.exit_status})"
@@ -517,10 +498,8 @@ def render_page_text(token: str, results: list[PageResult]) -> str:
             shown = f"{name}: {value}" if value is not None else name
             for source in sources:
                 lines.append(f"  {shown:<28} {source.describe()}")
-        for source in found.ignored:
-            lines.append(f"  ignored (for {source.scope}): {source.describe()}")
-        for issue in found.issues:
-            lines.append(f"  issue: {issue}")
+        lines.extend(f"  ignored (for {s.scope}): {s.describe()}" for s in found.ignored)
+        lines.extend(f"  issue: {issue}" for issue in found.issues)
         if result.rel_counts:
             counts = ", ".join(f"{rel} {n}" for rel, n in sorted(result.rel_counts.items()))
             lines.append(f"  rel values on links: {counts}")

@@ -30,7 +30,7 @@ from scrapy_rep.crawl.record import (
     USAGE_REFUSED,
 )
 from scrapy_rep.policy.origin import origin_of
-from scrapy_rep.robotstxt._robotstxt import RobotsTxt
+from scrapy_rep.robotstxt import DEFAULT_MAX_SIZE, RobotsTxt
 
 RECORD_TOOLS = ("verify", "report")
 EXIT_OK, EXIT_MISMATCH = 0, 1
@@ -217,7 +217,6 @@ def _decision(
         origin = doc.get("o") or ""
     if "p" in doc:
         doc = {**doc, "usage": declared["p"].get(int(doc["p"]))}
-    doc["_enforce"] = header.get("enforce", True)
     doc["_max_size"] = header.get("max_size")
     at = float(header["start"]) + float(doc["t"])
     records.decisions.append(
@@ -228,16 +227,13 @@ def _decision(
 # -- verify ------------------------------------------------------------------------------
 
 
-@dataclass
-class Verification:
-    reproduced: int = 0
-    mismatches: list[str] = field(default_factory=list)
-    not_redecided: Counter[str] = field(default_factory=Counter)
-
-
-def verify(records: Records) -> Verification:
-    result = Verification()
-    parsed: dict[tuple[str, Any], RobotsTxt] = {}
+def run_verify(paths: list[Path], out: IO[str]) -> int:
+    """Re-decide each recorded decision from its recorded copy; print each mismatch."""
+    records = read_records(paths)
+    records.print_problems(out)
+    parsed: dict[tuple[str, int], RobotsTxt] = {}
+    reproduced = mismatched = 0
+    not_redecided: Counter[str] = Counter()
     for decision in records.decisions:
         verdict = decision.verdict
         try:
@@ -246,16 +242,26 @@ def verify(records: Records) -> Verification:
             elif verdict == USAGE_REFUSED and decision.doc.get("by") == "robots":
                 problem = _redecide_usage(decision, records, parsed)
             else:
-                result.not_redecided[_NOT_REDECIDED.get(verdict, str(verdict))] += 1
+                not_redecided[_NOT_REDECIDED.get(verdict, str(verdict))] += 1
                 continue
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             # a hand-made or damaged line that reads as JSON but lacks what it needs
             problem = f"cannot be re-decided: a field is missing or malformed ({exc!r})"
         if problem is None:
-            result.reproduced += 1
+            reproduced += 1
         else:
-            result.mismatches.append(f"{decision.path}:{decision.line}: {decision.url}: {problem}")
-    return result
+            mismatched += 1
+            print(f"MISMATCH {decision.path}:{decision.line}: {decision.url}: {problem}", file=out)
+    others = ", ".join(f"{n} {what}" for what, n in sorted(not_redecided.items()))
+    print(
+        f"verify: {len(paths)} file(s), {len(records.headers)} run(s), "
+        f"{records.copy_count} robots.txt copies; "
+        f"{reproduced + mismatched} decision(s) re-decided: {reproduced} reproduced, "
+        f"{mismatched} mismatched" + (f"; not re-decidable: {others}" if others else ""),
+        file=out,
+    )
+    fatal = any(problem.fatal for problem in records.problems)
+    return EXIT_MISMATCH if mismatched or fatal else EXIT_OK
 
 
 _NOT_REDECIDED = {
@@ -267,25 +273,21 @@ _NOT_REDECIDED = {
 
 
 def _robots(
-    decision: Decision, records: Records, parsed: dict[tuple[str, Any], RobotsTxt]
+    decision: Decision, records: Records, parsed: dict[tuple[str, int], RobotsTxt]
 ) -> RobotsTxt | str:
     assert decision.copy is not None
     digest = decision.copy["sha256"]
     body = records.bodies.get(digest)
     if body is None:
         return f"its copy's body (sha256 {digest[:12]}...) is in none of the files given"
-    max_size = decision.doc.get("_max_size")
-    key = (digest, max_size)
-    robots = parsed.get(key)
-    if robots is None:
-        robots = parsed[key] = (
-            RobotsTxt.parse(body, max_size=max_size) if max_size else RobotsTxt.parse(body)
-        )
-    return robots
+    max_size = decision.doc.get("_max_size") or DEFAULT_MAX_SIZE
+    if (digest, max_size) not in parsed:
+        parsed[digest, max_size] = RobotsTxt.parse(body, max_size=max_size)
+    return parsed[digest, max_size]
 
 
 def _redecide(
-    decision: Decision, records: Records, parsed: dict[tuple[str, Any], RobotsTxt]
+    decision: Decision, records: Records, parsed: dict[tuple[str, int], RobotsTxt]
 ) -> str | None:
     context = decision.context
     if context is None:
@@ -315,7 +317,7 @@ def _by(line: int | None, rule: str | None, reason: str | None) -> str:
 
 
 def _redecide_usage(
-    decision: Decision, records: Records, parsed: dict[tuple[str, Any], RobotsTxt]
+    decision: Decision, records: Records, parsed: dict[tuple[str, int], RobotsTxt]
 ) -> str | None:
     if decision.context is None or decision.copy is None:
         return "a usage refusal by robots.txt without the decision it followed"
@@ -327,26 +329,6 @@ def _redecide_usage(
     if sorted(again) != sorted(refused):
         return f"recorded usage refused for {refused}; re-decided refused for {again}"
     return None
-
-
-def run_verify(paths: list[Path], out: IO[str]) -> int:
-    records = read_records(paths)
-    result = verify(records)
-    records.print_problems(out)
-    for mismatch in result.mismatches:
-        print(f"MISMATCH {mismatch}", file=out)
-    others = ", ".join(f"{n} {what}" for what, n in sorted(result.not_redecided.items()))
-    total = result.reproduced + len(result.mismatches)
-    print(
-        f"verify: {len(paths)} file(s), {len(records.headers)} run(s), "
-        f"{records.copy_count} robots.txt copies; "
-        f"{total} decision(s) re-decided: {result.reproduced} reproduced, "
-        f"{len(result.mismatches)} mismatched"
-        + (f"; not re-decidable: {others}" if others else ""),
-        file=out,
-    )
-    fatal = any(problem.fatal for problem in records.problems)
-    return EXIT_MISMATCH if result.mismatches or fatal else EXIT_OK
 
 
 # -- report ------------------------------------------------------------------------------
@@ -393,18 +375,17 @@ def render_report(records: Records, sources: list[str]) -> str:
             for h in records.headers
         )
         parts.append(f"<p class='meta'>Runs: {runs}</p>")
-    for problem in records.problems:
-        parts.append(f"<p class='problem'>{e(str(problem))}</p>")
+    parts.extend(f"<p class='problem'>{e(str(problem))}</p>" for problem in records.problems)
     parts.append("<h2>Totals</h2><div class='totals'>")
-    for verdict, (label, css, _) in _COLUMNS.items():
-        parts.append(f"<div class='total {css}'><b>{totals[verdict]}</b>{e(label)}</div>")
+    parts.extend(
+        f"<div class='total {css}'><b>{totals[verdict]}</b>{e(label)}</div>"
+        for verdict, (label, css, _) in _COLUMNS.items()
+    )
     parts.append(
         f"<div class='total'><b>{len(origins)}</b>origins</div>"
-        f"<div class='total'><b>{records.copy_count}</b>"
-        "robots.txt copies</div></div>"
+        f"<div class='total'><b>{records.copy_count}</b>robots.txt copies</div></div>"
+        f"<h2>Decisions over time</h2>{_timeline(records.decisions)}"
     )
-    parts.append("<h2>Decisions over time</h2>")
-    parts.append(_timeline(records.decisions))
     parts.append("<h2>Origins</h2><table><thead><tr><th>origin</th><th>state</th><th>copies</th>")
     parts.extend(f"<th>{e(label)}</th>" for label, _, _ in _COLUMNS.values())
     parts.append("</tr></thead><tbody>")
@@ -415,8 +396,7 @@ def render_report(records: Records, sources: list[str]) -> str:
         )
         parts.extend(f"<td class='n'>{entry.counts[verdict]}</td>" for verdict in _COLUMNS)
         parts.append("</tr>")
-    parts.append("</tbody></table>")
-    parts.append(f"<h2>Forbidden URLs ({len(forbidden)})</h2>")
+    parts.append(f"</tbody></table><h2>Forbidden URLs ({len(forbidden)})</h2>")
     if forbidden:
         parts.append(
             "<table><thead><tr><th>time</th><th>URL</th><th>product token</th>"

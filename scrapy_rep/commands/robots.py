@@ -1,11 +1,9 @@
 """``scrapy robots URL [URL ...]``: what a crawl would do with URLs, and why.
 
-Without ``--file`` each origin's robots.txt is fetched by a tiny Scrapy crawl through
-``RobotsFetcher``, so proxies, TLS, download handlers, settings and the status, redirect
-and size rules give the outcome a crawl would get; the verdict is what a crawl with the
-configured store would do now (commands/evaluate.py). The store is only read (an SQLite
-file read-only, never created; other stores only asked ``get``) except by ``--refresh``
-and ``--forget``. ``--page`` downloads pages instead (docs/page.md).
+Without ``--file`` each origin's robots.txt is fetched by a one-shot Scrapy crawl through
+``RobotsFetcher``, so settings, proxies, download handlers and the status, redirect and
+size rules give a crawl's outcome. The store is only read (SQLite read-only, never
+created; other stores only asked ``get``) except by ``--refresh`` and ``--forget``.
 """
 
 from __future__ import annotations
@@ -31,8 +29,6 @@ from scrapy_rep.commands.evaluate import (
     parse_copy,
     url_problem,
     url_result,
-    usage_of,
-    verdict,
 )
 from scrapy_rep.commands.output import (
     COPY_FILE,
@@ -51,6 +47,7 @@ from scrapy_rep.commands.output import (
 )
 from scrapy_rep.commands.record_tools import RECORD_TOOLS, run_record_tool
 from scrapy_rep.crawl.compat import CommandHelpFormatter
+from scrapy_rep.crawl.product_token import _BROWSER_TOKENS
 from scrapy_rep.policy.config import Config, SettingError
 from scrapy_rep.policy.origin import origin_of
 from scrapy_rep.policy.records import RULES, UNREACHABLE
@@ -67,8 +64,6 @@ if TYPE_CHECKING:
     from scrapy_rep.policy.records import OriginRecord
     from scrapy_rep.robotstxt._robotstxt import RobotsTxt
     from scrapy_rep.storage.base import RobotsStorage
-
-_BROWSER_TOKENS = frozenset({"mozilla", "opera", "safari", "chrome", "applewebkit"})
 
 DESCRIPTION = """\
 Check URLs against robots.txt as a crawl with scrapy-rep would now.
@@ -107,7 +102,13 @@ _ERROR_STATUSES = list(range(400, 600))
 
 class OneShotSpider(Spider):
     """The internal spider of a ``scrapy robots`` check: never obeys a robots.txt
-    middleware itself (whatever the project or -s says) and opens no ports."""
+    middleware itself (whatever the project or -s says) and opens no ports. It fetches
+    each of ``targets`` once and keeps what came back for each in ``found``."""
+
+    def __init__(self, targets: list[str], found: dict[str, Any], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.targets = targets
+        self.found = found
 
     @classmethod
     def update_settings(cls, settings: BaseSettings) -> None:
@@ -123,13 +124,8 @@ class PageFetchSpider(OneShotSpider):
 
     name = "scrapy_rep_page"
 
-    def __init__(self, urls: list[str], responses: dict[str, Any], **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.urls = urls
-        self.answers = responses
-
     async def start(self) -> AsyncIterator[Any]:
-        for url in self.urls:
+        for url in self.targets:
             yield Request(
                 url,
                 callback=self.keep,
@@ -141,25 +137,18 @@ class PageFetchSpider(OneShotSpider):
             )
 
     def keep(self, response: Response) -> None:
-        self.answers[response.meta["page_url"]] = response
+        self.found[response.meta["page_url"]] = response
 
     def failed(self, failure: Failure) -> None:
         request = getattr(failure, "request", None)
         if request is not None:
-            self.answers[request.meta["page_url"]] = failure
+            self.found[request.meta["page_url"]] = failure
 
 
 class _RobotsFetchSpider(OneShotSpider):
     """Fetches robots.txt of the given origins and records the outcomes; yields nothing."""
 
     name = "scrapy_rep_robots"
-
-    def __init__(
-        self, origins: list[str], outcomes: dict[str, FetchOutcome], **kwargs: Any
-    ) -> None:
-        super().__init__(**kwargs)
-        self.origins = origins
-        self.outcomes = outcomes
 
     async def start(self) -> AsyncIterator[Any]:
         from scrapy_rep.crawl.fetcher import RobotsFetcher
@@ -168,17 +157,17 @@ class _RobotsFetchSpider(OneShotSpider):
             self.crawler, Config.from_settings(self.crawler.settings), time.time
         )
         # Deferreds, not asyncio tasks: this works under any reactor a project picks.
-        pending = [deferred_from_coro(self._fetch(fetcher, origin)) for origin in self.origins]
+        pending = [deferred_from_coro(self._fetch(fetcher, origin)) for origin in self.targets]
         await maybe_deferred_to_future(DeferredList(pending, consumeErrors=True))
         return
         yield  # an async generator that yields no request
 
     async def _fetch(self, fetcher: Any, origin: str) -> None:
         try:
-            self.outcomes[origin] = await fetcher.fetch(origin)
+            self.found[origin] = await fetcher.fetch(origin)
         except Exception as exc:  # the fetcher classifies errors; this is a bug guard
             self.logger.exception("fetching robots.txt of %s failed", origin)
-            self.outcomes[origin] = FetchOutcome(UNREACHABLE, type(exc).__name__)
+            self.found[origin] = FetchOutcome(UNREACHABLE, type(exc).__name__)
 
 
 class RobotsCommand(ScrapyCommand):
@@ -318,17 +307,8 @@ class RobotsCommand(ScrapyCommand):
             origin=str(path), robots_url=None, copy=COPY_FILE, kind=RULES, source=SOURCE_FILE
         )
         robots = parse_copy(report, body, token, config)
-        results = [
-            UrlResult(
-                url,
-                origin_of(url),
-                verdict(url, token, RULES, robots, SOURCE_FILE),
-                usage=usage_of(url, token, robots),
-            )
-            for url in urls
-        ]
-        report.urls = results
-        return Report(token, "file", [report], results)
+        report.urls = [url_result(url, origin_of(url), report, robots, token) for url in urls]
+        return Report(token, "file", [report], report.urls)
 
     # -- fetching --------------------------------------------------------------------
 
@@ -368,9 +348,7 @@ class RobotsCommand(ScrapyCommand):
         results: list[UrlResult] = []
         for url, origin in zip(urls, by_url, strict=True):  # in command-line order
             report, robots, outcome, refreshed = found[origin]
-            fresh = None
-            if report.uses_stored:
-                fresh = fresh_verdict(url, token, outcome, refreshed, policy, config, now)
+            fresh = fresh_verdict(url, token, report, outcome, refreshed, policy, config, now)
             result = url_result(url, origin, report, robots, token, fresh)
             report.urls.append(result)
             results.append(result)
@@ -497,8 +475,7 @@ def _read_other(
         from scrapy_rep.storage.redis_store import mask_url, scrub, secrets_of
 
         secret_free = scrub(str(exc), secrets_of(config.storage))
-        spec = config.storage
-        shown = mask_url(spec) if config.store_place.kind == "redis" else spec
+        shown = mask_url(config.storage) if config.store_place.kind == "redis" else config.storage
         return StoredState(shown, note=f"cannot open the store: {secret_free}")
     try:
         found = {origin: store.get(origin) for origin in origins}

@@ -17,6 +17,7 @@ import datetime
 import fcntl
 import gzip
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from scrapy import signals
+from twisted.internet.task import LoopingCall
 
 from scrapy_rep.crawl.fetcher import FETCH_META_KEY
 from scrapy_rep.policy.config import SettingError
@@ -144,8 +146,7 @@ class Recorder(NullRecorder):
         self.stats = crawler.stats
         self.clock = clock
         self.started = clock()
-        spider = crawler.spider
-        name = getattr(spider, "name", None) or getattr(crawler.spidercls, "name", "") or ""
+        name = getattr(crawler.spider, "name", None) or getattr(crawler.spidercls, "name", "") or ""
         self.path = record_path(config.record, name, self.started)
         self._batch: list[tuple[Any, ...]] = []
         # origin -> (fetched-at, expires-at, state, copy number): the copy its decisions
@@ -155,7 +156,7 @@ class Recorder(NullRecorder):
         self._contexts: dict[tuple[Any, ...], int] = {}
         self._usages: dict[tuple[Any, ...], int] = {}
         self._last_usage: tuple[Usage | None, tuple[str, ...], int] = (None, (), 0)
-        self._next_id = 0
+        self._numbers = itertools.count(1)  # of the copies, contexts and usages declared
         # origin -> (final URL, status) of its last robots.txt response
         self._fetched: dict[str, tuple[str, int]] = {}
         # (id of the request, its context): what the last decision was, for a usage
@@ -180,7 +181,7 @@ class Recorder(NullRecorder):
             "purposes": list(config.purposes),
         }
         self.writer = _Writer(self.path, header)  # opens the file: may raise SettingError
-        self._timer: Any = None
+        self._timer: LoopingCall | None = None
         crawler.signals.connect(self._on_response, signal=signals.response_received)
         crawler.signals.connect(self._on_opened, signal=signals.spider_opened)
         # The robots.txt middleware closes the record at spider_closed, after its last
@@ -249,10 +250,6 @@ class Recorder(NullRecorder):
 
     # -- interning ---------------------------------------------------------------------
 
-    def _number(self) -> int:
-        self._next_id += 1
-        return self._next_id
-
     def _context(
         self,
         origin: str,
@@ -274,7 +271,7 @@ class Recorder(NullRecorder):
             expires = record.expires_at if record is not None else None
             known = self._copies.get(origin)
             if known is None or known[0] != fetched or known[1] != expires or known[2] != state:
-                declared = self._number()
+                declared = next(self._numbers)
                 url, status = self._fetched.get(origin) or (robots_url(origin), None)
                 outcome = record.last_outcome if record is not None else ""
                 if status is None and outcome.isdigit():
@@ -289,7 +286,7 @@ class Recorder(NullRecorder):
         key = (copy or origin, state, token, line, reason, source)
         number = self._contexts.get(key)
         if number is None:
-            number = _bounded(self._contexts)[key] = self._number()
+            number = _bounded(self._contexts)[key] = next(self._numbers)
             groups = list(decision["groups"])
             self._add(("x", number, copy, origin, state, token, line, rule, groups, reason, source))
         return number
@@ -306,7 +303,7 @@ class Recorder(NullRecorder):
         key = (json.dumps(doc, sort_keys=True), tuple(purposes))
         number = self._usages.get(key)
         if number is None:
-            number = _bounded(self._usages)[key] = self._number()
+            number = _bounded(self._usages)[key] = next(self._numbers)
             self._add(("p", number, doc, list(purposes)))
         self._last_usage = (usage, tuple(purposes), number)
         return number
@@ -340,13 +337,10 @@ class Recorder(NullRecorder):
                     QUEUE_BATCHES,
                 )
             # what the lost batch declared must be declared again when next used
-            self._copies.clear()
-            self._contexts.clear()
-            self._usages.clear()
+            for table in (self._copies, self._contexts, self._usages):
+                table.clear()
 
     def _on_opened(self, spider: Any) -> None:
-        from twisted.internet.task import LoopingCall
-
         self._timer = LoopingCall(self._tick)
         self._timer.start(BATCH_SECONDS, now=False)
 
@@ -354,7 +348,8 @@ class Recorder(NullRecorder):
         self.flush()
         self._publish()
 
-    def _publish(self) -> None:
+    def _publish(self) -> int:
+        """The totals into the stats; returns the decisions lost."""
         writer = self.writer
         self.stats.set_value("rep/record/decisions", writer.decisions)
         self.stats.set_value("rep/record/bytes", writer.bytes_written)
@@ -363,6 +358,7 @@ class Recorder(NullRecorder):
             self.stats.set_value("rep/record/lost", lost)
         if writer.failure:
             self.stats.set_value("rep/record/write_failed", 1)
+        return lost
 
     def _on_response(self, response: Response, request: Request, **_: Any) -> None:
         origin = request.meta.get(FETCH_META_KEY)
@@ -382,8 +378,7 @@ class Recorder(NullRecorder):
         self.flush()
         self.closed = True
         self.writer.close()
-        self._publish()
-        lost = self.lost + self.writer.lost
+        lost = self._publish()
         logger.info(
             "compliance record %s: %d decision(s), %d bytes%s",
             self.path,
@@ -432,20 +427,17 @@ class _Writer:
         self._thread.join()
 
     def _run(self) -> None:
-        while True:
-            batch = self.batches.get()
-            if batch is None:
-                break
+        while (batch := self.batches.get()) is not None:
+            count = _decision_count(batch)
             if self.failure is not None:
-                self.lost += _decision_count(batch)
+                self.lost += count
                 continue
             try:
-                lines = [self._encode(entry) for entry in batch]
-                self._write_lines(lines)
-                self.decisions += _decision_count(batch)
+                self._write_lines([self._encode(entry) for entry in batch])
+                self.decisions += count
             except OSError as exc:
                 self.failure = exc.strerror or str(exc)
-                self.lost += _decision_count(batch)
+                self.lost += count
                 logger.warning(
                     "the compliance record (REP_RECORD) %s cannot be written "
                     "any more (%s): the crawl goes on without it (rep/record/write_failed)",
@@ -453,7 +445,7 @@ class _Writer:
                     self.failure,
                 )
             except Exception:  # a bug here must not stop the crawl or its other batches
-                self.lost += _decision_count(batch)
+                self.lost += count
                 logger.exception("writing the compliance record failed")
         with contextlib.suppress(OSError):
             if self.failure is None:
@@ -547,10 +539,8 @@ def _decision_count(batch: Iterable[tuple[Any, ...]]) -> int:
 
 
 def _held_url(blob: bytes) -> str | None:
-    try:
-        # our own bytes: a pickled Request.to_dict() (crawl/request_codec.py)
-        doc = pickle.loads(blob)
-        return str(doc["url"])
+    try:  # our own bytes: a pickled Request.to_dict() (crawl/request_codec.py)
+        return str(pickle.loads(blob)["url"])
     except Exception:
         return None
 
@@ -566,6 +556,6 @@ def recorder_for(crawler: Crawler, config: Config, clock: Callable[[], float]) -
     The downloader middleware closes it at spider_closed."""
     recorder = _RECORDERS.get(crawler)
     if recorder is None:
-        recorder = NullRecorder() if config.record is None else Recorder(crawler, config, clock)
-        _RECORDERS[crawler] = recorder
+        made = NullRecorder() if config.record is None else Recorder(crawler, config, clock)
+        recorder = _RECORDERS[crawler] = made
     return recorder
