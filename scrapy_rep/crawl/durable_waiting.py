@@ -138,7 +138,9 @@ def make_durable_waiting(
     """A ``StoreWaiting`` when waiting requests are to outlive the run and the store can
     hold them, else the default. ``codec``: the room's, so a request is serialised once."""
     wanted, _ = durability_choice(config, crawler.settings)
-    return (wanted and make_store_waiting(crawler, config, storage, codec)) or DurableWaiting()
+    if not wanted:
+        return DurableWaiting()
+    return make_store_waiting(crawler, config, storage, codec) or DurableWaiting()
 
 
 def make_store_waiting(

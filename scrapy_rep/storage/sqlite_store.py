@@ -242,10 +242,10 @@ class SqliteStorage(RobotsStorage):
                 except _DRIVER_ERRORS as exc:
                     if is_busy(exc):
                         self._lock_found(what, exc)
-                    elif not (is_damage(exc) and self._repair(exc)):
-                        self._log_once(what, exc)
-                    else:
-                        continue
+                        return FAILED
+                    if is_damage(exc) and self._repair(exc):
+                        continue  # the query again, on the fresh store
+                    self._log_once(what, exc)
                     return FAILED
                 if what in WRITES and self._fallback.write_back_due():
                     self._write_back(conn)  # what failed writes (disk full, I/O) left behind
