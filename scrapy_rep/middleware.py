@@ -192,6 +192,9 @@ class RobotsTxtMiddleware:
         origin = self._origin_to_check(request)
         if origin is None:
             return None
+        if request.dont_filter and self.keeper.passed(request):
+            logger.debug("Dropped: a copy parked by an earlier run was adopted: %s", request)
+            return NOT_SCHEDULED
         fresh = self.origins.fresh(origin, self.clock())
         if fresh is None or not self._may_proceed(fresh[1]):
             # Offsite drops it anyway: neither hold it nor let it cause a robots.txt fetch.
@@ -210,9 +213,6 @@ class RobotsTxtMiddleware:
                     logger.debug("Delayed until robots.txt of %s is known: %s", origin, request)
                 return NOT_SCHEDULED
         request.meta[SCHEDULED_META_KEY] = True
-        if request.dont_filter:
-            # so that an earlier run's parked copy of it is not crawled on top of it
-            self.keeper.passed(request)
         return None
 
     def _may_proceed(self, evaluation: Evaluation) -> bool:

@@ -92,8 +92,10 @@ class DurableWaiting:
         """Requests orphaned by dead processes (polled), to hold in this process."""
         return ()
 
-    def passed(self, request: Request) -> None:
-        """A dont_filter request went on to the scheduler without waiting."""
+    def passed(self, request: Request) -> bool:
+        """A dont_filter request the spider scheduled (the dupefilter lets it through). True:
+        this run already adopted a copy that an earlier run parked, so this one is dropped."""
+        return False
 
     def look_when_idle(self, admit: Callable[[], None]) -> bool:
         """An idle spider looks for parked requests now. True: keep the spider open;
@@ -281,6 +283,8 @@ class StoreWaiting(DurableWaiting):
         self._holds: dict[str, int] = {}
         # dont_filter requests this run held or let through: an adopted copy is not crawled.
         self._dont_filter_seen: set[str] = set()
+        # dont_filter requests adopted this run, until the spider yields them again.
+        self._adopted_dont_filter: set[str] = set()
         # Adopted requests just handed out, until each is recorded again or gone.
         self._adopted_keys: weakref.WeakKeyDictionary[Request, str] = weakref.WeakKeyDictionary()
         self._warned_unserializable = False
@@ -340,7 +344,8 @@ class StoreWaiting(DurableWaiting):
         schedules it in the same reactor turn: the next flush removes the entry of one not
         recorded again, or the next run would crawl it again. Not handed out: a copy of a
         request held here (the entry stays, as that copy's), or a dont_filter request this
-        run already crawled (``passed``, or held and let go): the dupefilter cannot tell."""
+        run already crawled (``passed``, or held and let go): the dupefilter
+        cannot tell."""
         adopted, self._adopted = self._adopted, []
         handed: list[tuple[str, Request]] = []
         for origin, request in adopted:
@@ -355,15 +360,22 @@ class StoreWaiting(DurableWaiting):
                 # Recorded again, it gets the same key.
                 self._adopted_keys[request] = key
                 self._pending_remove.add(key)
+                if request.dont_filter:
+                    self._adopted_dont_filter.add(key)
             handed.append((origin, request))
         self._flush_soon()
         return handed
 
-    def passed(self, request: Request) -> None:
-        """An adopted copy of this dont_filter request (parked by an earlier run) is then not
-        crawled again; the dupefilter does this for the other requests."""
-        if request.dont_filter:
-            self._dont_filter_seen.add(self.identity(request))
+    def passed(self, request: Request) -> bool:
+        # Whichever copy comes first is crawled, as the dupefilter does for the other
+        # requests: the spider's (then adopt() passes over the parked one) or the adopted.
+        key = self.identity(request)
+        if key in self._adopted_dont_filter:
+            self._adopted_dont_filter.discard(key)
+            self.stats.inc_value(f"{STAT}adopted_duplicate")
+            return True
+        self._dont_filter_seen.add(key)
+        return False
 
     def look_when_idle(self, admit: Callable[[], None]) -> bool:
         """Looks now, not at the next tick; when it lands, ``admit`` takes what was adopted
