@@ -47,7 +47,7 @@ from scrapy_rep.commands.output import (
 )
 from scrapy_rep.commands.record_tools import RECORD_TOOLS, run_record_tool
 from scrapy_rep.crawl.compat import CommandHelpFormatter
-from scrapy_rep.crawl.product_token import _BROWSER_TOKENS
+from scrapy_rep.crawl.product_token import BROWSER_TOKENS
 from scrapy_rep.policy.config import Config, SettingError
 from scrapy_rep.policy.origin import origin_of
 from scrapy_rep.policy.records import RULES, UNREACHABLE
@@ -275,7 +275,7 @@ class RobotsCommand(ScrapyCommand):
             raise UsageError(
                 f"no product token in {raw!r} (it must start with a letter, a digit, - or _)"
             )
-        if token.lower() in _BROWSER_TOKENS:
+        if token.lower() in BROWSER_TOKENS:
             print(
                 f"warning: the product token is {token!r}, from a browser-like User-Agent; "
                 "robots.txt groups name crawlers, so only '*' groups will apply",
