@@ -48,7 +48,7 @@ from scrapy_rep.commands.output import (
 from scrapy_rep.commands.record_tools import RECORD_TOOLS, run_record_tool
 from scrapy_rep.crawl.compat import CommandHelpFormatter
 from scrapy_rep.crawl.product_token import BROWSER_TOKENS
-from scrapy_rep.policy.config import Config, SettingError
+from scrapy_rep.policy.config import Config, SettingError, unknown_settings
 from scrapy_rep.policy.origin import origin_of
 from scrapy_rep.policy.records import RULES, UNREACHABLE
 from scrapy_rep.policy.robots_policy import FetchOutcome, RobotsPolicy
@@ -117,6 +117,9 @@ class OneShotSpider(Spider):
         # A one-shot check should not open ports; at spider priority, so -s still wins.
         settings.set("TELNETCONSOLE_ENABLED", False, priority="spider")
         settings.set("REMOTE_CONTROL_ENABLED", False, priority="spider")
+        # ignored anyway; the command has warned of them, the middleware would say it again
+        for name, _ in unknown_settings(settings):
+            settings.delete(name, priority=_FORCED_PRIORITY)
 
 
 class PageFetchSpider(OneShotSpider):
@@ -229,6 +232,9 @@ class RobotsCommand(ScrapyCommand):
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         assert self.settings is not None
+        for name, close in unknown_settings(self.settings):  # typos, most of them
+            hint = f"; did you mean {close}?" if close else ""
+            print(f"warning: unknown setting {name} is ignored{hint}", file=sys.stderr)
         if args and args[0] in RECORD_TOOLS:  # verify / report FILE...: compliance records
             self.exitcode = run_record_tool(args[0], args[1:], opts.output)
             return
