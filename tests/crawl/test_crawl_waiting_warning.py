@@ -5,8 +5,10 @@ the rest."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,14 @@ class StopOnWaitingWarning(ListSpider):
         super().__init__(**kwargs)
         self.stopper = _StopOnMessage(self)
         logging.getLogger("scrapy_rep.crawl.closing").addHandler(self.stopper)
+
+    async def start(self) -> AsyncIterator[Any]:
+        async for request in super().start():
+            yield request
+        # Scrapy calls no spider idle before the start requests are done: held here until
+        # every origin's record is read from the store, the first WARNING names them all.
+        while (self.crawler.stats.get_value("robotstxt/cache_hit") or 0) < DEAD_ORIGINS:
+            await asyncio.sleep(0.05)
 
     def closed(self, reason: str) -> None:
         logging.getLogger("scrapy_rep.crawl.closing").removeHandler(self.stopper)
