@@ -47,8 +47,8 @@ from scrapy_rep.commands.output import (
 )
 from scrapy_rep.commands.record_tools import RECORD_TOOLS, run_record_tool
 from scrapy_rep.crawl.compat import CommandHelpFormatter
-from scrapy_rep.crawl.product_token import _BROWSER_TOKENS
-from scrapy_rep.policy.config import Config, SettingError
+from scrapy_rep.crawl.product_token import BROWSER_TOKENS
+from scrapy_rep.policy.config import Config, SettingError, unknown_settings
 from scrapy_rep.policy.origin import origin_of
 from scrapy_rep.policy.records import RULES, UNREACHABLE
 from scrapy_rep.policy.robots_policy import FetchOutcome, RobotsPolicy
@@ -117,6 +117,9 @@ class OneShotSpider(Spider):
         # A one-shot check should not open ports; at spider priority, so -s still wins.
         settings.set("TELNETCONSOLE_ENABLED", False, priority="spider")
         settings.set("REMOTE_CONTROL_ENABLED", False, priority="spider")
+        # ignored anyway; the command has warned of them, the middleware would say it again
+        for name, _ in unknown_settings(settings):
+            settings.delete(name, priority=_FORCED_PRIORITY)
 
 
 class PageFetchSpider(OneShotSpider):
@@ -229,6 +232,9 @@ class RobotsCommand(ScrapyCommand):
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         assert self.settings is not None
+        for name, close in unknown_settings(self.settings):  # typos, most of them
+            hint = f"; did you mean {close}?" if close else ""
+            print(f"warning: unknown setting {name} is ignored{hint}", file=sys.stderr)
         if args and args[0] in RECORD_TOOLS:  # verify / report FILE...: compliance records
             self.exitcode = run_record_tool(args[0], args[1:], opts.output)
             return
@@ -275,7 +281,7 @@ class RobotsCommand(ScrapyCommand):
             raise UsageError(
                 f"no product token in {raw!r} (it must start with a letter, a digit, - or _)"
             )
-        if token.lower() in _BROWSER_TOKENS:
+        if token.lower() in BROWSER_TOKENS:
             print(
                 f"warning: the product token is {token!r}, from a browser-like User-Agent; "
                 "robots.txt groups name crawlers, so only '*' groups will apply",

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 # Tokens that mean a browser UA string reached us; robots.txt groups never name them.
-_BROWSER_TOKENS = frozenset({"mozilla", "opera", "safari", "chrome", "applewebkit"})
+BROWSER_TOKENS = frozenset({"mozilla", "opera", "safari", "chrome", "applewebkit"})
 _USER_AGENT = b"User-Agent"  # (as Headers.normkey spells it: title case)
 
 
@@ -61,7 +61,7 @@ class ProductTokens:
             raw = self.config.user_agent
         if raw != self._token_of[0]:  # the same raw value on nearly every request
             token = product_token(raw)
-            self._token_of = (raw, token, token.lower() in _BROWSER_TOKENS)
+            self._token_of = (raw, token, token.lower() in BROWSER_TOKENS)
         _, token, browser_like = self._token_of
         if browser_like and not self._warned_browser:
             self._warned_browser = True

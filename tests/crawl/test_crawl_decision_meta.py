@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest_twisted
 
-from scrapy_rep.crawl.product_token import _BROWSER_TOKENS
+from scrapy_rep.crawl.product_token import BROWSER_TOKENS
 
 REP = {"ADDONS": {"scrapy_rep.Addon": 0}, "REP_STORAGE": "memory"}
 KEYS = {
@@ -100,7 +100,7 @@ async def test_audit_would_delay_is_a_slug(mockserver: Any, run_crawl: Any, host
 async def test_browser_token_warning_names_its_source(
     mockserver: Any, run_crawl: Any, host: str
 ) -> None:
-    assert "mozilla" in _BROWSER_TOKENS
+    assert "mozilla" in BROWSER_TOKENS
     mockserver.configure(host, {"robots": {"status": 404}})
     settings = {**REP, "ROBOTSTXT_USER_AGENT": "Mozilla/5.0 (compatible; X)"}
     crawler = await run_crawl([mockserver.url(host, "/a")], settings=settings)
