@@ -400,7 +400,8 @@ class LocalFallback(MemoryStorage):
         """Hand the unsynced records, ``batch`` at a time, to ``write_newer``, which
         writes each unless the store holds a later fetch's (``newer_than_stored``) and
         says how many it wrote. What it raises leaves the rest unsynced. Once written,
-        the store answers for a record again and the copy here goes."""
+        the store answers for a record again and the copy here goes, unless a later
+        ``keep`` replaced it meanwhile (that one is written next time)."""
         with self._lock:
             if self._writing_back:  # another thread is at it
                 return 0
@@ -413,9 +414,10 @@ class LocalFallback(MemoryStorage):
                 mine = {o: r for o in origins if (r := self.get(o)) is not None}
                 written += write_newer(mine)
                 with self._lock:
-                    self.unsynced.difference_update(origins)
-                    for origin in mine:
-                        self._records.pop(origin, None)
+                    for origin in origins:  # not one that a keep() meanwhile made newer
+                        if self._records.get(origin) is mine.get(origin):
+                            self.unsynced.discard(origin)
+                            self._records.pop(origin, None)
         finally:
             with self._lock:
                 self._writing_back = False
