@@ -120,8 +120,8 @@ class RobotsStorage(ClusterBackend):
     #: True when other processes can see what this store holds (they can then also
     #: finish a fetch we are waiting on, so waiters must poll the store).
     shared: bool = False
-    #: True when ``without_waiting`` can answer a call at once (SQLite): the crawl then
-    #: tries that on the reactor thread before handing the call to its worker thread.
+    #: True when ``without_waiting`` can answer a call at once (memory, SQLite): the crawl
+    #: then tries that on the reactor thread before handing the call to its worker thread.
     answers_without_waiting: bool = False
 
     @classmethod
@@ -295,6 +295,7 @@ class MemoryStorage(RobotsStorage):
     """Process-local and bounded: least-recently-used origins are evicted first."""
 
     shared = False
+    answers_without_waiting = True  # a dict under a lock held only for a dict operation
 
     def __init__(self, max_origins: int = 100_000) -> None:
         self._max = max_origins
@@ -351,6 +352,9 @@ class MemoryStorage(RobotsStorage):
             current = self._leases.get(origin)
             if current is not None and current[0] == holder:
                 del self._leases[origin]
+
+    def without_waiting(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
 
     def close(self) -> None:
         with self._lock:
