@@ -151,9 +151,6 @@ def check_url(url: str) -> str | None:
     return None
 
 
-_REACH_RETRY_EVERY = 0.5  # how often the start-up check pings again
-
-
 def open_client(url: str) -> redis.Redis:
     """A redis-py client for ``url``, or a ``SettingError`` that never shows a secret."""
     try:
@@ -574,8 +571,8 @@ class RedisStorage(RobotsStorage):
                 reason, advice = self._scrub(exc), f"tried for {within:g} s"
                 if time.monotonic() >= deadline:
                     break
-            # Blocking is acceptable here: nothing runs yet while the crawl starts.
-            time.sleep(min(_REACH_RETRY_EVERY, max(deadline - time.monotonic(), 0.0)))
+            # Blocking, twice a second: nothing runs yet while the crawl starts.
+            time.sleep(min(0.5, max(deadline - time.monotonic(), 0.0)))
         self.close()
         raise SettingError(
             f"REP_STORAGE = {self._masked_url!r}: the store does not answer ({reason}); "
