@@ -3,8 +3,8 @@
 
 A slow store answer (Redis's socket, SQLite's file lock) on the reactor thread stalls every
 download, so ``StoreCalls.call`` runs calls in one dedicated worker thread: in the order
-made, and a backend needs no more thread safety than one extra thread. ``MemoryStorage`` (a
-dict) is called directly. A store that ``answers_without_waiting`` (SQLite) is first asked
+made, and a backend needs no more thread safety than one extra thread. A store that
+``answers_without_waiting`` (``MemoryStorage`` always, SQLite mostly) is first asked
 on the reactor thread unless a call of the same origin (``key``) is queued in the worker (so
 each origin's calls keep their order): it answers at once, or raises ``WouldBlock`` and goes
 to the worker. A hop to the worker and back took 0.1-0.5 s on a busy crawler, an answer at
@@ -27,7 +27,7 @@ from twisted.internet import defer
 from twisted.internet.task import LoopingCall
 from twisted.python.failure import Failure
 
-from scrapy_rep.storage.base import MemoryStorage, WouldBlock, describe_holder
+from scrapy_rep.storage.base import WouldBlock, describe_holder
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -55,7 +55,6 @@ def installed_reactor() -> Any:
 class StoreCalls:
     def __init__(self, storage: RobotsStorage) -> None:
         self.storage = storage
-        self.direct = isinstance(storage, MemoryStorage)
         self.answers_now = storage.answers_without_waiting
         # The worker: one daemon thread, started on first use, that runs calls in the order
         # given and hands each answer to the reactor thread.
@@ -72,11 +71,6 @@ class StoreCalls:
     ) -> defer.Deferred[_T]:
         """``function(*args)``; ``key``: the origin the call is about (calls of one key
         run in the order they were made)."""
-        if self.direct:
-            try:
-                return defer.succeed(function(*args))
-            except Exception:
-                return defer.fail()
         if self.answers_now and key not in self._queued:
             try:
                 with self.storage.without_waiting():

@@ -120,8 +120,8 @@ class RobotsStorage(ClusterBackend):
     #: True when other processes can see what this store holds (they can then also
     #: finish a fetch we are waiting on, so waiters must poll the store).
     shared: bool = False
-    #: True when ``without_waiting`` can answer a call at once (SQLite): the crawl then
-    #: tries that on the reactor thread before handing the call to its worker thread.
+    #: True when ``without_waiting`` can answer a call at once (memory, SQLite): the crawl
+    #: then tries that on the reactor thread before handing the call to its worker thread.
     answers_without_waiting: bool = False
 
     @classmethod
@@ -295,6 +295,7 @@ class MemoryStorage(RobotsStorage):
     """Process-local and bounded: least-recently-used origins are evicted first."""
 
     shared = False
+    answers_without_waiting = True  # a dict under a lock held only for a dict operation
 
     def __init__(self, max_origins: int = 100_000) -> None:
         self._max = max_origins
@@ -352,6 +353,9 @@ class MemoryStorage(RobotsStorage):
             if current is not None and current[0] == holder:
                 del self._leases[origin]
 
+    def without_waiting(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
     def close(self) -> None:
         with self._lock:
             self._leases.clear()
@@ -400,7 +404,8 @@ class LocalFallback(MemoryStorage):
         """Hand the unsynced records, ``batch`` at a time, to ``write_newer``, which
         writes each unless the store holds a later fetch's (``newer_than_stored``) and
         says how many it wrote. What it raises leaves the rest unsynced. Once written,
-        the store answers for a record again and the copy here goes."""
+        the store answers for a record again and the copy here goes, unless a later
+        ``keep`` replaced it meanwhile (that one is written next time)."""
         with self._lock:
             if self._writing_back:  # another thread is at it
                 return 0
@@ -413,9 +418,10 @@ class LocalFallback(MemoryStorage):
                 mine = {o: r for o in origins if (r := self.get(o)) is not None}
                 written += write_newer(mine)
                 with self._lock:
-                    self.unsynced.difference_update(origins)
-                    for origin in mine:
-                        self._records.pop(origin, None)
+                    for origin in origins:  # not one that a keep() meanwhile made newer
+                        if self._records.get(origin) is mine.get(origin):
+                            self.unsynced.discard(origin)
+                            self._records.pop(origin, None)
         finally:
             with self._lock:
                 self._writing_back = False

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,13 +21,10 @@ from scrapy_rep.storage.base import (
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from scrapy_rep.storage.redis_store import RedisStorage
-
 
 # How long a crawl retries a store it cannot reach at start before it does not start:
 # a Redis that is restarting gets a few seconds, a wrong host or port is an error.
 START_REACH_WAIT = 3.0
-_REACH_RETRY_EVERY = 0.5
 
 
 def create_storage(
@@ -56,7 +52,7 @@ def create_storage(
 
         store = RedisStorage.from_url(place.location, config)
         if reach_within > 0:
-            wait_until_reachable(store, place.location, reach_within)
+            store.wait_until_reachable(reach_within)
         return store
     return _custom_storage(place.location, config, settings)
 
@@ -77,24 +73,6 @@ def _custom_storage(path: str, config: Config, settings: Mapping[str, Any] | Non
     if not isinstance(store, StorageProtocol):
         raise SettingError(f"REP_STORAGE: {path!r} does not implement RobotsStorage")
     return ForeignStorage(store)
-
-
-def wait_until_reachable(store: RedisStorage, spec: str, within: float) -> None:
-    """Return once ``store`` answers; after ``within`` seconds of trying, close it and
-    raise ``SettingError`` naming ``REP_STORAGE`` (its URL masked) and the last reason."""
-    from scrapy_rep.storage.redis_store import mask_url
-
-    deadline = time.monotonic() + within
-    while (reason := store.unreachable_reason()) is not None:
-        if time.monotonic() >= deadline:
-            store.close()
-            raise SettingError(
-                f"REP_STORAGE = {mask_url(spec)!r}: the store does not answer ({reason}); "
-                f"tried for {within:g} s. Start Redis or fix the URL (an outage during a crawl "
-                "does not stop it: the crawl goes on with process-local state)"
-            )
-        # Blocking is acceptable here: nothing runs yet while the crawl starts.
-        time.sleep(min(_REACH_RETRY_EVERY, max(deadline - time.monotonic(), 0.0)))
 
 
 def check_sqlite_place(path: Path, spec: str) -> None:

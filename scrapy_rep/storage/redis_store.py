@@ -552,15 +552,33 @@ class RedisStorage(RobotsStorage):
         except Exception as exc:  # closing must never fail a crawl's shutdown
             logger.debug("closing redis failed: %s", self._scrub(exc))
 
-    def unreachable_reason(self) -> str | None:
-        """Why Redis does not answer a PING now (None when it does), without the
-        outage fallback: for the start-up check (storage/factory.py), where an
-        unreachable store is most likely a mistake in ``REP_STORAGE``."""
-        try:
-            self._client.ping()
-        except (self._redis_error, *self._outage_errors) as exc:
-            return self._scrub(exc)
-        return None
+    def wait_until_reachable(self, within: float) -> None:
+        """Return once Redis answers a PING, for the start-up check, where an unreachable
+        store is most likely a mistake in ``REP_STORAGE``: after ``within`` seconds of
+        trying (a Redis that is restarting gets them), or at once on an authentication
+        error (no wait mends a password), close the store and raise ``SettingError``."""
+        from redis.exceptions import AuthenticationError
+
+        deadline = time.monotonic() + within
+        while True:
+            try:
+                self._client.ping()
+                return
+            except AuthenticationError as exc:  # wrong password, NOAUTH, WRONGPASS
+                reason, advice = self._scrub(exc), "an authentication error, not retried"
+                break
+            except (self._redis_error, *self._outage_errors) as exc:
+                reason, advice = self._scrub(exc), f"tried for {within:g} s"
+                if time.monotonic() >= deadline:
+                    break
+            # Blocking, twice a second: nothing runs yet while the crawl starts.
+            time.sleep(min(0.5, max(deadline - time.monotonic(), 0.0)))
+        self.close()
+        raise SettingError(
+            f"REP_STORAGE = {self._masked_url!r}: the store does not answer ({reason}); "
+            f"{advice}. Start Redis or fix the URL (an outage during a crawl does not "
+            "stop it: the crawl goes on with process-local state)"
+        )
 
     def describe(self) -> str:
         state = " (unreachable: using a process-local fallback)" if self._down else ""
