@@ -88,7 +88,9 @@ def test_removed_entries_are_not_adopted_and_retire_without_keep_clears(opener: 
 def test_a_duplicate_of_a_held_request_collapses_on_adoption(opener: Opener) -> None:
     a, b = opener(), opener()
     a.park("A", 60, entries(3), [])
-    b.park("B", 60, entries(1), [])  # B holds k0 too
+    # B holds k0 too: its park takes A's k0 over, so the copies collapse there (adopt's
+    # own collapse of duplicates is tested in tests/storage/test_storage_adopt.py)
+    b.park("B", 60, entries(1), [])
     a.retire("A", keep=True)
     assert sorted(k for k, _, _ in b.adopt("B", 60, 100)) == ["k1", "k2"]
     assert sorted(k for k, _, _ in b.parked()) == ["k0", "k1", "k2"]
