@@ -184,10 +184,6 @@ class Recorder(NullRecorder):
         self._timer: LoopingCall | None = None
         crawler.signals.connect(self._on_response, signal=signals.response_received)
         crawler.signals.connect(self._on_opened, signal=signals.spider_opened)
-        # The robots.txt middleware closes the record at spider_closed, after its last
-        # decisions; engine_stopped (later) closes a record that no middleware closed, e.g.
-        # one opened by the page-directives middleware alone (docs/record.md).
-        crawler.signals.connect(self.close, signal=signals.engine_stopped)
         logger.info("compliance record: %s", self.path)
 
     # -- hooks -------------------------------------------------------------------------
@@ -341,6 +337,10 @@ class Recorder(NullRecorder):
                 table.clear()
 
     def _on_opened(self, spider: Any) -> None:
+        # Closed at spider_closed by whichever middleware made it (docs/record.md), and
+        # connected now so that it runs after every spider_closed receiver connected while
+        # the crawl was built: the robots.txt middleware's drops at close are recorded.
+        spider.crawler.signals.connect(self.close, signal=signals.spider_closed)
         self._timer = LoopingCall(self._tick)
         self._timer.start(BATCH_SECONDS, now=False)
 
@@ -552,8 +552,8 @@ _RECORDERS: weakref.WeakKeyDictionary[Crawler, NullRecorder] = weakref.WeakKeyDi
 
 
 def recorder_for(crawler: Crawler, config: Config, clock: Callable[[], float]) -> NullRecorder:
-    """The crawl's recorder, made on the first call for ``crawler`` and shared after.
-    The downloader middleware closes it at spider_closed."""
+    """The crawl's recorder, made on the first call for ``crawler`` and shared after;
+    it closes itself at spider_closed."""
     recorder = _RECORDERS.get(crawler)
     if recorder is None:
         made = NullRecorder() if config.record is None else Recorder(crawler, config, clock)

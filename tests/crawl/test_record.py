@@ -558,13 +558,11 @@ def test_rep_record_placeholders() -> None:
     assert Config.from_settings({"REP_RECORD": template}).record == template
 
 
-@pytest_twisted.ensureDeferred
-async def test_record_of_the_page_middleware_alone_is_closed(
+async def _page_middleware_alone_crawl(
     mockserver: Any, run_crawl: Any, tmp_path: Path
-) -> None:
-    """With the page-directives spider middleware enabled by hand and the robots.txt
-    middleware not at all, the record is still closed when the crawl ends: a whole file
-    with the page lines and a summary line in the log."""
+) -> tuple[Any, Path]:
+    """A crawl with the page-directives spider middleware enabled by hand and the
+    robots.txt middleware not at all; (crawler, record)."""
     host = page_site._site(mockserver, "record-page-alone")
     record = tmp_path / "page-alone.jsonl.gz"
     settings = {key: value for key, value in page_site.REP.items() if key != "ADDONS"} | {
@@ -574,6 +572,17 @@ async def test_record_of_the_page_middleware_alone_is_closed(
     crawler = await run_crawl(
         page_site._start(mockserver, host), settings=settings, spider_cls=page_site.PageSpider
     )
+    return crawler, record
+
+
+@pytest_twisted.ensureDeferred
+async def test_record_of_the_page_middleware_alone_is_closed(
+    mockserver: Any, run_crawl: Any, tmp_path: Path
+) -> None:
+    """With the page-directives spider middleware enabled by hand and the robots.txt
+    middleware not at all, the record is still closed when the crawl ends: a whole file
+    with the page lines and a summary line in the log."""
+    crawler, record = await _page_middleware_alone_crawl(mockserver, run_crawl, tmp_path)
     assert set(_page_lines(record)) == PAGES_WITH_DIRECTIVES
     with gzip.open(record, "rb") as whole:
         whole.read()  # a truncated gzip stream raises EOFError here
@@ -582,3 +591,22 @@ async def test_record_of_the_page_middleware_alone_is_closed(
     ]
     status, out = _verify([record])
     assert status == 0, out
+
+
+@pytest_twisted.ensureDeferred
+async def test_record_of_the_page_middleware_alone_is_closed_at_spider_closed(
+    mockserver: Any, run_crawl: Any, tmp_path: Path
+) -> None:
+    """Without the robots.txt middleware the record is still closed when the spider
+    closes, not later: its summary comes before Scrapy's "Spider closed" line and its
+    final totals are in the stats Scrapy dumps then (which extensions export)."""
+    crawler, record = await _page_middleware_alone_crawl(mockserver, run_crawl, tmp_path)
+    messages = crawler.messages(logging.INFO)
+    [summary] = [n for n, m in enumerate(messages) if m.startswith("compliance record ")]
+    [spider_closed] = [n for n, m in enumerate(messages) if m.startswith("Spider closed")]
+    assert summary < spider_closed, messages[summary:]
+    [dump] = [m for m in messages if m.startswith("Dumping Scrapy stats")]
+    written = len(read_records([record]).decisions)
+    assert written == len(PAGES_WITH_DIRECTIVES)
+    assert f"'rep/record/decisions': {written}," in dump, dump
+    assert f"'rep/record/bytes': {crawler.stat('rep/record/bytes')}," in dump, dump
