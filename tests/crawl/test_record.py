@@ -610,3 +610,41 @@ async def test_record_of_the_page_middleware_alone_is_closed_at_spider_closed(
     assert written == len(PAGES_WITH_DIRECTIVES)
     assert f"'rep/record/decisions': {written}," in dump, dump
     assert f"'rep/record/bytes': {crawler.stat('rep/record/bytes')}," in dump, dump
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_report_breaks_page_lines_down(
+    mockserver: Any, run_crawl: Any, tmp_path: Path
+) -> None:
+    """The report's page directives table says, per origin, how many pages had each
+    directive and what enforcing them dropped, by cause: the requests of nofollow pages,
+    the rel=nofollow links of other pages (a page with only those has a line with no
+    directive) and the items; the totals agree with the crawl's stats."""
+    crawler, host, record = await _page_crawl(mockserver, run_crawl, tmp_path, "enforce")
+    page = render_report(read_records([record]), [str(record)])
+    section = page.split("<h2>Page directives</h2>")[1]
+    assert "page_mode: enforce;" in section
+    columns = re.findall(r"<th>(.*?)</th>", section.split("</thead>")[0])
+    assert columns[0] == "origin"
+    row = re.search(rf"<tr><td>{re.escape(mockserver.origin(host))}</td>.*?</tr>", section)
+    assert row is not None
+    cells = [int(n) for n in re.findall(r"<td class='n'>(\d+)</td>", row[0])]
+    counts = dict(zip(columns[1:], cells, strict=True))
+    assert counts == {
+        "pages": len(PAGES_WITH_DIRECTIVES) + 1,  # (and /rel)
+        "noarchive": 1,  # /header-nofollow
+        "nofollow": 2,  # /meta-nofollow, /header-nofollow
+        "noindex": 3,  # /meta-noindex, /redirected, /doc.pdf
+        "none": 1,  # /header-none
+        "unavailable_after": 1,  # /expired
+        "rel=nofollow links only": 1,  # /rel
+        "requests dropped: nofollow page": 3,
+        "requests dropped: rel=nofollow links": 1,
+        "items dropped": 5,
+    }
+    dropped = "rep/page/dropped/"
+    assert counts["requests dropped: nofollow page"] == crawler.stat(dropped + "request_nofollow")
+    assert counts["requests dropped: rel=nofollow links"] == crawler.stat(
+        dropped + "request_rel_nofollow"
+    )
+    assert counts["items dropped"] == crawler.stat(dropped + "item_noindex")
