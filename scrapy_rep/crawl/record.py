@@ -155,7 +155,6 @@ class Recorder(NullRecorder):
         self._copies: dict[str, tuple[float | None, float | None, str, int]] = {}
         self._contexts: dict[tuple[Any, ...], int] = {}
         self._usages: dict[tuple[Any, ...], int] = {}
-        self._last_usage: tuple[Usage | None, tuple[str, ...], int] = (None, (), 0)
         self._numbers = itertools.count(1)  # of the copies, contexts and usages declared
         # origin -> (final URL, status) of its last robots.txt response
         self._fetched: dict[str, tuple[str, int]] = {}
@@ -288,20 +287,14 @@ class Recorder(NullRecorder):
         return number
 
     def _usage_number(self, usage: Usage, purposes: Sequence[str]) -> int:
-        # A crawl asks this for every allowed request of an origin that states usage
-        # preferences, nearly always with the copy it asked about last: that copy's number
-        # is kept (holding the object keeps its identity unique), which spares a JSON
-        # serialisation per request.
-        last_usage, last_purposes, last_number = self._last_usage
-        if usage is last_usage and tuple(purposes) == last_purposes:
-            return last_number
-        doc = usage.to_json()
-        key = (json.dumps(doc, sort_keys=True), tuple(purposes))
+        # Asked for every allowed request of an origin that states usage preferences, each
+        # with a new but equal Usage: keyed by its (hashable, frozen) preferences, which
+        # costs a fraction of serialising it to JSON per request.
+        key = (tuple(usage.preferences.items()), usage.use, tuple(purposes))
         number = self._usages.get(key)
         if number is None:
             number = _bounded(self._usages)[key] = next(self._numbers)
-            self._add(("p", number, doc, list(purposes)))
-        self._last_usage = (usage, tuple(purposes), number)
+            self._add(("p", number, usage.to_json(), list(purposes)))
         return number
 
     # -- batches -----------------------------------------------------------------------

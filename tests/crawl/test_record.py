@@ -648,3 +648,52 @@ async def test_the_report_breaks_page_lines_down(
         dropped + "request_rel_nofollow"
     )
     assert counts["items dropped"] == crawler.stat(dropped + "item_noindex")
+
+
+@pytest_twisted.ensureDeferred
+async def test_usage_preferences_are_declared_once_per_distinct_statement(
+    mockserver: Any, run_crawl: Any, host: str, tmp_path: Path
+) -> None:
+    """Two origins whose robots.txt state usage preferences, one of them per path,
+    crawled together: each allowed decision points at the preferences its request
+    carried, and each distinct set of preferences is declared once however many
+    requests it applies to."""
+    other = mockserver.unique_host("usage-other")
+    mockserver.configure_many(
+        {
+            host: {
+                "robots": {
+                    "body": "User-agent: *\nContent-Usage: train-ai=n\n"
+                    "Content-Usage: /open/ train-ai=y\n"
+                }
+            },
+            other: {"robots": {"body": "User-agent: *\nContent-Usage: train-ai=n, search=y\n"}},
+        }
+    )
+    urls = [
+        mockserver.url(name, path)
+        for n in range(4)
+        for name in (host, other)
+        for path in (f"/p{n}", f"/open/{n}")
+    ]
+    record = tmp_path / "usage.jsonl.gz"
+    settings = {**REP, "REP_RECORD": str(record), "REP_PURPOSES": ["search"]}
+    crawler = await run_crawl(urls, settings=settings)
+    assert len(crawler.spider.responses) == len(urls)
+    decisions = _by_url([record], ALLOWED)
+    for response in crawler.spider.responses:
+        [decision] = decisions[response.url]
+        carried = response.meta["rep_usage"]
+        declared = decision.doc["usage"]
+        assert declared["purposes"] == carried["purposes"] == ["search"]
+        assert declared["usage"] == {key: carried[key] for key in ("preferences", "use", "sources")}
+    refusals = {
+        response.url: response.meta["rep_usage"]["preferences"]["train-ai"]
+        for response in crawler.spider.responses
+    }
+    assert refusals[mockserver.url(host, "/open/0")] == "y"
+    assert refusals[mockserver.url(host, "/p0")] == "n"
+    # three distinct statements (two of the first origin's paths, one of the other's)
+    lines = gzip.decompress(record.read_bytes()).decode().splitlines()
+    assert len([line for line in lines if line.startswith('{"p":')]) == 3
+    assert _verify([record])[0] == 0
