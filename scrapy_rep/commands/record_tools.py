@@ -346,10 +346,16 @@ def render_report(records: Records, sources: list[str]) -> str:
     totals: Counter[str] = Counter()
     forbidden: list[Decision] = []
     pages: dict[str, Counter[str]] = {}  # origin -> its P lines' breakdown (_page_table)
+    only_rel, by_page, by_rel, items = _PAGE_DROPS
     for decision in records.decisions:
         entry = origins.setdefault(decision.origin or "(unknown)", _Origin())
         if decision.verdict == PAGE:
-            _count_page(pages.setdefault(decision.origin or "(unknown)", Counter()), decision.doc)
+            doc, counts = decision.doc, pages.setdefault(decision.origin or "(unknown)", Counter())
+            directives = doc.get("d") or {}
+            counts.update(["pages", *directives])
+            # a nofollow (or none) page drops every link; another page its rel=nofollow ones
+            by = by_page if "nofollow" in directives or "none" in directives else by_rel
+            counts.update({only_rel: not directives, by: doc.get("dr", 0), items: doc.get("di", 0)})
         entry.counts[decision.verdict] += 1
         totals[decision.verdict] += 1
         if decision.copy is not None:
@@ -444,20 +450,11 @@ _COLUMNS = {
 }
 # what a page's line dropped (in audit mode: what enforce would have dropped), by cause
 _PAGE_DROPS = (
-    "rel=nofollow links only",  # pages with no directive, lines for their rel links
-    "requests dropped: nofollow page",  # (nofollow or none: every link of the page)
+    "rel=nofollow links only",  # pages with no directive: a line for their rel links
+    "requests dropped: nofollow page",
     "requests dropped: rel=nofollow links",
     "items dropped",  # (noindex, none, or an unavailable_after date passed)
 )
-
-
-def _count_page(counts: Counter[str], doc: dict[str, Any]) -> None:
-    directives = doc.get("d") or {}
-    counts.update(["pages", *directives])
-    nofollow_page = "nofollow" in directives or "none" in directives
-    counts[_PAGE_DROPS[1 if nofollow_page else 2]] += doc.get("dr", 0)
-    counts[_PAGE_DROPS[3]] += doc.get("di", 0)
-    counts[_PAGE_DROPS[0]] += not directives
 
 
 def _page_table(pages: dict[str, Counter[str]], modes: str) -> str:
