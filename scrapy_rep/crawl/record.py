@@ -144,6 +144,7 @@ class Recorder(NullRecorder):
     def __init__(self, crawler: Crawler, config: Config, clock: Callable[[], float]) -> None:
         assert config.record is not None and crawler.stats is not None
         self.stats = crawler.stats
+        self.signals = crawler.signals
         self.clock = clock
         self.started = clock()
         name = getattr(crawler.spider, "name", None) or getattr(crawler.spidercls, "name", "") or ""
@@ -330,10 +331,10 @@ class Recorder(NullRecorder):
                 table.clear()
 
     def _on_opened(self, spider: Any) -> None:
-        # Closed at spider_closed by whichever middleware made it (docs/record.md), and
-        # connected now so that it runs after every spider_closed receiver connected while
-        # the crawl was built: the robots.txt middleware's drops at close are recorded.
-        spider.crawler.signals.connect(self.close, signal=signals.spider_closed)
+        # Closed at spider_closed whichever middleware made it (docs/record.md), connected
+        # now to run after every spider_closed receiver connected while the crawl was
+        # built: the robots.txt middleware's drops at close are recorded.
+        self.signals.connect(self.close, signal=signals.spider_closed)
         self._timer = LoopingCall(self._tick)
         self._timer.start(BATCH_SECONDS, now=False)
 
