@@ -345,8 +345,17 @@ def render_report(records: Records, sources: list[str]) -> str:
     origins: dict[str, _Origin] = {}
     totals: Counter[str] = Counter()
     forbidden: list[Decision] = []
+    pages: dict[str, Counter[str]] = {}  # origin -> its P lines' breakdown (_page_table)
+    only_rel, by_page, by_rel, items = _PAGE_DROPS
     for decision in records.decisions:
         entry = origins.setdefault(decision.origin or "(unknown)", _Origin())
+        if decision.verdict == PAGE:
+            doc, counts = decision.doc, pages.setdefault(decision.origin or "(unknown)", Counter())
+            directives = doc.get("d") or {}
+            counts.update(["pages", *directives])
+            # a nofollow (or none) page drops every link; another page its rel=nofollow ones
+            by = by_page if "nofollow" in directives or "none" in directives else by_rel
+            counts.update({only_rel: not directives, by: doc.get("dr", 0), items: doc.get("di", 0)})
         entry.counts[decision.verdict] += 1
         totals[decision.verdict] += 1
         if decision.copy is not None:
@@ -420,6 +429,9 @@ def render_report(records: Records, sources: list[str]) -> str:
             parts.append(f"<p>... and {len(forbidden) - MAX_LISTED} more.</p>")
     else:
         parts.append("<p>None.</p>")
+    if pages:
+        modes = ", ".join(sorted({str(h.get("page_mode")) for h in records.headers}))
+        parts.append(_page_table(pages, modes))
     parts.append(
         "<p class='meta'>Made by <code>scrapy robots report</code>; check every decision "
         "against its recorded copy with <code>scrapy robots verify</code>.</p></body></html>"
@@ -436,6 +448,33 @@ _COLUMNS = {
     USAGE_REFUSED: ("usage refused", "usage", "#6a1b9a"),
     PAGE: ("page directives", "page", "#1565c0"),
 }
+# what a page's line dropped (in audit mode: what enforce would have dropped), by cause
+_PAGE_DROPS = (
+    "rel=nofollow links only",  # pages with no directive: a line for their rel links
+    "requests dropped: nofollow page",
+    "requests dropped: rel=nofollow links",
+    "items dropped",  # (noindex, none, or an unavailable_after date passed)
+)
+
+
+def _page_table(pages: dict[str, Counter[str]], modes: str) -> str:
+    """The page directives' lines per origin: pages by directive, then the drops."""
+    e = html.escape
+    named = sorted({key for counts in pages.values() for key in counts} - {"pages", *_PAGE_DROPS})
+    columns = ["pages", *named, *_PAGE_DROPS]
+    parts = [
+        f"<h2>Page directives</h2><p class='meta'>page_mode: {e(modes)}; in audit mode the "
+        "drops are what enforce would have dropped.</p><table><thead><tr><th>origin</th>",
+        *(f"<th>{e(column)}</th>" for column in columns),
+        "</tr></thead><tbody>",
+    ]
+    for origin, counts in sorted(pages.items(), key=lambda item: -item[1]["pages"]):
+        parts.append(f"<tr><td>{e(origin)}</td>")
+        parts.extend(f"<td class='n'>{counts[column]}</td>" for column in columns)
+        parts.append("</tr>")
+    return "".join(parts) + "</tbody></table>"
+
+
 _CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:2em auto;max-width:72em;color:#222;padding:0 1em}
 h1{font-size:1.6em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd}

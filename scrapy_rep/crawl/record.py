@@ -144,6 +144,7 @@ class Recorder(NullRecorder):
     def __init__(self, crawler: Crawler, config: Config, clock: Callable[[], float]) -> None:
         assert config.record is not None and crawler.stats is not None
         self.stats = crawler.stats
+        self.signals = crawler.signals
         self.clock = clock
         self.started = clock()
         name = getattr(crawler.spider, "name", None) or getattr(crawler.spidercls, "name", "") or ""
@@ -155,7 +156,6 @@ class Recorder(NullRecorder):
         self._copies: dict[str, tuple[float | None, float | None, str, int]] = {}
         self._contexts: dict[tuple[Any, ...], int] = {}
         self._usages: dict[tuple[Any, ...], int] = {}
-        self._last_usage: tuple[Usage | None, tuple[str, ...], int] = (None, (), 0)
         self._numbers = itertools.count(1)  # of the copies, contexts and usages declared
         # origin -> (final URL, status) of its last robots.txt response
         self._fetched: dict[str, tuple[str, int]] = {}
@@ -184,10 +184,6 @@ class Recorder(NullRecorder):
         self._timer: LoopingCall | None = None
         crawler.signals.connect(self._on_response, signal=signals.response_received)
         crawler.signals.connect(self._on_opened, signal=signals.spider_opened)
-        # The robots.txt middleware closes the record at spider_closed, after its last
-        # decisions; engine_stopped (later) closes a record that no middleware closed, e.g.
-        # one opened by the page-directives middleware alone (docs/record.md).
-        crawler.signals.connect(self.close, signal=signals.engine_stopped)
         logger.info("compliance record: %s", self.path)
 
     # -- hooks -------------------------------------------------------------------------
@@ -292,20 +288,14 @@ class Recorder(NullRecorder):
         return number
 
     def _usage_number(self, usage: Usage, purposes: Sequence[str]) -> int:
-        # A crawl asks this for every allowed request of an origin that states usage
-        # preferences, nearly always with the copy it asked about last: that copy's number
-        # is kept (holding the object keeps its identity unique), which spares a JSON
-        # serialisation per request.
-        last_usage, last_purposes, last_number = self._last_usage
-        if usage is last_usage and tuple(purposes) == last_purposes:
-            return last_number
-        doc = usage.to_json()
-        key = (json.dumps(doc, sort_keys=True), tuple(purposes))
+        # Asked for every allowed request of an origin that states usage preferences, each
+        # with a new but equal Usage: keyed by its (hashable, frozen) preferences, which
+        # costs a fraction of serialising it to JSON per request.
+        key = (tuple(usage.preferences.items()), usage.use, tuple(purposes))
         number = self._usages.get(key)
         if number is None:
             number = _bounded(self._usages)[key] = next(self._numbers)
-            self._add(("p", number, doc, list(purposes)))
-        self._last_usage = (usage, tuple(purposes), number)
+            self._add(("p", number, usage.to_json(), list(purposes)))
         return number
 
     # -- batches -----------------------------------------------------------------------
@@ -341,6 +331,10 @@ class Recorder(NullRecorder):
                 table.clear()
 
     def _on_opened(self, spider: Any) -> None:
+        # Closed at spider_closed whichever middleware made it (docs/record.md), connected
+        # now to run after every spider_closed receiver connected while the crawl was
+        # built: the robots.txt middleware's drops at close are recorded.
+        self.signals.connect(self.close, signal=signals.spider_closed)
         self._timer = LoopingCall(self._tick)
         self._timer.start(BATCH_SECONDS, now=False)
 
@@ -552,8 +546,8 @@ _RECORDERS: weakref.WeakKeyDictionary[Crawler, NullRecorder] = weakref.WeakKeyDi
 
 
 def recorder_for(crawler: Crawler, config: Config, clock: Callable[[], float]) -> NullRecorder:
-    """The crawl's recorder, made on the first call for ``crawler`` and shared after.
-    The downloader middleware closes it at spider_closed."""
+    """The crawl's recorder, made on the first call for ``crawler`` and shared after;
+    it closes itself at spider_closed."""
     recorder = _RECORDERS.get(crawler)
     if recorder is None:
         made = NullRecorder() if config.record is None else Recorder(crawler, config, clock)

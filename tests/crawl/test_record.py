@@ -558,13 +558,11 @@ def test_rep_record_placeholders() -> None:
     assert Config.from_settings({"REP_RECORD": template}).record == template
 
 
-@pytest_twisted.ensureDeferred
-async def test_record_of_the_page_middleware_alone_is_closed(
+async def _page_middleware_alone_crawl(
     mockserver: Any, run_crawl: Any, tmp_path: Path
-) -> None:
-    """With the page-directives spider middleware enabled by hand and the robots.txt
-    middleware not at all, the record is still closed when the crawl ends: a whole file
-    with the page lines and a summary line in the log."""
+) -> tuple[Any, Path]:
+    """A crawl with the page-directives spider middleware enabled by hand and the
+    robots.txt middleware not at all; (crawler, record)."""
     host = page_site._site(mockserver, "record-page-alone")
     record = tmp_path / "page-alone.jsonl.gz"
     settings = {key: value for key, value in page_site.REP.items() if key != "ADDONS"} | {
@@ -574,6 +572,17 @@ async def test_record_of_the_page_middleware_alone_is_closed(
     crawler = await run_crawl(
         page_site._start(mockserver, host), settings=settings, spider_cls=page_site.PageSpider
     )
+    return crawler, record
+
+
+@pytest_twisted.ensureDeferred
+async def test_record_of_the_page_middleware_alone_is_closed(
+    mockserver: Any, run_crawl: Any, tmp_path: Path
+) -> None:
+    """With the page-directives spider middleware enabled by hand and the robots.txt
+    middleware not at all, the record is still closed when the crawl ends: a whole file
+    with the page lines and a summary line in the log."""
+    crawler, record = await _page_middleware_alone_crawl(mockserver, run_crawl, tmp_path)
     assert set(_page_lines(record)) == PAGES_WITH_DIRECTIVES
     with gzip.open(record, "rb") as whole:
         whole.read()  # a truncated gzip stream raises EOFError here
@@ -582,3 +591,109 @@ async def test_record_of_the_page_middleware_alone_is_closed(
     ]
     status, out = _verify([record])
     assert status == 0, out
+
+
+@pytest_twisted.ensureDeferred
+async def test_record_of_the_page_middleware_alone_is_closed_at_spider_closed(
+    mockserver: Any, run_crawl: Any, tmp_path: Path
+) -> None:
+    """Without the robots.txt middleware the record is still closed when the spider
+    closes, not later: its summary comes before Scrapy's "Spider closed" line and its
+    final totals are in the stats Scrapy dumps then (which extensions export)."""
+    crawler, record = await _page_middleware_alone_crawl(mockserver, run_crawl, tmp_path)
+    messages = crawler.messages(logging.INFO)
+    [summary] = [n for n, m in enumerate(messages) if m.startswith("compliance record ")]
+    [spider_closed] = [n for n, m in enumerate(messages) if m.startswith("Spider closed")]
+    assert summary < spider_closed, messages[summary:]
+    [dump] = [m for m in messages if m.startswith("Dumping Scrapy stats")]
+    written = len(read_records([record]).decisions)
+    assert written == len(PAGES_WITH_DIRECTIVES)
+    assert f"'rep/record/decisions': {written}," in dump, dump
+    assert f"'rep/record/bytes': {crawler.stat('rep/record/bytes')}," in dump, dump
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_report_breaks_page_lines_down(
+    mockserver: Any, run_crawl: Any, tmp_path: Path
+) -> None:
+    """The report's page directives table says, per origin, how many pages had each
+    directive and what enforcing them dropped, by cause: the requests of nofollow pages,
+    the rel=nofollow links of other pages (a page with only those has a line with no
+    directive) and the items; the totals agree with the crawl's stats."""
+    crawler, host, record = await _page_crawl(mockserver, run_crawl, tmp_path, "enforce")
+    page = render_report(read_records([record]), [str(record)])
+    section = page.split("<h2>Page directives</h2>")[1]
+    assert "page_mode: enforce;" in section
+    columns = re.findall(r"<th>(.*?)</th>", section.split("</thead>")[0])
+    assert columns[0] == "origin"
+    row = re.search(rf"<tr><td>{re.escape(mockserver.origin(host))}</td>.*?</tr>", section)
+    assert row is not None
+    cells = [int(n) for n in re.findall(r"<td class='n'>(\d+)</td>", row[0])]
+    counts = dict(zip(columns[1:], cells, strict=True))
+    assert counts == {
+        "pages": len(PAGES_WITH_DIRECTIVES) + 1,  # (and /rel)
+        "noarchive": 1,  # /header-nofollow
+        "nofollow": 2,  # /meta-nofollow, /header-nofollow
+        "noindex": 3,  # /meta-noindex, /redirected, /doc.pdf
+        "none": 1,  # /header-none
+        "unavailable_after": 1,  # /expired
+        "rel=nofollow links only": 1,  # /rel
+        "requests dropped: nofollow page": 3,
+        "requests dropped: rel=nofollow links": 1,
+        "items dropped": 5,
+    }
+    dropped = "rep/page/dropped/"
+    assert counts["requests dropped: nofollow page"] == crawler.stat(dropped + "request_nofollow")
+    assert counts["requests dropped: rel=nofollow links"] == crawler.stat(
+        dropped + "request_rel_nofollow"
+    )
+    assert counts["items dropped"] == crawler.stat(dropped + "item_noindex")
+
+
+@pytest_twisted.ensureDeferred
+async def test_usage_preferences_are_declared_once_per_distinct_statement(
+    mockserver: Any, run_crawl: Any, host: str, tmp_path: Path
+) -> None:
+    """Two origins whose robots.txt state usage preferences, one of them per path,
+    crawled together: each allowed decision points at the preferences its request
+    carried, and each distinct set of preferences is declared once however many
+    requests it applies to."""
+    other = mockserver.unique_host("usage-other")
+    mockserver.configure_many(
+        {
+            host: {
+                "robots": {
+                    "body": "User-agent: *\nContent-Usage: train-ai=n\n"
+                    "Content-Usage: /open/ train-ai=y\n"
+                }
+            },
+            other: {"robots": {"body": "User-agent: *\nContent-Usage: train-ai=n, search=y\n"}},
+        }
+    )
+    urls = [
+        mockserver.url(name, path)
+        for n in range(4)
+        for name in (host, other)
+        for path in (f"/p{n}", f"/open/{n}")
+    ]
+    record = tmp_path / "usage.jsonl.gz"
+    settings = {**REP, "REP_RECORD": str(record), "REP_PURPOSES": ["search"]}
+    crawler = await run_crawl(urls, settings=settings)
+    assert len(crawler.spider.responses) == len(urls)
+    decisions = _by_url([record], ALLOWED)
+    for response in crawler.spider.responses:
+        [decision] = decisions[response.url]
+        carried = response.meta["rep_usage"]
+        declared = decision.doc["usage"]
+        assert declared["purposes"] == carried["purposes"] == ["search"]
+        assert declared["usage"] == {key: carried[key] for key in ("preferences", "use", "sources")}
+    refusals = {
+        response.url: response.meta["rep_usage"]["preferences"]["train-ai"]
+        for response in crawler.spider.responses
+    }
+    assert refusals[mockserver.url(host, "/open/0")] == "y"
+    assert refusals[mockserver.url(host, "/p0")] == "n"
+    # three distinct statements (two of the first origin's paths, one of the other's)
+    lines = gzip.decompress(record.read_bytes()).decode().splitlines()
+    assert len([line for line in lines if line.startswith('{"p":')]) == 3
+    assert _verify([record])[0] == 0
