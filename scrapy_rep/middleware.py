@@ -380,4 +380,4 @@ class RobotsTxtMiddleware:
             audit = (get("robotstxt/audit/would_forbid", 0), get("robotstxt/audit/would_delay", 0))
         log_summary(list(origins.runtimes()), origins.evicted, self.stats, audit=audit)
         self.storage.close()
-        self.recorder.close()
+        # (the record closes itself at spider_closed, after this: crawl/record.py)
