@@ -282,16 +282,24 @@ def _rules(lines: Iterable[Line], name: str) -> _Rules:
     return tuple(rules)
 
 
+#: Distinct Usage objects one parsed file keeps for reuse.
+MAX_USAGE_MEMO = 256
+
+
 class UsageIndex:
     """The usage preference lines of a parsed robots.txt, compiled per token on use."""
 
-    __slots__ = ("_compiled", "_lines")
+    __slots__ = ("_compiled", "_lines", "_made")
 
     def __init__(self, lines: Mapping[str, Sequence[Sequence[Line]]]) -> None:
         self._lines = lines
         # token -> (Content-Usage rules, Content-Signal rules); replaced whole, so
         # threads sharing the index never see half of it
         self._compiled: dict[str, tuple[_Rules, _Rules]] = {}
+        # The statements that applied (by identity: they live in _compiled) -> their Usage.
+        # Most requests to an origin pick the same ones; bounded, because a file of many
+        # equally long wildcard patterns can give a hostile URL set ever new combinations.
+        self._made: dict[tuple[int, ...], Usage] = {}
 
     def _for(self, token: str | None) -> tuple[_Rules, _Rules]:
         key = token or ""
@@ -307,4 +315,11 @@ class UsageIndex:
 
     def usage(self, token: str | None, path: bytes) -> Usage:
         usage_rules, signal_rules = self._for(token)
-        return Usage.of([*_best(usage_rules, path), *_best(signal_rules, path)])
+        statements = [*_best(usage_rules, path), *_best(signal_rules, path)]
+        key = tuple(map(id, statements))
+        usage = self._made.get(key)
+        if usage is None:
+            usage = Usage.of(statements)
+            if len(self._made) < MAX_USAGE_MEMO:
+                self._made[key] = usage
+        return usage

@@ -6,6 +6,7 @@ import pytest
 
 from scrapy_rep.robotstxt import RobotsTxt
 from scrapy_rep.robotstxt._usage import (
+    MAX_USAGE_MEMO,
     UNKNOWN,
     N,
     Usage,
@@ -297,3 +298,28 @@ def test_a_content_signal_without_a_path_is_shorter_than_slash() -> None:
         b"Content-Signal: search=no\nUser-agent: *\nContent-Signal: search=yes\n"
     )
     assert robots.usage("/x", "bot").value("search") == N
+
+
+def test_usage_is_made_once_per_combination_of_statements_and_the_memo_is_bounded() -> None:
+    """Requests that pick the same statements share one Usage (a crawl asks for each
+    allowed request); a file whose many equally long wildcard patterns give ever new
+    combinations keeps at most MAX_USAGE_MEMO of them, and each answer stays right."""
+    robots = RobotsTxt.parse(
+        b"User-agent: *\nContent-Usage: / train-ai=n\nContent-Usage: /docs/ train-ai=y\n"
+    )
+    first = robots.usage("/docs/a.html", "bot")
+    assert robots.usage("/docs/b.html", "bot") is first
+    assert robots.usage("/other", "bot") is not first
+    assert robots.usage("/other", "bot").value("train-ai") == N
+
+    # 12 patterns of one length: a path names any subset of them (2**12 combinations).
+    letters = "abcdefghijkl"
+    lines = "".join(f"Content-Usage: /*{c} train-ai=y\n" for c in letters)
+    many = RobotsTxt.parse(f"User-agent: *\n{lines}Content-Usage: / train-ai=n\n".encode())
+    for number in range(1, 2**12, 3):
+        path = "/" + "".join(c for bit, c in enumerate(letters) if number >> bit & 1)
+        usage = many.usage(path, "bot")
+        assert usage.value("train-ai") == Y
+        assert len(usage.preferences["train-ai"].sources) == bin(number).count("1")
+    index = many._usage  # (the memo's size is the claim)
+    assert index is not None and len(index._made) == MAX_USAGE_MEMO
