@@ -344,8 +344,7 @@ class StoreWaiting(DurableWaiting):
         schedules it in the same reactor turn: the next flush removes the entry of one not
         recorded again, or the next run would crawl it again. Not handed out: a copy of a
         request held here (the entry stays, as that copy's), or a dont_filter request this
-        run already crawled (``passed``, or held and let go): the dupefilter
-        cannot tell."""
+        run already crawled (``passed``, or held and let go): the dupefilter cannot tell."""
         adopted, self._adopted = self._adopted, []
         handed: list[tuple[str, Request]] = []
         for origin, request in adopted:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import pytest_twisted
+import redis
 import scrapy
 from scrapy.settings import Settings
 
@@ -26,9 +27,13 @@ from tests.crawl.test_waiting_carry_over import (
     scrapy_crawl,
     two_origin_site,
 )
+from tests.support import redis_server as redis_helper
 from tests.support.crawl import REP, pages_of
+from tests.support.redis_server import RedisServer
 from tests.support.resolver import RESOLVER_SETTING
 from tests.support.scrapy_compat import RESOLVER_SETTING_NAME
+
+private_redis_server = redis_helper.private_redis_server
 
 # -- typos in setting names ------------------------------------------------------------
 
@@ -89,16 +94,14 @@ async def test_the_addon_with_robotstxt_obey_false_says_it_is_off(
 # -- a store that cannot be reached at start -------------------------------------------
 
 
-@pytest.mark.slow
-def test_an_unreachable_redis_at_start_stops_the_crawl(
-    mockserver: Any, tmp_path: Path, subprocess_env: dict[str, str], refused_port: int
-) -> None:
-    """REP_STORAGE names a Redis nothing listens on: a few seconds of retries, then one
-    ERROR line naming REP_STORAGE and the reason, no request sent, exit status 1."""
+def crawl_with_store(
+    mockserver: Any, tmp_path: Path, subprocess_env: dict[str, str], url: str
+) -> tuple[subprocess.CompletedProcess[str], str, str]:
+    """A ``scrapy crawl`` whose REP_STORAGE is ``url``, to its end: the finished process,
+    the first ``the crawl cannot start`` ERROR line and the host the spider would crawl."""
     site = mockserver.unique_host("noredis")
     mockserver.configure(site, {"robots": {"body": ALLOW_ALL}})
     project = make_project(tmp_path / "project")
-    url = f"redis://127.0.0.1:{refused_port}/0"
     command = [
         sys.executable, "-m", "scrapy", "crawl", "site",
         "-s", f"{RESOLVER_SETTING_NAME}={RESOLVER_SETTING}",
@@ -119,10 +122,46 @@ def test_an_unreachable_redis_at_start_stops_the_crawl(
         assert done.returncode != 0
     errors = [line for line in done.stderr.splitlines() if " ERROR: " in line]
     assert errors, done.stderr[-3000:]
-    first = errors[0]
+    assert sum("the crawl cannot start" in line for line in done.stderr.splitlines()) == 1
+    return done, errors[0], site
+
+
+@pytest.mark.slow
+def test_an_unreachable_redis_at_start_stops_the_crawl(
+    mockserver: Any, tmp_path: Path, subprocess_env: dict[str, str], refused_port: int
+) -> None:
+    """REP_STORAGE names a Redis nothing listens on: a few seconds of retries, then one
+    ERROR line naming REP_STORAGE and the reason, no request sent, exit status 1."""
+    url = f"redis://127.0.0.1:{refused_port}/0"
+    _, first, site = crawl_with_store(mockserver, tmp_path, subprocess_env, url)
     assert "[scrapy_rep.middleware] ERROR: the crawl cannot start: REP_STORAGE = " in first
     assert f"'{url}': the store does not answer (" in first
-    assert sum("the crawl cannot start" in line for line in done.stderr.splitlines()) == 1
+    assert mockserver.paths(site) == []
+
+
+@pytest.mark.slow
+def test_a_wrong_redis_password_at_start_stops_the_crawl_at_once(
+    mockserver: Any,
+    tmp_path: Path,
+    subprocess_env: dict[str, str],
+    private_redis_server: RedisServer,
+) -> None:
+    """A real redis-server that asks for a password, a URL with the wrong one: the crawl
+    stops without retries (the server saw one connection), one ERROR line that names
+    REP_STORAGE with the password masked, and no request sent."""
+    admin = redis.Redis.from_url(private_redis_server.url)
+    try:
+        before = int(admin.info("stats")["total_connections_received"])
+        url = f"redis://:wrong-pw@127.0.0.1:{private_redis_server.port}/0"
+        done, first, site = crawl_with_store(mockserver, tmp_path, subprocess_env, url)
+        after = int(admin.info("stats")["total_connections_received"])
+    finally:
+        admin.close()
+    assert after - before == 1  # one try, not 3 s of them
+    masked = f"redis://:***@127.0.0.1:{private_redis_server.port}/0"
+    assert f"the crawl cannot start: REP_STORAGE = '{masked}': the store does not" in first
+    assert "an authentication error, not retried" in first
+    assert "wrong-pw" not in done.stderr
     assert mockserver.paths(site) == []
 
 
