@@ -444,6 +444,7 @@ class _Writer:
         with contextlib.suppress(OSError):
             if self.failure is None:
                 self._gzip.close()  # the member's trailer: the file ends cleanly
+                self.bytes_written = self._raw.tell() - self._start
             self._raw.close()
 
     def _write_lines(self, lines: list[str]) -> None:

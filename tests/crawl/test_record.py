@@ -103,6 +103,20 @@ async def test_every_request_has_its_record(
     assert header["h"] == 1 and header["spider"] == "list" and header["pid"] == os.getpid()
 
 
+@pytest_twisted.ensureDeferred
+async def test_record_bytes_stat_is_the_file_size(
+    mockserver: Any, run_crawl: Any, host: str, tmp_path: Path
+) -> None:
+    # rep/record/bytes counts the gzip trailer written at close too: the whole file
+    mockserver.configure(host, {"robots": {"body": "User-agent: *\nDisallow: /x\n"}})
+    template = str(tmp_path / "rec.jsonl.gz")
+    crawler = await run_crawl(
+        [mockserver.url(host, "/"), mockserver.url(host, "/x")],
+        settings={**REP, "REP_RECORD": template},
+    )
+    assert crawler.stat("rep/record/bytes") == (tmp_path / "rec.jsonl.gz").stat().st_size
+
+
 class _ChangingRobotsSpider(ListSpider):
     """Requests /a and /b; then moves the crawl's clock past the copy's expiry and
     requests /poll until the second robots.txt has been fetched and stored, then /b2
