@@ -26,7 +26,7 @@ from scrapy_rep.storage.base import (
     RobotsStorage,
     absurd_after,
     holder_is_dead,
-    newer_than_stored,
+    newer_records,
     pack_record,
     record_limit,
     unpack_record,
@@ -685,14 +685,12 @@ class RedisStorage(RobotsStorage):
 
     def _write_newer(self, mine: dict[str, OriginRecord]) -> int:
         theirs = self._client.mget([self.origin_key(o) for o in mine]) if mine else []
+        newer = newer_records(mine, theirs, self._record_limit)
         pipe = self._client.pipeline(transaction=False)
-        written = 0
-        for (origin, record), raw in zip(mine.items(), theirs, strict=True):
-            if newer_than_stored(record, raw, self._record_limit):
-                pipe.set(self.origin_key(origin), pack_record(record), px=self._record_ttl_ms)
-                written += 1
+        for origin, record in newer.items():
+            pipe.set(self.origin_key(origin), pack_record(record), px=self._record_ttl_ms)
         pipe.execute()
-        return written
+        return len(newer)
 
     def _log_once(self, exc: BaseException) -> None:
         message = self._scrub(exc)

@@ -29,7 +29,7 @@ from scrapy_rep.storage.base import (
     LocalFallback,
     RobotsStorage,
     WouldBlock,
-    newer_than_stored,
+    newer_records,
     pack_record,
     unpack_record,
     warn_unreadable,
@@ -480,13 +480,12 @@ class SqliteStorage(RobotsStorage):
         how many were written, None when it failed (they stay unsynced)."""
 
         def write_newer(mine: dict[str, OriginRecord]) -> int:
-            written = 0
             with write_transaction(conn):
-                for origin, record in mine.items():
-                    if newer_than_stored(record, read_record(conn, origin), self._record_limit):
-                        write_record(conn, origin, pack_record(record))
-                        written += 1
-            return written
+                theirs = [read_record(conn, origin) for origin in mine]
+                newer = newer_records(mine, theirs, self._record_limit)
+                for origin, record in newer.items():
+                    write_record(conn, origin, pack_record(record))
+            return len(newer)
 
         try:
             return self._fallback.write_back(write_newer)
