@@ -1,21 +1,11 @@
 """Where robots.txt state lives between fetches: the ``RobotsStorage`` base class.
 
-``REP_STORAGE`` picks the backend (storage/factory.py). A backend never raises out of its
-methods: a failure is logged and treated as a miss, so robots.txt is fetched again (RFC
-9309 allows refetching; losing a request is not allowed). Every backend is safe to call
-from any thread: the crawl runs store calls in a worker thread.
-
-Fetch leases (docs/cluster.md) are short and renewed while the fetch runs, so a dead
-holder blocks an origin for at most one lease length. A lease is *broken*, and taken over
-at once, when it claims to last longer than any renewal could make it (a clock jump, a
-Redis key without TTL), or when its holder is a process of this machine that no longer
-runs.
-
-The shared stores keep a record as zlib-compressed ``encode_record`` JSON (robots.txt
-compresses 3-5x; uncompressed, a ~2 KB body makes a ~2.9 KB row and SQLite fits one row
-per 4 KiB page). A stored value that does not decompress, would decompress past the
-store's limit, or does not decode is a miss; the limit holds while zlib streams
-(``max_length``), so a zip bomb costs at most the limit in time and memory.
+A backend never raises out of its methods: a failure is logged and treated as a miss, so
+robots.txt is fetched again (RFC 9309 allows refetching; losing a request is not allowed).
+Every backend is safe to call from any thread. Fetch leases, broken leases and the bound on
+a stored record: docs/storage.md. The shared stores keep a record as zlib-compressed
+``encode_record`` JSON (robots.txt compresses 3-5x; uncompressed, a ~2 KB body makes a
+~2.9 KB row and SQLite fits one row per 4 KiB page).
 """
 
 from __future__ import annotations
