@@ -170,8 +170,7 @@ class RobotsStorage(abc.ABC):
         raise WouldBlock
 
     def housekeeping_due(self) -> bool:
-        """True when ``housekeeping`` (maintenance that may wait) should run, in the
-        store's worker thread."""
+        """True when ``housekeeping`` (maintenance that may wait) should run in the worker."""
         return False
 
     def housekeeping(self) -> None:
@@ -179,8 +178,7 @@ class RobotsStorage(abc.ABC):
 
     @property
     def degraded(self) -> bool:
-        """True while the store cannot be reached and a process-local fallback answers
-        for it (Redis in an outage)."""
+        """True while a process-local fallback answers for an unreachable store (Redis)."""
         return False
 
     def forget(self, origin: str) -> None:

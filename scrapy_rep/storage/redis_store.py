@@ -122,10 +122,8 @@ def scrub(text: str, secrets: list[str]) -> str:
 
 
 def check_url(url: str) -> str | None:
-    """Why redis-py would not connect with what the URL says (None when it would).
-
-    The answer never quotes the URL or the parser's message (which may hold a piece
-    of the password)."""
+    """Why redis-py would not connect with what the URL says (None when it would), never
+    quoting the URL or the parser's message (which may hold a piece of the password)."""
     from redis.connection import parse_url  # the parser the client itself uses
 
     parts = _split(url)
@@ -341,8 +339,7 @@ class RedisStorage(RobotsStorage):
         return cls(client, url=url, record_ttl=record_ttl, **kwargs)
 
     def _stored_or(self, raw: object, local: OriginRecord | None) -> OriginRecord | None:
-        """The stored value ``raw`` as a record, else the fallback's ``local`` copy (an
-        unreadable value is a miss, and logged)."""
+        """``raw`` as a record, else the fallback's ``local`` copy (unreadable: logged)."""
         record = unpack_record(raw, self._record_limit)
         if record is None and raw is not None:
             warn_unreadable(f"redis {self._masked_url}")
@@ -553,10 +550,9 @@ class RedisStorage(RobotsStorage):
             logger.debug("closing redis failed: %s", self._scrub(exc))
 
     def wait_until_reachable(self, within: float) -> None:
-        """Return once Redis answers a PING, for the start-up check, where an unreachable
-        store is most likely a mistake in ``REP_STORAGE``: after ``within`` seconds of
-        trying (a Redis that is restarting gets them), or at once on an authentication
-        error (no wait mends a password), close the store and raise ``SettingError``."""
+        """Return once Redis answers a PING (the start-up check); else close the store and
+        raise ``SettingError``, after ``within`` seconds or at once on an authentication
+        error (no wait mends a password)."""
         from redis.exceptions import AuthenticationError
 
         deadline = time.monotonic() + within
