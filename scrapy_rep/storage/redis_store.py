@@ -2,10 +2,8 @@
 
 Records, fetch leases and cluster primitives (docs/cluster.md) share one redis-py client
 (its connection pool is thread-safe). Leases and cluster steps are Lua scripts (atomic),
-timed on the server's clock. Outages, write-back and secrets: docs/storage.md, "Redis".
-No log line or ``describe()`` shows a password: everything between ``://`` and the
-*last* ``@`` is credentials whatever it holds, and ``check_url`` refuses a URL redis-py
-would read other credentials from.
+timed on the server's clock. Outages, write-back and secrets (no log line or
+``describe()`` shows a password): docs/storage.md, "Redis".
 """
 
 from __future__ import annotations
