@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from scrapy_rep.policy.config import RFC_MIN_PARSE_SIZE
 from scrapy_rep.policy.records import OriginRecord, decode_record, encode_record
-from scrapy_rep.storage.cluster import ClusterError
+from scrapy_rep.storage.cluster import ClusterBackend
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Mapping
 
     from scrapy_rep.policy.config import Config
-    from scrapy_rep.storage.cluster import Parked, SpiderCluster
+    from scrapy_rep.storage.cluster import SpiderCluster
 
 logger = logging.getLogger(__name__)
 
@@ -94,14 +94,11 @@ def warn_unreadable(store: str) -> None:
         )
 
 
-_NO_CLUSTER = "this robots.txt store keeps no cluster state"
-
-
 class WouldBlock(Exception):
     """A store cannot answer ``without_waiting``: call again in its worker thread."""
 
 
-class RobotsStorage(abc.ABC):
+class RobotsStorage(ClusterBackend):
     """Per-origin records plus a single-flight fetch lease: the base class of every store.
 
     A backend implements the abstract methods. The others are working defaults that a
@@ -191,28 +188,6 @@ class RobotsStorage(abc.ABC):
         """``spider``'s cluster primitives (storage/cluster.py), or None when the store is
         not shared across processes. Raises ``ClusterError`` when they cannot be opened."""
         return None
-
-    # -- the cluster primitives, ``SpiderCluster``'s methods with the spider's name first:
-    # a store that is not shared across processes keeps no cluster state.
-
-    def park(
-        self, spider: str, owner: str, ttl: float, add: Sequence[Parked], remove: Sequence[str]
-    ) -> None:
-        raise ClusterError(_NO_CLUSTER)
-
-    def adopt(self, spider: str, owner: str, ttl: float, limit: int) -> list[Parked]:
-        raise ClusterError(_NO_CLUSTER)
-
-    def retire(self, spider: str, owner: str, *, keep: bool) -> None:
-        raise ClusterError(_NO_CLUSTER)
-
-    def parked(self, spider: str, owner: str | None = None) -> list[Parked]:
-        raise ClusterError(_NO_CLUSTER)
-
-    def reserve_turn(
-        self, spider: str, origin: str, spacing: float, horizon: float, not_before: float = 0.0
-    ) -> tuple[bool, float]:
-        raise ClusterError(_NO_CLUSTER)
 
 
 # -- lease rules shared by every backend ----------------------------------------------

@@ -7,12 +7,11 @@ run them off the reactor thread) and raises ``ClusterError``, never a driver exc
 
 from __future__ import annotations
 
+import abc
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-
-    from scrapy_rep.storage.base import RobotsStorage
 
 #: (key, origin, blob) of one parked request.
 Parked = tuple[str, str, bytes]
@@ -22,11 +21,42 @@ class ClusterError(Exception):
     """The shared store could not do a cluster operation (outage, damaged entry)."""
 
 
+_NO_CLUSTER = "this robots.txt store keeps no cluster state"
+
+
+class ClusterBackend(abc.ABC):
+    """A store's cluster primitives, for every spider: ``SpiderCluster``'s methods with the
+    spider's name first. ``RobotsStorage`` derives from it; the defaults raise, as a store
+    that is not shared across processes keeps no cluster state."""
+
+    def park(
+        self, spider: str, owner: str, ttl: float, add: Sequence[Parked], remove: Sequence[str]
+    ) -> None:
+        raise ClusterError(_NO_CLUSTER)
+
+    def adopt(self, spider: str, owner: str, ttl: float, limit: int) -> list[Parked]:
+        raise ClusterError(_NO_CLUSTER)
+
+    def retire(self, spider: str, owner: str, *, keep: bool) -> None:
+        raise ClusterError(_NO_CLUSTER)
+
+    def parked(self, spider: str, owner: str | None = None) -> list[Parked]:
+        raise ClusterError(_NO_CLUSTER)
+
+    def reserve_turn(
+        self, spider: str, origin: str, spacing: float, horizon: float, not_before: float = 0.0
+    ) -> tuple[bool, float]:
+        raise ClusterError(_NO_CLUSTER)
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+
 class SpiderCluster:
     """One spider's cluster primitives on a shared store. ``close`` closes the store only
     when this view owns it (a tool's or a test's); in a crawl the middleware closes it."""
 
-    def __init__(self, store: RobotsStorage, spider: str, *, owns_store: bool = False) -> None:
+    def __init__(self, store: ClusterBackend, spider: str, *, owns_store: bool = False) -> None:
         self.store = store
         self.spider = spider
         self.owns_store = owns_store
