@@ -451,6 +451,45 @@ class StorageProtocol(Protocol):
     def describe(self) -> str: ...
 
 
+@runtime_checkable
+class BuiltFromConfig(Protocol):
+    """A ``REP_STORAGE`` class of the older shape that builds itself from the settings."""
+
+    def from_config(self, config: Config, settings: Mapping[str, Any] | None) -> Any: ...
+
+
+@runtime_checkable
+class _Renews(Protocol):
+    def renew_lease(self, origin: str, holder: str, ttl: float) -> bool: ...
+
+
+@runtime_checkable
+class _TellsHolder(Protocol):
+    def lease_holder(self, origin: str) -> str | None: ...
+
+
+@runtime_checkable
+class _AcquiresAndGets(Protocol):
+    def acquire_lease_and_get(
+        self, origin: str, holder: str, ttl: float
+    ) -> tuple[bool, OriginRecord | None]: ...
+
+
+@runtime_checkable
+class _PutsAndReleases(Protocol):
+    def put_and_release_lease(self, origin: str, record: OriginRecord, holder: str) -> None: ...
+
+
+@runtime_checkable
+class _Degrades(Protocol):
+    degraded: bool
+
+
+@runtime_checkable
+class _Forgets(Protocol):
+    def forget(self, origin: str) -> None: ...
+
+
 class ForeignStorage(RobotsStorage):
     """A store of the older shape (``StorageProtocol``) as a ``RobotsStorage``: its
     optional methods, where it has them, are used as before; the base class's defaults
@@ -459,11 +498,12 @@ class ForeignStorage(RobotsStorage):
     def __init__(self, inner: StorageProtocol) -> None:
         self.inner = inner
         self.shared = bool(inner.shared)
-        self._renew = getattr(inner, "renew_lease", None)
-        self._lease_holder = getattr(inner, "lease_holder", None)
-        self._acquire_lease_and_get = getattr(inner, "acquire_lease_and_get", None)
-        self._put_and_release_lease = getattr(inner, "put_and_release_lease", None)
-        self._forget = getattr(inner, "forget", None)
+        self._renews = inner if isinstance(inner, _Renews) else None
+        self._tells_holder = inner if isinstance(inner, _TellsHolder) else None
+        self._acquires_and_gets = inner if isinstance(inner, _AcquiresAndGets) else None
+        self._puts_and_releases = inner if isinstance(inner, _PutsAndReleases) else None
+        self._degrades = inner if isinstance(inner, _Degrades) else None
+        self._forgets = inner if isinstance(inner, _Forgets) else None
 
     def get(self, origin: str) -> OriginRecord | None:
         return self.inner.get(origin)
@@ -484,33 +524,33 @@ class ForeignStorage(RobotsStorage):
         return self.inner.describe()
 
     def renew_lease(self, origin: str, holder: str, ttl: float) -> bool:
-        if self._renew is None:
+        if self._renews is None:
             return super().renew_lease(origin, holder, ttl)
-        return bool(self._renew(origin, holder, ttl))
+        return bool(self._renews.renew_lease(origin, holder, ttl))
 
     def lease_holder(self, origin: str) -> str | None:
-        return None if self._lease_holder is None else self._lease_holder(origin)
+        return None if self._tells_holder is None else self._tells_holder.lease_holder(origin)
 
     def acquire_lease_and_get(
         self, origin: str, holder: str, ttl: float
     ) -> tuple[bool, OriginRecord | None]:
-        if self._acquire_lease_and_get is None:
+        if self._acquires_and_gets is None:
             return super().acquire_lease_and_get(origin, holder, ttl)
-        held, record = self._acquire_lease_and_get(origin, holder, ttl)
+        held, record = self._acquires_and_gets.acquire_lease_and_get(origin, holder, ttl)
         return bool(held), record
 
     def put_and_release_lease(self, origin: str, record: OriginRecord, holder: str) -> None:
-        if self._put_and_release_lease is None:
+        if self._puts_and_releases is None:
             super().put_and_release_lease(origin, record, holder)
         else:
-            self._put_and_release_lease(origin, record, holder)
+            self._puts_and_releases.put_and_release_lease(origin, record, holder)
 
     @property
     def degraded(self) -> bool:
-        return bool(getattr(self.inner, "degraded", False))
+        return self._degrades is not None and bool(self._degrades.degraded)
 
     def forget(self, origin: str) -> None:
-        if self._forget is None:
+        if self._forgets is None:
             super().forget(origin)
         else:
-            self._forget(origin)
+            self._forgets.forget(origin)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy_rep.policy.config import Config, SettingError
 from scrapy_rep.storage.base import (
+    BuiltFromConfig,
     ForeignStorage,
     MemoryStorage,
     RobotsStorage,
@@ -66,7 +67,7 @@ def _custom_storage(path: str, config: Config, settings: Mapping[str, Any] | Non
     except (ImportError, NameError, ValueError, AttributeError) as exc:
         raise SettingError(f"REP_STORAGE: cannot import {path!r}: {exc}") from None
     # A RobotsStorage subclass has from_config (the base class's default at least).
-    store = cls.from_config(config, settings) if hasattr(cls, "from_config") else cls()
+    store = cls.from_config(config, settings) if isinstance(cls, BuiltFromConfig) else cls()
     if isinstance(store, RobotsStorage):
         return store
     if not isinstance(store, StorageProtocol):
