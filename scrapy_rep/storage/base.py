@@ -1,21 +1,11 @@
 """Where robots.txt state lives between fetches: the ``RobotsStorage`` base class.
 
-``REP_STORAGE`` picks the backend (storage/factory.py). A backend never raises out of its
-methods: a failure is logged and treated as a miss, so robots.txt is fetched again (RFC
-9309 allows refetching; losing a request is not allowed). Every backend is safe to call
-from any thread: the crawl runs store calls in a worker thread.
-
-Fetch leases (docs/cluster.md) are short and renewed while the fetch runs, so a dead
-holder blocks an origin for at most one lease length. A lease is *broken*, and taken over
-at once, when it claims to last longer than any renewal could make it (a clock jump, a
-Redis key without TTL), or when its holder is a process of this machine that no longer
-runs.
-
-The shared stores keep a record as zlib-compressed ``encode_record`` JSON (robots.txt
-compresses 3-5x; uncompressed, a ~2 KB body makes a ~2.9 KB row and SQLite fits one row
-per 4 KiB page). A stored value that does not decompress, would decompress past the
-store's limit, or does not decode is a miss; the limit holds while zlib streams
-(``max_length``), so a zip bomb costs at most the limit in time and memory.
+A backend never raises out of its methods: a failure is logged and treated as a miss, so
+robots.txt is fetched again (RFC 9309 allows refetching; losing a request is not allowed).
+Every backend is safe to call from any thread. Fetch leases, broken leases and the bound on
+a stored record: docs/storage.md. The shared stores keep a record as zlib-compressed
+``encode_record`` JSON (robots.txt compresses 3-5x; uncompressed, a ~2 KB body makes a
+~2.9 KB row and SQLite fits one row per 4 KiB page).
 """
 
 from __future__ import annotations
@@ -38,7 +28,7 @@ from scrapy_rep.policy.records import OriginRecord, decode_record, encode_record
 from scrapy_rep.storage.cluster import ClusterBackend
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
 
     from scrapy_rep.policy.config import Config
     from scrapy_rep.storage.cluster import SpiderCluster
@@ -93,8 +83,7 @@ def unpack_record(raw: object, limit: int = MAX_DECODED) -> OriginRecord | None:
 
 
 def warn_unreadable(store: str) -> None:
-    """Log the first unreadable entry (corrupt, or written by another version) of
-    ``store``, so that an operator learns the store holds junk; later ones are not."""
+    """Log ``store``'s first unreadable entry, so that an operator learns it holds junk."""
     if store not in _warned_unreadable:
         _warned_unreadable.add(store)
         logger.warning(
@@ -178,8 +167,7 @@ class RobotsStorage(ClusterBackend):
         raise WouldBlock
 
     def housekeeping_due(self) -> bool:
-        """True when ``housekeeping`` (maintenance that may wait) should run, in the
-        store's worker thread."""
+        """True when ``housekeeping`` (maintenance that may wait) should run in the worker."""
         return False
 
     def housekeeping(self) -> None:
@@ -187,8 +175,7 @@ class RobotsStorage(ClusterBackend):
 
     @property
     def degraded(self) -> bool:
-        """True while the store cannot be reached and a process-local fallback answers
-        for it (Redis in an outage)."""
+        """True while a process-local fallback answers for an unreachable store (Redis)."""
         return False
 
     def forget(self, origin: str) -> None:
@@ -214,20 +201,30 @@ def absurd_after(ttl: float) -> float:
     return max(2 * ttl, 60.0) + 5.0
 
 
-def lease_is_absurd(remaining: float, ttl: float) -> bool:
-    """True when a lease claims an expiry no renewal could have set (broken)."""
-    return remaining > absurd_after(ttl)
+def lease_blocks(current: tuple[str, float] | None, holder: str, now: float, ttl: float) -> bool:
+    """True when ``current`` (holder, expiry) is another holder's live lease, not broken by
+    an expiry no renewal could have set nor by a dead holder."""
+    if current is None or current[0] == holder or current[1] <= now:
+        return False
+    return not (current[1] - now > absurd_after(ttl) or holder_is_dead(current[0]))
 
 
-def newer_than_stored(mine: OriginRecord, raw: object, limit: int) -> bool:
-    """True when the store's value ``raw`` is unreadable, or comes from an earlier fetch
-    than ``mine`` (a store writing back what it decided during an outage keeps the newer
-    of the two)."""
-    theirs = unpack_record(raw, limit)
-    return theirs is None or (mine.fetched_at or -1.0, mine.next_retry_at or -1.0) > (
-        theirs.fetched_at or -1.0,
-        theirs.next_retry_at or -1.0,
-    )
+def newer_records(
+    mine: Mapping[str, OriginRecord], theirs: Iterable[object], limit: int
+) -> dict[str, OriginRecord]:
+    """The records of ``mine`` whose stored value (``theirs``, in the same order) is
+    unreadable or comes from an earlier fetch: a store writing back what it decided during
+    an outage keeps the newer of the two."""
+    newer = {}
+    for (origin, record), raw in zip(mine.items(), theirs, strict=True):
+        stored = unpack_record(raw, limit)
+        if stored is None or _fetch_order(record) > _fetch_order(stored):
+            newer[origin] = record
+    return newer
+
+
+def _fetch_order(record: OriginRecord) -> tuple[float, float]:
+    return record.fetched_at or -1.0, record.next_retry_at or -1.0
 
 
 def _this_host() -> str:
@@ -294,7 +291,6 @@ def describe_holder(holder: str) -> str:
 class MemoryStorage(RobotsStorage):
     """Process-local and bounded: least-recently-used origins are evicted first."""
 
-    shared = False
     answers_without_waiting = True  # a dict under a lock held only for a dict operation
 
     def __init__(self, max_origins: int = 100_000) -> None:
@@ -324,11 +320,8 @@ class MemoryStorage(RobotsStorage):
         # Monotonic: within one process no clock jump can make a lease absurd.
         now = time.monotonic()
         with self._lock:
-            current = self._leases.get(origin)
-            if current is not None and current[0] != holder and current[1] > now:
-                broken = lease_is_absurd(current[1] - now, ttl) or holder_is_dead(current[0])
-                if not broken:
-                    return False
+            if lease_blocks(self._leases.get(origin), holder, now, ttl):
+                return False
             self._leases[origin] = (holder, now + ttl)
             return True
 
@@ -401,11 +394,9 @@ class LocalFallback(MemoryStorage):
     def write_back(
         self, write_newer: Callable[[dict[str, OriginRecord]], int], batch: int = sys.maxsize
     ) -> int:
-        """Hand the unsynced records, ``batch`` at a time, to ``write_newer``, which
-        writes each unless the store holds a later fetch's (``newer_than_stored``) and
-        says how many it wrote. What it raises leaves the rest unsynced. Once written,
-        the store answers for a record again and the copy here goes, unless a later
-        ``keep`` replaced it meanwhile (that one is written next time)."""
+        """Hand the unsynced records, ``batch`` at a time, to ``write_newer``, which writes
+        the ``newer_records`` and says how many. What it raises leaves the rest unsynced.
+        A written record's copy here goes, unless a later ``keep`` replaced it meanwhile."""
         with self._lock:
             if self._writing_back:  # another thread is at it
                 return 0

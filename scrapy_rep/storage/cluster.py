@@ -1,10 +1,6 @@
 """Cluster coordination on the shared stores: parked requests, heartbeats, Crawl-delay turns.
 
-Processes sharing a store (Redis across machines, one SQLite file on one machine) keep,
-per spider: the requests each holds back (parked under its owner id, keyed so duplicates
-collapse), a heartbeat per owner (another process adopts a dead owner's parked requests
-in one atomic step), and a per-origin Crawl-delay turn reserved atomically
-(docs/cluster.md). The primitives are methods of the store, on its own connection;
+The primitives (docs/cluster.md) are methods of the store, on its own connection;
 ``RobotsStorage.cluster(spider)`` binds them to a spider. Every method blocks (callers
 run them off the reactor thread) and raises ``ClusterError``, never a driver exception.
 """

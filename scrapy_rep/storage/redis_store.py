@@ -2,10 +2,8 @@
 
 Records, fetch leases and cluster primitives (docs/cluster.md) share one redis-py client
 (its connection pool is thread-safe). Leases and cluster steps are Lua scripts (atomic),
-timed on the server's clock. Outages, write-back and secrets: docs/storage.md, "Redis".
-No log line or ``describe()`` shows a password: everything between ``://`` and the
-*last* ``@`` is credentials whatever it holds, and ``check_url`` refuses a URL redis-py
-would read other credentials from.
+timed on the server's clock. Outages, write-back and secrets (no log line or
+``describe()`` shows a password): docs/storage.md, "Redis".
 """
 
 from __future__ import annotations
@@ -26,7 +24,7 @@ from scrapy_rep.storage.base import (
     RobotsStorage,
     absurd_after,
     holder_is_dead,
-    newer_than_stored,
+    newer_records,
     pack_record,
     record_limit,
     unpack_record,
@@ -122,10 +120,8 @@ def scrub(text: str, secrets: list[str]) -> str:
 
 
 def check_url(url: str) -> str | None:
-    """Why redis-py would not connect with what the URL says (None when it would).
-
-    The answer never quotes the URL or the parser's message (which may hold a piece
-    of the password)."""
+    """Why redis-py would not connect with what the URL says (None when it would), never
+    quoting the URL or the parser's message (which may hold a piece of the password)."""
     from redis.connection import parse_url  # the parser the client itself uses
 
     parts = _split(url)
@@ -341,8 +337,7 @@ class RedisStorage(RobotsStorage):
         return cls(client, url=url, record_ttl=record_ttl, **kwargs)
 
     def _stored_or(self, raw: object, local: OriginRecord | None) -> OriginRecord | None:
-        """The stored value ``raw`` as a record, else the fallback's ``local`` copy (an
-        unreadable value is a miss, and logged)."""
+        """``raw`` as a record, else the fallback's ``local`` copy (unreadable: logged)."""
         record = unpack_record(raw, self._record_limit)
         if record is None and raw is not None:
             warn_unreadable(f"redis {self._masked_url}")
@@ -553,10 +548,9 @@ class RedisStorage(RobotsStorage):
             logger.debug("closing redis failed: %s", self._scrub(exc))
 
     def wait_until_reachable(self, within: float) -> None:
-        """Return once Redis answers a PING, for the start-up check, where an unreachable
-        store is most likely a mistake in ``REP_STORAGE``: after ``within`` seconds of
-        trying (a Redis that is restarting gets them), or at once on an authentication
-        error (no wait mends a password), close the store and raise ``SettingError``."""
+        """Return once Redis answers a PING (the start-up check); else close the store and
+        raise ``SettingError``, after ``within`` seconds or at once on an authentication
+        error (no wait mends a password)."""
         from redis.exceptions import AuthenticationError
 
         deadline = time.monotonic() + within
@@ -685,14 +679,12 @@ class RedisStorage(RobotsStorage):
 
     def _write_newer(self, mine: dict[str, OriginRecord]) -> int:
         theirs = self._client.mget([self.origin_key(o) for o in mine]) if mine else []
+        newer = newer_records(mine, theirs, self._record_limit)
         pipe = self._client.pipeline(transaction=False)
-        written = 0
-        for (origin, record), raw in zip(mine.items(), theirs, strict=True):
-            if newer_than_stored(record, raw, self._record_limit):
-                pipe.set(self.origin_key(origin), pack_record(record), px=self._record_ttl_ms)
-                written += 1
+        for origin, record in newer.items():
+            pipe.set(self.origin_key(origin), pack_record(record), px=self._record_ttl_ms)
         pipe.execute()
-        return written
+        return len(newer)
 
     def _log_once(self, exc: BaseException) -> None:
         message = self._scrub(exc)

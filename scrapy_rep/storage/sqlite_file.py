@@ -14,7 +14,7 @@ from pathlib import Path
 
 from scrapy_rep.policy.config import SettingError, StorePlace
 from scrapy_rep.policy.records import OriginRecord
-from scrapy_rep.storage.base import MAX_DECODED, holder_is_dead, lease_is_absurd, unpack_record
+from scrapy_rep.storage.base import MAX_DECODED, lease_blocks, unpack_record
 
 try:  # POSIX only: serialises open/recovery between processes (see open_lock)
     import fcntl
@@ -307,12 +307,7 @@ def take_lease(
         current = read_lease(conn, origin)
         if renewing and (current is None or current[0] != holder):
             return False, None  # no longer ours: a renewal never takes a lease
-        if (
-            current is not None
-            and current[0] != holder
-            and current[1] > now
-            and not (lease_is_absurd(current[1] - now, ttl) or holder_is_dead(current[0]))
-        ):
+        if lease_blocks(current, holder, now, ttl):
             return False, None  # another's live lease (never when renewing: returned above)
         conn.execute(
             "INSERT OR REPLACE INTO leases (origin, holder, expires_at) VALUES (?, ?, ?)",

@@ -1,12 +1,9 @@
 """SQLite store: the embedded default, shared by every Scrapy process on one machine.
 
-The whole story (where the file goes, damage and repair, locked spells, answers without
-waiting, trust) is in docs/storage.md. Processes and threads are safe through WAL (readers
-never block the writer; a killed writer leaves the last commit readable),
-``synchronous=NORMAL`` (a power cut may lose the last commits, never the file), lease rows
-taken inside ``BEGIN IMMEDIATE`` (on the wall clock, compared across processes), and one
-connection per instance behind a lock. Nothing raises out of the ``RobotsStorage``
-interface: errors degrade to an in-process fallback, logged once per kind.
+Where the file goes, damage and repair, locked spells, answers without waiting and trust:
+docs/storage.md. WAL lets readers past the writer, ``synchronous=NORMAL`` may lose the last
+commits in a power cut but never the file, and lease rows are taken inside ``BEGIN
+IMMEDIATE`` (on the wall clock, compared across processes).
 """
 
 from __future__ import annotations
@@ -29,7 +26,7 @@ from scrapy_rep.storage.base import (
     LocalFallback,
     RobotsStorage,
     WouldBlock,
-    newer_than_stored,
+    newer_records,
     pack_record,
     unpack_record,
     warn_unreadable,
@@ -362,13 +359,10 @@ class SqliteStorage(RobotsStorage):
         self._fallback.release_lease(origin, holder)
         self._run("lease release", lambda conn: conn.execute(RELEASE_LEASE, (origin, holder)))
 
-    # -- answers without waiting, for the reactor thread -------------------------------------
+    # -- answers without waiting, for the reactor thread (docs/storage.md) --------------------
     #
-    # A second connection with no busy timeout, used only when the instance's lock is free: a
-    # WAL read or a commit that does not fsync takes microseconds, the hop to the worker thread
-    # far more (measured: 0.1-0.5 s per call in a broad crawl). What would wait or fail raises
-    # ``WouldBlock`` having changed nothing, and the worker makes the call again. It never
-    # checkpoints (an fsync could stall the reactor): ``housekeeping`` does, in the worker.
+    # What would wait or fail raises ``WouldBlock`` having changed nothing, and the worker
+    # makes the call again. It never checkpoints (an fsync could stall the reactor).
 
     def answering_now(self) -> bool:
         return bool(getattr(self._local, "now", False))
@@ -431,14 +425,11 @@ class SqliteStorage(RobotsStorage):
         quick, self._quick = self._quick, None
         close_quietly(quick)
 
-    # -- a locked spell: another process holds the write lock --------------------------------
+    # -- a locked spell: another process holds the write lock (docs/storage.md) -------------
     #
-    # A process that keeps SQLite's one write lock (a BEGIN EXCLUSIVE left open, a stopped
-    # process) would make every write wait the busy timeout, one after another in the worker.
-    # So the first that waits it starts a spell: until a write gets the lock, calls do not wait
-    # (WAL reads still see other processes' records), what cannot be written is kept by the
-    # fallback and written back when the spell ends. Leases are process-local meanwhile (RFC
-    # 9309 section 2.4 allows fetching robots.txt again; losing a request is not allowed).
+    # Else every write would wait the busy timeout, one after another in the worker. Leases
+    # are process-local meanwhile (RFC 9309 section 2.4 allows fetching robots.txt again;
+    # losing a request is not allowed).
 
     def _lock_found(self, what: str, exc: BaseException) -> None:
         """A call waited the busy timeout: start a spell (the caller holds ``_lock``)."""
@@ -480,13 +471,12 @@ class SqliteStorage(RobotsStorage):
         how many were written, None when it failed (they stay unsynced)."""
 
         def write_newer(mine: dict[str, OriginRecord]) -> int:
-            written = 0
             with write_transaction(conn):
-                for origin, record in mine.items():
-                    if newer_than_stored(record, read_record(conn, origin), self._record_limit):
-                        write_record(conn, origin, pack_record(record))
-                        written += 1
-            return written
+                theirs = [read_record(conn, origin) for origin in mine]
+                newer = newer_records(mine, theirs, self._record_limit)
+                for origin, record in newer.items():
+                    write_record(conn, origin, pack_record(record))
+            return len(newer)
 
         try:
             return self._fallback.write_back(write_newer)
