@@ -101,9 +101,8 @@ _ERROR_STATUSES = list(range(400, 600))
 
 
 class OneShotSpider(Spider):
-    """The internal spider of a ``scrapy robots`` check: never obeys a robots.txt
-    middleware itself (whatever the project or -s says) and opens no ports. It fetches
-    each of ``targets`` once and keeps what came back for each in ``found``."""
+    """The internal spider of a ``scrapy robots`` check: it fetches each of ``targets``
+    once and keeps what came back for each in ``found``."""
 
     def __init__(self, targets: list[str], found: dict[str, Any], **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -261,15 +260,13 @@ class RobotsCommand(ScrapyCommand):
         if opts.page:
             self._check_pages(args, token, as_json=opts.json)
             return
-        report: Report | None
-        if opts.file is not None:
-            report = self._check_file(Path(opts.file), args, token, config)
-        else:
+        if opts.file is None:
             report = self._check_online(args, token, config, refresh=opts.refresh)
-        if report is None:
-            return
-        print(render_json(report) if opts.json else render_text(report))
-        self.exitcode = report.exit_status
+        else:
+            report = self._check_file(Path(opts.file), args, token, config)
+        if report is not None:
+            print(render_json(report) if opts.json else render_text(report))
+            self.exitcode = report.exit_status
 
     # -- inputs ----------------------------------------------------------------------
 
@@ -327,30 +324,30 @@ class RobotsCommand(ScrapyCommand):
         # Read the store before fetching, so the state shown is what a crawl starting
         # now would find; a store place the crawl would refuse is refused here too.
         store = open_for_writing(self.settings, config, "--refresh") if refresh else None
-        stored = read_store(self.settings, config, origins)
-        outcomes: dict[str, FetchOutcome] = {}
-        if not self._one_shot("robots.txt fetch", _RobotsFetchSpider, origins, outcomes):
+        try:
+            stored = read_store(self.settings, config, origins)
+            outcomes: dict[str, FetchOutcome] = {}
+            if not self._one_shot("robots.txt fetch", _RobotsFetchSpider, origins, outcomes):
+                return None
+            now = time.time()
+            policy = RobotsPolicy(config)
+            found: dict[str, tuple[OriginReport, RobotsTxt | None, FetchOutcome, OriginRecord]] = {}
+            for origin in origins:
+                outcome = outcomes.get(origin) or FetchOutcome(UNREACHABLE, "not fetched")
+                state = None if stored is None else stored[origin]
+                report, evaluation, refreshed = evaluate_origin(
+                    origin, outcome, state, policy, config, now, refresh=refresh
+                )
+                if store is not None:
+                    store.put(origin, refreshed)
+                    report.stored = StoredState(store.describe(), refreshed)
+                robots: RobotsTxt | None = None
+                if evaluation.kind == RULES:
+                    robots = parse_copy(report, evaluation.body, token, config)
+                found[origin] = (report, robots, outcome, refreshed)
+        finally:
             if store is not None:
                 store.close()
-            return None
-        now = time.time()
-        policy = RobotsPolicy(config)
-        found: dict[str, tuple[OriginReport, RobotsTxt | None, FetchOutcome, OriginRecord]] = {}
-        for origin in origins:
-            outcome = outcomes.get(origin) or FetchOutcome(UNREACHABLE, "not fetched")
-            state = None if stored is None else stored[origin]
-            report, evaluation, refreshed = evaluate_origin(
-                origin, outcome, state, policy, config, now, refresh=refresh
-            )
-            if store is not None:
-                store.put(origin, refreshed)
-                report.stored = StoredState(store.describe(), refreshed)
-            robots: RobotsTxt | None = None
-            if evaluation.kind == RULES:
-                robots = parse_copy(report, evaluation.body, token, config)
-            found[origin] = (report, robots, outcome, refreshed)
-        if store is not None:
-            store.close()
         results: list[UrlResult] = []
         for url, origin in zip(urls, by_url, strict=True):  # in command-line order
             report, robots, outcome, refreshed = found[origin]
@@ -427,11 +424,10 @@ def read_store(
     if not store_configured(settings):
         return None
     kind = config.store_place.kind
-    found: dict[str, StoredState] | StoredState
-    if kind == "memory":
-        found = StoredState("memory", note="a memory store keeps nothing between runs")
-    elif kind == "sqlite":
+    if kind == "sqlite":
         found = _read_sqlite(config, origins)
+    elif kind == "memory":
+        found = StoredState("memory", note="a memory store keeps nothing between runs")
     else:
         found = _read_other(settings, config, origins)
     # one StoredState: the same note for every origin
@@ -459,11 +455,9 @@ def _read_sqlite(config: Config, origins: list[str]) -> dict[str, StoredState] |
     except (sqlite3.Error, ValueError, OverflowError) as exc:
         return StoredState(description, note=f"cannot read the store: {exc}")
     # an origin without a row has no record; one whose row does not decode maps to None
-    unreadable = {origin for origin, record in records.items() if record is None}
+    notes = {origin: "unreadable entry" for origin, record in records.items() if record is None}
     return {
-        origin: StoredState(
-            description, records.get(origin), "unreadable entry" if origin in unreadable else ""
-        )
+        origin: StoredState(description, records.get(origin), notes.get(origin, ""))
         for origin in origins
     }
 
