@@ -217,9 +217,6 @@ class Report:
         }
 
 
-# -- formatting helpers ---------------------------------------------------------------
-
-
 def iso(timestamp: float | None) -> str | None:
     if timestamp is None:
         return None
@@ -259,12 +256,12 @@ def issue_lines(origin: OriginReport) -> list[str]:
 
 
 def duration(seconds: float) -> str:
-    seconds = max(0.0, seconds)
-    for unit, size in (("d", 86_400.0), ("h", 3_600.0), ("min", 60.0)):
-        if seconds >= size:
-            value = seconds / size
-            return f"{value:.0f} {unit}" if value == round(value) else f"{value:.1f} {unit}"
-    return f"{seconds:.0f} s" if seconds == round(seconds) else f"{seconds:.1f} s"
+    value, unit = max(0.0, seconds), "s"
+    for name, size in (("d", 86_400.0), ("h", 3_600.0), ("min", 60.0)):
+        if value >= size:
+            value, unit = value / size, name
+            break
+    return f"{value:.0f} {unit}" if value == round(value) else f"{value:.1f} {unit}"
 
 
 def _kind_text(kind: str | None) -> str:
@@ -418,9 +415,8 @@ def render_text(report: Report) -> str:
         for result in origin.urls:
             verdict = result.now
             why = _verdict_text(verdict)  # WAIT: "robots.txt unreachable"
-            if result.after_wait is not None:
-                why += f"; after the wait: {result.after_wait.verdict}"
-                why += f" ({_verdict_text(result.after_wait)})"
+            if (later := result.after_wait) is not None:
+                why += f"; after the wait: {later.verdict} ({_verdict_text(later)})"
             if (fresh := result.fresh) is not None:
                 why += f"; fresh copy: {fresh.verdict.upper()} ({_verdict_text(fresh)})"
             lines.append(f"  {verdict.verdict.upper():<10}  {result.url}  {why}")

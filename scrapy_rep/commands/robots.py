@@ -268,8 +268,6 @@ class RobotsCommand(ScrapyCommand):
             print(render_json(report) if opts.json else render_text(report))
             self.exitcode = report.exit_status
 
-    # -- inputs ----------------------------------------------------------------------
-
     @staticmethod
     def _token(option: str | None, config: Config) -> str:
         raw = option or config.robotstxt_user_agent or config.user_agent
@@ -296,8 +294,6 @@ class RobotsCommand(ScrapyCommand):
                 raise UsageError(problem, print_help=False)
         return [origin for url in urls if (origin := origin_of(url)) is not None]
 
-    # -- --file ----------------------------------------------------------------------
-
     def _check_file(self, path: Path, urls: list[str], token: str, config: Config) -> Report:
         self._origins(urls, paths_too=True)
         try:
@@ -312,8 +308,6 @@ class RobotsCommand(ScrapyCommand):
         robots = parse_copy(report, body, token, config)
         report.urls = [url_result(url, origin_of(url), report, robots, token) for url in urls]
         return Report(token, "file", [report], report.urls)
-
-    # -- fetching --------------------------------------------------------------------
 
     def _check_online(
         self, urls: list[str], token: str, config: Config, *, refresh: bool
@@ -331,7 +325,7 @@ class RobotsCommand(ScrapyCommand):
                 return None
             now = time.time()
             policy = RobotsPolicy(config)
-            found: dict[str, tuple[OriginReport, RobotsTxt | None, FetchOutcome, OriginRecord]] = {}
+            found: dict[str, tuple[OriginReport, RobotsTxt | None, OriginRecord]] = {}
             for origin in origins:
                 outcome = outcomes.get(origin) or FetchOutcome(UNREACHABLE, "not fetched")
                 state = None if stored is None else stored[origin]
@@ -344,14 +338,14 @@ class RobotsCommand(ScrapyCommand):
                 robots: RobotsTxt | None = None
                 if evaluation.kind == RULES:
                     robots = parse_copy(report, evaluation.body, token, config)
-                found[origin] = (report, robots, outcome, refreshed)
+                found[origin] = (report, robots, refreshed)
         finally:
             if store is not None:
                 store.close()
         results: list[UrlResult] = []
         for url, origin in zip(urls, by_url, strict=True):  # in command-line order
-            report, robots, outcome, refreshed = found[origin]
-            fresh = fresh_verdict(url, token, report, outcome, refreshed, policy, config, now)
+            report, robots, refreshed = found[origin]
+            fresh = fresh_verdict(url, token, report, refreshed, policy, now)
             result = url_result(url, origin, report, robots, token, fresh)
             report.urls.append(result)
             results.append(result)
@@ -368,8 +362,6 @@ class RobotsCommand(ScrapyCommand):
             return False
         return True
 
-    # -- --page ----------------------------------------------------------------------
-
     def _check_pages(self, urls: list[str], token: str, *, as_json: bool) -> None:
         self._origins(urls)  # a URL that is not one: a usage error, before any download
         answers: dict[str, Any] = {}
@@ -378,8 +370,6 @@ class RobotsCommand(ScrapyCommand):
         results = [page_result(url, answers.get(url), token) for url in urls]
         print(render_page_json(token, results) if as_json else render_page_text(token, results))
         self.exitcode = EXIT_WAITING if any(r.error for r in results) else EXIT_ALLOWED
-
-    # -- --forget --------------------------------------------------------------------
 
     def _forget(self, args: list[str], config: Config, *, as_json: bool) -> None:
         assert self.settings is not None
