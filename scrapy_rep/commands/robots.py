@@ -97,7 +97,6 @@ Compliance records (REP_RECORD, see docs/record.md)
 # a robots.txt middleware whatever the project or -s says, or it would fetch robots.txt
 # itself and could hold the command's own requests.
 _FORCED_PRIORITY = 100
-_ERROR_STATUSES = list(range(400, 600))
 
 
 class OneShotSpider(Spider):
@@ -135,7 +134,7 @@ class PageFetchSpider(OneShotSpider):
                 dont_filter=True,
                 # error pages too (a 404 may carry a header), while redirects are
                 # still followed (handle_httpstatus_all would stop them)
-                meta={"handle_httpstatus_list": _ERROR_STATUSES, "page_url": url},
+                meta={"handle_httpstatus_list": list(range(400, 600)), "page_url": url},
             )
 
     def keep(self, response: Response) -> None:

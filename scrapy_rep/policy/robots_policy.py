@@ -81,9 +81,7 @@ def _by_copy(record: OriginRecord, source: str, *, fetch_due: bool) -> Evaluatio
 
 
 def parse_max_age(cache_control: str | None) -> float | None:
-    if not cache_control:
-        return None
-    match = _MAX_AGE.search(cache_control)
+    match = _MAX_AGE.search(cache_control or "")
     return float(match.group(1)) if match else None
 
 
