@@ -381,13 +381,10 @@ def render_text(report: Report) -> str:
                 lines.append(f"  redirected to: {origin.fetch.final_url}")
         if origin.truncated:
             lines.append(f"  truncated at {origin.max_size} bytes")
-        crawl = _crawl_line(origin)
-        if crawl is not None:
+        if (crawl := _crawl_line(origin)) is not None:
             lines.append(f"  now: {crawl}")
-        if origin.stored is not None:
-            lines.append(
-                f"  stored ({origin.stored.store}): {_stored_line(origin.stored, report.now)}"
-            )
+        if (stored := origin.stored) is not None:
+            lines.append(f"  stored ({stored.store}): {_stored_line(stored, report.now)}")
             if origin.refreshed:
                 lines.append("  refreshed: the fetched copy is now in the store")
             elif origin.stored_differs:
@@ -499,11 +496,9 @@ def render_page_text(token: str, results: list[PageResult]) -> str:
         if result.rel_counts:
             counts = ", ".join(f"{rel} {n}" for rel, n in sorted(result.rel_counts.items()))
             lines.append(f"  rel values on links: {counts}")
-        if result.nofollow_only:
-            lines.append(
-                f'  linked only with rel="nofollow" ({len(result.nofollow_only)}), not followed:'
-            )
-            lines.extend(f"    {url}" for url in result.nofollow_only[:MAX_LISTED_LINKS])
-            if len(result.nofollow_only) > MAX_LISTED_LINKS:
-                lines.append(f"    ... and {len(result.nofollow_only) - MAX_LISTED_LINKS} more")
+        if links := result.nofollow_only:
+            lines.append(f'  linked only with rel="nofollow" ({len(links)}), not followed:')
+            lines.extend(f"    {url}" for url in links[:MAX_LISTED_LINKS])
+            if len(links) > MAX_LISTED_LINKS:
+                lines.append(f"    ... and {len(links) - MAX_LISTED_LINKS} more")
     return "\n".join(lines)

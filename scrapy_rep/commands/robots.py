@@ -154,9 +154,8 @@ class _RobotsFetchSpider(OneShotSpider):
     async def start(self) -> AsyncIterator[Any]:
         from scrapy_rep.crawl.fetcher import RobotsFetcher
 
-        fetcher = RobotsFetcher(
-            self.crawler, Config.from_settings(self.crawler.settings), time.time
-        )
+        config = Config.from_settings(self.crawler.settings)
+        fetcher = RobotsFetcher(self.crawler, config, time.time)
         # Deferreds, not asyncio tasks: this works under any reactor a project picks.
         pending = [deferred_from_coro(self._fetch(fetcher, origin)) for origin in self.targets]
         await maybe_deferred_to_future(DeferredList(pending, consumeErrors=True))
