@@ -198,28 +198,18 @@ class RobotsCommand(ScrapyCommand):
             help="parse this local robots.txt instead of fetching (no network, no "
             "store); URLs may then also be bare paths such as /private/x",
         )
-        parser.add_argument(
-            "--refresh",
-            action="store_true",
-            help="store the fetched copy, as a crawl's refetch would (it then applies "
+        switches = {
+            "--refresh": "store the fetched copy, as a crawl's refetch would (it then applies "
             "at once instead of the stored one)",
-        )
-        parser.add_argument(
-            "--forget",
-            action="store_true",
-            help="remove what the store holds for the origins of the URLs given (a "
+            "--forget": "remove what the store holds for the origins of the URLs given (a "
             "crawl then fetches their robots.txt first); fetches nothing",
-        )
-        parser.add_argument(
-            "--page",
-            action="store_true",
-            help="download each URL through Scrapy and show its page-level directives "
+            "--page": "download each URL through Scrapy and show its page-level directives "
             "(robots meta tags, X-Robots-Tag, rel=nofollow links) for the product token, "
             "with their sources, instead of robots.txt",
-        )
-        parser.add_argument(
-            "--json", action="store_true", help="print one JSON document for scripts"
-        )
+            "--json": "print one JSON document for scripts",
+        }
+        for switch, text in switches.items():
+            parser.add_argument(switch, action="store_true", help=text)
         parser.add_argument(
             "-o",
             "--output",
