@@ -181,13 +181,9 @@ def verdict(
 
 
 def url_result(
-    url: str,
-    origin: str | None,
-    report: OriginReport,
-    robots: RobotsTxt | None,
-    token: str,
-    fresh: Verdict | None = None,
+    url: str, report: OriginReport, robots: RobotsTxt | None, token: str, fresh: Verdict | None
 ) -> UrlResult:
+    origin = origin_of(url)  # None for a bare path (--file)
     if report.action == HOLD:
         later = verdict(
             url, token, report.after_wait_kind, robots, report.after_wait_source or FALLBACK

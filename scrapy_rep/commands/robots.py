@@ -294,7 +294,7 @@ class RobotsCommand(ScrapyCommand):
             origin=str(path), robots_url=None, copy=COPY_FILE, kind=RULES, source=SOURCE_FILE
         )
         robots = parse_copy(report, body, token, config)
-        report.urls = [url_result(url, origin_of(url), report, robots, token) for url in urls]
+        report.urls = [url_result(url, report, robots, token, None) for url in urls]
         return Report(token, "file", [report], report.urls)
 
     def _check_online(
@@ -334,7 +334,7 @@ class RobotsCommand(ScrapyCommand):
         for url, origin in zip(urls, by_url, strict=True):  # in command-line order
             report, robots, refreshed = found[origin]
             fresh = fresh_verdict(url, token, report, refreshed, policy, now)
-            result = url_result(url, origin, report, robots, token, fresh)
+            result = url_result(url, report, robots, token, fresh)
             report.urls.append(result)
             results.append(result)
         return Report(token, "fetch", [entry[0] for entry in found.values()], results, now=now)
