@@ -318,10 +318,11 @@ def _verdict_text(verdict: Verdict) -> str:
 
 
 def _crawl_line(report: OriginReport) -> str | None:
+    last_good = f"the last good copy (stored, fetched {when(report.copy_fetched_at)})"
     if report.action == HOLD:
         assert report.wait_until is not None
         if report.after_wait_copy == COPY_STORED:
-            then = "the last good copy (stored, fetched " + when(report.copy_fetched_at) + ")"
+            then = last_good
         else:
             then = f"the fallback ({_kind_text(report.after_wait_kind)})"
         retry = "" if report.retry_in is None else f"; next try in {duration(report.retry_in)}"
@@ -336,10 +337,7 @@ def _crawl_line(report: OriginReport) -> str | None:
             f"{when(report.copy_fetched_at)}){until} and does not fetch robots.txt before"
         )
     if report.copy == COPY_STORED:
-        return (
-            f"unreachable for longer than REP_UNREACHABLE_WAIT: a crawl applies the last good "
-            f"copy (stored, fetched {when(report.copy_fetched_at)})"
-        )
+        return f"unreachable for longer than REP_UNREACHABLE_WAIT: a crawl applies {last_good}"
     if report.copy == COPY_FALLBACK:
         return (
             "unreachable for longer than REP_UNREACHABLE_WAIT and no usable copy: a crawl "
