@@ -174,8 +174,6 @@ class RobotsTxtMiddleware:
     def from_crawler(cls, crawler: Crawler) -> Self:
         return cls(crawler)
 
-    # -- which requests we look at -------------------------------------------------------
-
     @staticmethod
     def _origin_to_check(request: Request) -> str | None:
         meta = request.meta
@@ -284,8 +282,6 @@ class RobotsTxtMiddleware:
     ) -> Response:
         # (async: Scrapy awaits a coroutine as it is, and wraps a plain value in one)
         return self.usage.on_response(request, response)
-
-    # -- one-shot commands -------------------------------------------------------------
 
     def _give_up(self, origin: str, requests: Sequence[Request], detail: str) -> None:
         """``scrapy fetch`` / ``scrapy shell`` do not wait for an unreachable robots.txt."""

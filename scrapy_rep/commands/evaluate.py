@@ -18,7 +18,6 @@ from scrapy.utils.response import get_base_url
 from scrapy_rep.commands.output import (
     ALLOWED,
     COPY_FALLBACK,
-    COPY_FETCHED,
     COPY_STORED,
     DISALLOWED,
     HOLD,
@@ -139,8 +138,6 @@ def evaluate_origin(
         report.copy = COPY_STORED
         report.copy_fetched_at = record.fetched_at
         report.copy_expires_at = record.expires_at if evaluation.source == FRESH else None
-    else:
-        report.copy = COPY_FETCHED
     return report, evaluation, refreshed
 
 
@@ -184,13 +181,9 @@ def verdict(
 
 
 def url_result(
-    url: str,
-    origin: str | None,
-    report: OriginReport,
-    robots: RobotsTxt | None,
-    token: str,
-    fresh: Verdict | None = None,
+    url: str, report: OriginReport, robots: RobotsTxt | None, token: str, fresh: Verdict | None
 ) -> UrlResult:
+    origin = origin_of(url)  # None for a bare path (--file)
     if report.action == HOLD:
         later = verdict(
             url, token, report.after_wait_kind, robots, report.after_wait_source or FALLBACK
@@ -216,15 +209,14 @@ def fresh_verdict(
     url: str,
     token: str,
     report: OriginReport,
-    outcome: FetchOutcome,
     refreshed: OriginRecord,
     policy: RobotsPolicy,
-    config: Config,
     now: float,
 ) -> Verdict | None:
     """What the freshly fetched copy says about ``url`` (what --refresh would apply), when
     a crawl would act on the stored copy instead (None otherwise)."""
-    if not report.uses_stored:
+    outcome = report.fetch
+    if not report.uses_stored or outcome is None:
         return None
     if outcome.kind == UNREACHABLE:
         evaluation = policy.evaluate(refreshed, now)
@@ -233,7 +225,7 @@ def fresh_verdict(
         kind, body, source = evaluation.kind, evaluation.body, evaluation.source
     else:
         kind, body, source = outcome.kind, outcome.body, FRESH
-    robots = RobotsTxt.parse(body, max_size=config.max_size) if kind == RULES else None
+    robots = RobotsTxt.parse(body, max_size=report.max_size) if kind == RULES else None
     return verdict(url, token, kind, robots, source)
 
 

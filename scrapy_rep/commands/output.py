@@ -217,9 +217,6 @@ class Report:
         }
 
 
-# -- formatting helpers ---------------------------------------------------------------
-
-
 def iso(timestamp: float | None) -> str | None:
     if timestamp is None:
         return None
@@ -259,12 +256,12 @@ def issue_lines(origin: OriginReport) -> list[str]:
 
 
 def duration(seconds: float) -> str:
-    seconds = max(0.0, seconds)
-    for unit, size in (("d", 86_400.0), ("h", 3_600.0), ("min", 60.0)):
-        if seconds >= size:
-            value = seconds / size
-            return f"{value:.0f} {unit}" if value == round(value) else f"{value:.1f} {unit}"
-    return f"{seconds:.0f} s" if seconds == round(seconds) else f"{seconds:.1f} s"
+    value, unit = max(0.0, seconds), "s"
+    for name, size in (("d", 86_400.0), ("h", 3_600.0), ("min", 60.0)):
+        if value >= size:
+            value, unit = value / size, name
+            break
+    return f"{value:.0f} {unit}" if value == round(value) else f"{value:.1f} {unit}"
 
 
 def _kind_text(kind: str | None) -> str:
@@ -321,10 +318,11 @@ def _verdict_text(verdict: Verdict) -> str:
 
 
 def _crawl_line(report: OriginReport) -> str | None:
+    last_good = f"the last good copy (stored, fetched {when(report.copy_fetched_at)})"
     if report.action == HOLD:
         assert report.wait_until is not None
         if report.after_wait_copy == COPY_STORED:
-            then = "the last good copy (stored, fetched " + when(report.copy_fetched_at) + ")"
+            then = last_good
         else:
             then = f"the fallback ({_kind_text(report.after_wait_kind)})"
         retry = "" if report.retry_in is None else f"; next try in {duration(report.retry_in)}"
@@ -339,10 +337,7 @@ def _crawl_line(report: OriginReport) -> str | None:
             f"{when(report.copy_fetched_at)}){until} and does not fetch robots.txt before"
         )
     if report.copy == COPY_STORED:
-        return (
-            f"unreachable for longer than REP_UNREACHABLE_WAIT: a crawl applies the last good "
-            f"copy (stored, fetched {when(report.copy_fetched_at)})"
-        )
+        return f"unreachable for longer than REP_UNREACHABLE_WAIT: a crawl applies {last_good}"
     if report.copy == COPY_FALLBACK:
         return (
             "unreachable for longer than REP_UNREACHABLE_WAIT and no usable copy: a crawl "
@@ -384,13 +379,10 @@ def render_text(report: Report) -> str:
                 lines.append(f"  redirected to: {origin.fetch.final_url}")
         if origin.truncated:
             lines.append(f"  truncated at {origin.max_size} bytes")
-        crawl = _crawl_line(origin)
-        if crawl is not None:
+        if (crawl := _crawl_line(origin)) is not None:
             lines.append(f"  now: {crawl}")
-        if origin.stored is not None:
-            lines.append(
-                f"  stored ({origin.stored.store}): {_stored_line(origin.stored, report.now)}"
-            )
+        if (stored := origin.stored) is not None:
+            lines.append(f"  stored ({stored.store}): {_stored_line(stored, report.now)}")
             if origin.refreshed:
                 lines.append("  refreshed: the fetched copy is now in the store")
             elif origin.stored_differs:
@@ -418,9 +410,8 @@ def render_text(report: Report) -> str:
         for result in origin.urls:
             verdict = result.now
             why = _verdict_text(verdict)  # WAIT: "robots.txt unreachable"
-            if result.after_wait is not None:
-                why += f"; after the wait: {result.after_wait.verdict}"
-                why += f" ({_verdict_text(result.after_wait)})"
+            if (later := result.after_wait) is not None:
+                why += f"; after the wait: {later.verdict} ({_verdict_text(later)})"
             if (fresh := result.fresh) is not None:
                 why += f"; fresh copy: {fresh.verdict.upper()} ({_verdict_text(fresh)})"
             lines.append(f"  {verdict.verdict.upper():<10}  {result.url}  {why}")
@@ -503,11 +494,9 @@ def render_page_text(token: str, results: list[PageResult]) -> str:
         if result.rel_counts:
             counts = ", ".join(f"{rel} {n}" for rel, n in sorted(result.rel_counts.items()))
             lines.append(f"  rel values on links: {counts}")
-        if result.nofollow_only:
-            lines.append(
-                f'  linked only with rel="nofollow" ({len(result.nofollow_only)}), not followed:'
-            )
-            lines.extend(f"    {url}" for url in result.nofollow_only[:MAX_LISTED_LINKS])
-            if len(result.nofollow_only) > MAX_LISTED_LINKS:
-                lines.append(f"    ... and {len(result.nofollow_only) - MAX_LISTED_LINKS} more")
+        if links := result.nofollow_only:
+            lines.append(f'  linked only with rel="nofollow" ({len(links)}), not followed:')
+            lines.extend(f"    {url}" for url in links[:MAX_LISTED_LINKS])
+            if len(links) > MAX_LISTED_LINKS:
+                lines.append(f"    ... and {len(links) - MAX_LISTED_LINKS} more")
     return "\n".join(lines)

@@ -97,13 +97,11 @@ Compliance records (REP_RECORD, see docs/record.md)
 # a robots.txt middleware whatever the project or -s says, or it would fetch robots.txt
 # itself and could hold the command's own requests.
 _FORCED_PRIORITY = 100
-_ERROR_STATUSES = list(range(400, 600))
 
 
 class OneShotSpider(Spider):
-    """The internal spider of a ``scrapy robots`` check: never obeys a robots.txt
-    middleware itself (whatever the project or -s says) and opens no ports. It fetches
-    each of ``targets`` once and keeps what came back for each in ``found``."""
+    """The internal spider of a ``scrapy robots`` check: it fetches each of ``targets``
+    once and keeps what came back for each in ``found``."""
 
     def __init__(self, targets: list[str], found: dict[str, Any], **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -136,7 +134,7 @@ class PageFetchSpider(OneShotSpider):
                 dont_filter=True,
                 # error pages too (a 404 may carry a header), while redirects are
                 # still followed (handle_httpstatus_all would stop them)
-                meta={"handle_httpstatus_list": _ERROR_STATUSES, "page_url": url},
+                meta={"handle_httpstatus_list": list(range(400, 600)), "page_url": url},
             )
 
     def keep(self, response: Response) -> None:
@@ -156,9 +154,8 @@ class _RobotsFetchSpider(OneShotSpider):
     async def start(self) -> AsyncIterator[Any]:
         from scrapy_rep.crawl.fetcher import RobotsFetcher
 
-        fetcher = RobotsFetcher(
-            self.crawler, Config.from_settings(self.crawler.settings), time.time
-        )
+        config = Config.from_settings(self.crawler.settings)
+        fetcher = RobotsFetcher(self.crawler, config, time.time)
         # Deferreds, not asyncio tasks: this works under any reactor a project picks.
         pending = [deferred_from_coro(self._fetch(fetcher, origin)) for origin in self.targets]
         await maybe_deferred_to_future(DeferredList(pending, consumeErrors=True))
@@ -201,28 +198,18 @@ class RobotsCommand(ScrapyCommand):
             help="parse this local robots.txt instead of fetching (no network, no "
             "store); URLs may then also be bare paths such as /private/x",
         )
-        parser.add_argument(
-            "--refresh",
-            action="store_true",
-            help="store the fetched copy, as a crawl's refetch would (it then applies "
+        switches = {
+            "--refresh": "store the fetched copy, as a crawl's refetch would (it then applies "
             "at once instead of the stored one)",
-        )
-        parser.add_argument(
-            "--forget",
-            action="store_true",
-            help="remove what the store holds for the origins of the URLs given (a "
+            "--forget": "remove what the store holds for the origins of the URLs given (a "
             "crawl then fetches their robots.txt first); fetches nothing",
-        )
-        parser.add_argument(
-            "--page",
-            action="store_true",
-            help="download each URL through Scrapy and show its page-level directives "
+            "--page": "download each URL through Scrapy and show its page-level directives "
             "(robots meta tags, X-Robots-Tag, rel=nofollow links) for the product token, "
             "with their sources, instead of robots.txt",
-        )
-        parser.add_argument(
-            "--json", action="store_true", help="print one JSON document for scripts"
-        )
+            "--json": "print one JSON document for scripts",
+        }
+        for switch, text in switches.items():
+            parser.add_argument(switch, action="store_true", help=text)
         parser.add_argument(
             "-o",
             "--output",
@@ -261,17 +248,13 @@ class RobotsCommand(ScrapyCommand):
         if opts.page:
             self._check_pages(args, token, as_json=opts.json)
             return
-        report: Report | None
-        if opts.file is not None:
-            report = self._check_file(Path(opts.file), args, token, config)
-        else:
+        if opts.file is None:
             report = self._check_online(args, token, config, refresh=opts.refresh)
-        if report is None:
-            return
-        print(render_json(report) if opts.json else render_text(report))
-        self.exitcode = report.exit_status
-
-    # -- inputs ----------------------------------------------------------------------
+        else:
+            report = self._check_file(Path(opts.file), args, token, config)
+        if report is not None:
+            print(render_json(report) if opts.json else render_text(report))
+            self.exitcode = report.exit_status
 
     @staticmethod
     def _token(option: str | None, config: Config) -> str:
@@ -299,8 +282,6 @@ class RobotsCommand(ScrapyCommand):
                 raise UsageError(problem, print_help=False)
         return [origin for url in urls if (origin := origin_of(url)) is not None]
 
-    # -- --file ----------------------------------------------------------------------
-
     def _check_file(self, path: Path, urls: list[str], token: str, config: Config) -> Report:
         self._origins(urls, paths_too=True)
         try:
@@ -313,10 +294,8 @@ class RobotsCommand(ScrapyCommand):
             origin=str(path), robots_url=None, copy=COPY_FILE, kind=RULES, source=SOURCE_FILE
         )
         robots = parse_copy(report, body, token, config)
-        report.urls = [url_result(url, origin_of(url), report, robots, token) for url in urls]
+        report.urls = [url_result(url, report, robots, token, None) for url in urls]
         return Report(token, "file", [report], report.urls)
-
-    # -- fetching --------------------------------------------------------------------
 
     def _check_online(
         self, urls: list[str], token: str, config: Config, *, refresh: bool
@@ -327,35 +306,35 @@ class RobotsCommand(ScrapyCommand):
         # Read the store before fetching, so the state shown is what a crawl starting
         # now would find; a store place the crawl would refuse is refused here too.
         store = open_for_writing(self.settings, config, "--refresh") if refresh else None
-        stored = read_store(self.settings, config, origins)
-        outcomes: dict[str, FetchOutcome] = {}
-        if not self._one_shot("robots.txt fetch", _RobotsFetchSpider, origins, outcomes):
+        try:
+            stored = read_store(self.settings, config, origins)
+            outcomes: dict[str, FetchOutcome] = {}
+            if not self._one_shot("robots.txt fetch", _RobotsFetchSpider, origins, outcomes):
+                return None
+            now = time.time()
+            policy = RobotsPolicy(config)
+            found: dict[str, tuple[OriginReport, RobotsTxt | None, OriginRecord]] = {}
+            for origin in origins:
+                outcome = outcomes.get(origin) or FetchOutcome(UNREACHABLE, "not fetched")
+                state = None if stored is None else stored[origin]
+                report, evaluation, refreshed = evaluate_origin(
+                    origin, outcome, state, policy, config, now, refresh=refresh
+                )
+                if store is not None:
+                    store.put(origin, refreshed)
+                    report.stored = StoredState(store.describe(), refreshed)
+                robots: RobotsTxt | None = None
+                if evaluation.kind == RULES:
+                    robots = parse_copy(report, evaluation.body, token, config)
+                found[origin] = (report, robots, refreshed)
+        finally:
             if store is not None:
                 store.close()
-            return None
-        now = time.time()
-        policy = RobotsPolicy(config)
-        found: dict[str, tuple[OriginReport, RobotsTxt | None, FetchOutcome, OriginRecord]] = {}
-        for origin in origins:
-            outcome = outcomes.get(origin) or FetchOutcome(UNREACHABLE, "not fetched")
-            state = None if stored is None else stored[origin]
-            report, evaluation, refreshed = evaluate_origin(
-                origin, outcome, state, policy, config, now, refresh=refresh
-            )
-            if store is not None:
-                store.put(origin, refreshed)
-                report.stored = StoredState(store.describe(), refreshed)
-            robots: RobotsTxt | None = None
-            if evaluation.kind == RULES:
-                robots = parse_copy(report, evaluation.body, token, config)
-            found[origin] = (report, robots, outcome, refreshed)
-        if store is not None:
-            store.close()
         results: list[UrlResult] = []
         for url, origin in zip(urls, by_url, strict=True):  # in command-line order
-            report, robots, outcome, refreshed = found[origin]
-            fresh = fresh_verdict(url, token, report, outcome, refreshed, policy, config, now)
-            result = url_result(url, origin, report, robots, token, fresh)
+            report, robots, refreshed = found[origin]
+            fresh = fresh_verdict(url, token, report, refreshed, policy, now)
+            result = url_result(url, report, robots, token, fresh)
             report.urls.append(result)
             results.append(result)
         return Report(token, "fetch", [entry[0] for entry in found.values()], results, now=now)
@@ -371,8 +350,6 @@ class RobotsCommand(ScrapyCommand):
             return False
         return True
 
-    # -- --page ----------------------------------------------------------------------
-
     def _check_pages(self, urls: list[str], token: str, *, as_json: bool) -> None:
         self._origins(urls)  # a URL that is not one: a usage error, before any download
         answers: dict[str, Any] = {}
@@ -381,8 +358,6 @@ class RobotsCommand(ScrapyCommand):
         results = [page_result(url, answers.get(url), token) for url in urls]
         print(render_page_json(token, results) if as_json else render_page_text(token, results))
         self.exitcode = EXIT_WAITING if any(r.error for r in results) else EXIT_ALLOWED
-
-    # -- --forget --------------------------------------------------------------------
 
     def _forget(self, args: list[str], config: Config, *, as_json: bool) -> None:
         assert self.settings is not None
@@ -427,11 +402,10 @@ def read_store(
     if not store_configured(settings):
         return None
     kind = config.store_place.kind
-    found: dict[str, StoredState] | StoredState
-    if kind == "memory":
-        found = StoredState("memory", note="a memory store keeps nothing between runs")
-    elif kind == "sqlite":
+    if kind == "sqlite":
         found = _read_sqlite(config, origins)
+    elif kind == "memory":
+        found = StoredState("memory", note="a memory store keeps nothing between runs")
     else:
         found = _read_other(settings, config, origins)
     # one StoredState: the same note for every origin
@@ -459,11 +433,9 @@ def _read_sqlite(config: Config, origins: list[str]) -> dict[str, StoredState] |
     except (sqlite3.Error, ValueError, OverflowError) as exc:
         return StoredState(description, note=f"cannot read the store: {exc}")
     # an origin without a row has no record; one whose row does not decode maps to None
-    unreadable = {origin for origin, record in records.items() if record is None}
+    notes = {origin: "unreadable entry" for origin, record in records.items() if record is None}
     return {
-        origin: StoredState(
-            description, records.get(origin), "unreadable entry" if origin in unreadable else ""
-        )
+        origin: StoredState(description, records.get(origin), notes.get(origin, ""))
         for origin in origins
     }
 

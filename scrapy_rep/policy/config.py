@@ -66,9 +66,7 @@ def boolean(raw: Any, name: str, default: Any) -> bool | None:
     """True or False; a default of None (the component decides) also stands for ""."""
     if raw is None or (default is None and isinstance(raw, str) and not raw.strip()):
         return default  # type: ignore[no-any-return]
-    if isinstance(raw, bool):
-        return raw
-    if isinstance(raw, int) and raw in (0, 1):
+    if isinstance(raw, int) and raw in (0, 1):  # True and False too
         return bool(raw)
     if isinstance(raw, str) and raw.strip().lower() in _TRUE | _FALSE:
         return raw.strip().lower() in _TRUE
@@ -342,7 +340,6 @@ SETTING_NAMES: frozenset[str] = frozenset(
 
 
 def _check_together(values: Mapping[str, Any]) -> None:
-    """Rules between two settings, by ``Config`` field (read values)."""
     for low, high in (("min_ttl", "max_ttl"), ("retry_backoff", "max_retry_backoff")):
         if values[low] > values[high]:
             raise SettingError(

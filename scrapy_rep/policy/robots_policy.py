@@ -81,9 +81,7 @@ def _by_copy(record: OriginRecord, source: str, *, fetch_due: bool) -> Evaluatio
 
 
 def parse_max_age(cache_control: str | None) -> float | None:
-    if not cache_control:
-        return None
-    match = _MAX_AGE.search(cache_control)
+    match = _MAX_AGE.search(cache_control or "")
     return float(match.group(1)) if match else None
 
 
@@ -178,11 +176,9 @@ class RobotsPolicy:
                 expires_at=now + self.ttl(outcome.max_age),
                 last_outcome=outcome.detail,
             )
-        failures = previous.failures + 1
+        failures, since = previous.failures + 1, previous.unreachable_since
         return previous.evolve(
-            unreachable_since=(
-                previous.unreachable_since if previous.unreachable_since is not None else now
-            ),
+            unreachable_since=now if since is None else since,
             next_retry_at=now + self.backoff(failures, outcome.retry_after),
             failures=failures,
             last_outcome=outcome.detail,
