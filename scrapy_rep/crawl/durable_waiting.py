@@ -4,10 +4,9 @@
 ``StoreWaiting`` records them in the shared store (Redis, or SQLite on one machine), so a
 ``kill -9`` loses none: another process, or the next run, adopts them (docs/cluster.md).
 
-Waiting requests outlive the run only where the crawl does (docs/waiting.md): Scrapy keeps
-its queue and dupefilter only under ``JOBDIR`` or with a persistent scheduler (scrapy-redis
-with ``SCHEDULER_PERSIST``); a crawl that starts afresh would crawl kept requests on top of
-the same pages it finds again. So unset means durable exactly when the crawl persists.
+Unset means durable exactly when the crawl persists (``JOBDIR``, a persistent scheduler):
+a crawl that starts afresh would crawl kept requests on top of the same pages it finds
+again (docs/waiting.md, "When waiting requests outlive the run").
 """
 
 from __future__ import annotations

@@ -207,10 +207,8 @@ class Origins:
         rt = self._lru.get(origin)
         if rt is not None:
             self._lru.move_to_end(origin)
-            if rt.copy_bytes:
-                self._resident.move_to_end(origin)
-            return rt
-        rt = self._pinned.get(origin)
+        else:
+            rt = self._pinned.get(origin)
         if rt is not None:
             if rt.copy_bytes:
                 self._resident.move_to_end(origin)
