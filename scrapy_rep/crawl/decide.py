@@ -263,7 +263,7 @@ class Decider:
             "Forbidden by robots.txt: %s %s",
             request,
             _describe(decision),
-            extra={"spider": self.tokens.spider},
+            extra={"spider": self.tokens.crawler.spider},
         )
         raise IgnoreRequest("Forbidden by robots.txt")
 

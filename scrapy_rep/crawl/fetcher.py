@@ -157,7 +157,7 @@ class RobotsFetcher:
         """``trigger``: the page request whose evaluation started this fetch, if any
         (robots_parsed sends it, as Scrapy's middleware does)."""
         retry = origin in self._retrying
-        trigger = (self._retrying.get(origin) if retry else None) or trigger
+        trigger = self._retrying.get(origin) or trigger
         signal_manager = self.crawler.signals
         if not self._in_flight:
             for receiver, signal in self._signal_receivers():

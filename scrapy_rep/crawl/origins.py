@@ -137,11 +137,6 @@ class SummaryTotals:
         self.handed_back += rt.handed_back
         self.unreachable_spells += rt.unreachable_spells
 
-    def forget_origin(self, state: str) -> None:
-        """An evicted origin came back: its runtime counts it now (event counts stay here)."""
-        self.origins -= 1
-        self.states[state] -= 1
-
     def merged(self, runtimes: Iterable[OriginRuntime]) -> SummaryTotals:
         total = replace(self, states=dict(self.states))
         for rt in runtimes:
@@ -215,8 +210,9 @@ class Origins:
             return rt
         rt = self._lru[origin] = OriginRuntime(origin)
         state = self._evicted_states.pop(origin, None)
-        if state is not None:
-            self.evicted.forget_origin(state)
+        if state is not None:  # evicted before: its runtime counts it now (event counts stay)
+            self.evicted.origins -= 1
+            self.evicted.states[state] -= 1
         if len(self._lru) + len(self._pinned) > self.limit:
             self._evict_one()
         return rt

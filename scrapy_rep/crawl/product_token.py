@@ -15,7 +15,7 @@ from scrapy.http.headers import Headers
 from scrapy_rep.robotstxt import product_token
 
 if TYPE_CHECKING:
-    from scrapy import Request, Spider
+    from scrapy import Request
     from scrapy.crawler import Crawler
 
     from scrapy_rep.policy.config import Config
@@ -38,14 +38,10 @@ class ProductTokens:
         # (raw value, its product token, whether it is browser-like): the last one seen
         self._token_of: tuple[object, str, bool] = (None, "", False)
 
-    @property
-    def spider(self) -> Spider | None:
-        return self.crawler.spider
-
     def token_for(self, request: Request) -> str:
         raw: Any = request.meta.get("robotstxt_user_agent")
-        if not raw and self.spider is not None:
-            raw = getattr(self.spider, "robotstxt_user_agent", None)
+        if not raw:
+            raw = getattr(self.crawler.spider, "robotstxt_user_agent", None)
         if not raw:
             raw = self.config.robotstxt_user_agent
         if not raw:
@@ -81,7 +77,7 @@ class ProductTokens:
         own_name = "Set it to your crawler's name (for example 'MyBot')."
         if request.meta.get("robotstxt_user_agent"):
             return 'request.meta["robotstxt_user_agent"]', own_name
-        if self.spider is not None and getattr(self.spider, "robotstxt_user_agent", None):
+        if getattr(self.crawler.spider, "robotstxt_user_agent", None):
             return "the spider attribute robotstxt_user_agent", own_name
         if self.config.robotstxt_user_agent:
             return "ROBOTSTXT_USER_AGENT", own_name
