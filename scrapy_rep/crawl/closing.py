@@ -125,8 +125,7 @@ class WaitingAtClose:
         """On a graceful stop, give held requests back to a persistent scheduler before it
         closes (Scrapy closes it before sending ``spider_closed``)."""
         compat.run_before_scheduler_close(
-            self.bridge.scheduler(),
-            lambda: self.empty_room(handing_back=self.bridge.persists()),
+            self.bridge.scheduler(), lambda: self.empty_room(handing_back=self.bridge.persists())
         )
 
     def empty_room(self, *, handing_back: bool) -> None:

@@ -271,10 +271,7 @@ def make_cluster_delay(
     try:
         cluster = storage.cluster(crawler.spidercls.name)
     except ClusterError as exc:
-        logger.warning(
-            "no cluster-wide Crawl-delay (the shared store cannot be opened: %s)",
-            exc,
-        )
+        logger.warning("no cluster-wide Crawl-delay (the shared store cannot be opened: %s)", exc)
         return None
     if cluster is None:
         return None

@@ -71,6 +71,7 @@ class RobotsFetcher:
         self.stats = crawler.stats
         self.config = config
         self.clock = clock
+        self._maxsize = config.max_size * _DECOMPRESSED_FACTOR
         # (origin, body, page request) -> the crawl's parsed copy (Decider.parsed_for),
         # what robots_parsed receivers get, so that their queries parse nothing
         self.parsed = parsed
@@ -83,7 +84,6 @@ class RobotsFetcher:
         self._refused_warned: set[str] = set()
 
     def _request(self, url: str, origin: str) -> Request:
-        maxsize = self.config.max_size * _DECOMPRESSED_FACTOR
         return Request(
             url,
             priority=1000,
@@ -101,8 +101,8 @@ class RobotsFetcher:
                 "allow_offsite": True,
                 "handle_httpstatus_all": True,
                 "download_timeout": self.config.fetch_timeout,
-                "download_maxsize": maxsize,
-                "download_warnsize": maxsize,
+                "download_maxsize": self._maxsize,
+                "download_warnsize": self._maxsize,
                 "download_fail_on_dataloss": True,
             },
         )
@@ -144,8 +144,7 @@ class RobotsFetcher:
         meta = request.meta
         if FETCH_META_KEY not in meta:
             return
-        maxsize = self.config.max_size * _DECOMPRESSED_FACTOR
-        meta["download_maxsize"] = meta["download_warnsize"] = maxsize
+        meta["download_maxsize"] = meta["download_warnsize"] = self._maxsize
         codings = content_codings(response.headers.getlist(b"Content-Encoding"))
         if decodable(codings):
             # Before the downloader middlewares: without the header HttpCompressionMiddleware
