@@ -1,12 +1,8 @@
 """Sequencing per origin: one robots.txt fetch in flight, held requests, timers, and
 their release (what a state means is ``RobotsPolicy``'s).
 
-One fetch: queued (``FetchQueue``: at most ``CONCURRENT_REQUESTS`` in flight), then the
-lease is taken together with a fresh read (in a shared store another process may have just
-stored the answer), the file is fetched while the lease is renewed, and the outcome is
-stored before the fetch ends, so no second fetch of the origin starts in between. Store
-calls run off the reactor thread (``StoreCalls``). Unreachable WARNINGs stay few at
-broad-crawl scale (``UnreachableWarnings``).
+The steps of one fetch are docs/architecture.md's ("The path of one request"); its outcome
+is stored before the fetch ends, so no second fetch of the origin starts in between.
 """
 
 from __future__ import annotations
@@ -153,7 +149,6 @@ class OriginCoordinator:
             if not rt.loading:
                 self._load(rt)
             if not rt.loaded:
-                # The first read is in flight: the origin is undecided until it lands.
                 return _UNDECIDED
         evaluation = self.policy.evaluate(rt.record, now)
         rt.undecided = None

@@ -1,14 +1,12 @@
 """Fetching robots.txt: one origin's file through Scrapy's downloader (``RobotsFetcher``),
 and the bound on fetches in flight (``FetchQueue``).
 
-Through ``engine.download_async``, so proxies, TLS, default headers, download handlers and
-downloader middlewares apply as for any page, with robots.txt's own budget
-(docs/behaviour.md): redirects followed here up to ``REP_MAX_REDIRECTS`` (RFC 9309 2.3.1.2:
-"SHOULD follow at least five"); no immediate retries (the policy's backoff replaces them);
-the body cut at ``REP_MAX_SIZE`` (RFC 9309 2.5) whatever ``Content-Length`` says, and a
-compressed one decoded here up to it (crawl/robots_body.py), not refused whole as a
-decompression bomb by HttpCompressionMiddleware. Scrapy's own stats keys count one per
-download as its middleware does; every hop and retry is counted in scrapy-rep's keys.
+Through ``engine.download_async``, so Scrapy's downloader and its middlewares apply as for
+any page, with robots.txt's own budget (docs/behaviour.md): redirects followed here up to
+``REP_MAX_REDIRECTS`` (RFC 9309 2.3.1.2: "SHOULD follow at least five"), no immediate
+retries, the body cut at ``REP_MAX_SIZE`` (RFC 9309 2.5) and decoded here
+(crawl/robots_body.py). Scrapy's own stats keys count one per download as its middleware
+does; every hop and retry is counted in scrapy-rep's keys.
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""The origins a crawl knows and their state in RAM, bounded by count and by bytes.
-
-Each origin has one ``OriginRuntime`` (its record, parsed rules, Crawl-delay memo, fetch,
-timer and summary counters); ``Origins`` keeps at most ``limit`` of them unless more are
-busy, and their robots.txt copies within ``REP_MEMORY_MAX_BYTES`` (estimated).
-"""
+"""The origins a crawl knows and their state in RAM, bounded by count and by bytes."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """Which product token a request's crawler obeys (docs/behaviour.md, "Product token").
 
-The first of ``meta["robotstxt_user_agent"]``, the spider's ``robotstxt_user_agent``,
-``ROBOTSTXT_USER_AGENT``, the request's User-Agent header and ``USER_AGENT``, reduced to
-its product token (RFC 9309 2.2.1: crawlers match on it, not on the full UA string).
+RFC 9309 2.2.1: crawlers match on the product token, not on the full UA string.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Engine work run on the reactor's own thread in bounded steps (docs/rfc.md, "cost").
 
-The reactor must never wait more than 25 ms on robots.txt work; the worst files take
-30-90 ms to parse, and a worker thread left the reactor waiting 12-64 ms for a core and
-the GIL (docs/benchmarks.md). So that work is cut into steps (RobotsTxt.parse_steps,
-prepare_steps), and the reactor waits at most STEP_BUDGET plus one step.
+The reactor must never wait more than 25 ms on robots.txt work, and a worker thread left it
+waiting 12-64 ms for a core and the GIL (docs/benchmarks.md): here it waits at most
+STEP_BUDGET plus one step.
 """
 
 from __future__ import annotations

@@ -10,10 +10,8 @@ each origin's calls keep their order): it answers at once, or raises ``WouldBloc
 to the worker. A hop to the worker and back took 0.1-0.5 s on a busy crawler, an answer at
 once tens of microseconds; per origin, so one call that waits sends no other origin there.
 
-``close`` waits at most ``CLOSE_WAIT`` seconds for the calls already made (a hung store must
-not hang the stop, nor interpreter exit: the worker is a daemon thread), then says how many
-were left unanswered (a lease left behind ends within ``REP_LEASE_TTL``; a lost write only
-costs a refetch).
+``close`` waits at most ``CLOSE_WAIT`` seconds for the calls already made: a hung store must
+not hang the stop, nor interpreter exit (the worker is a daemon thread).
 """
 
 from __future__ import annotations
