@@ -548,13 +548,12 @@ class StoreWaiting(DurableWaiting):
         self._flush_queued = False
         if self._busy or self._closed:
             return
-        self._busy = True
         looking = self._look_running = self._look is not None
         add, remove = self._take_batch()
         if not add and not remove and not adopt and not looking:
-            self._busy = False  # nothing ripe yet: no store call
-            self._flush_soon()
+            self._flush_soon()  # nothing ripe yet: no store call
             return
+        self._busy = True
         self._in_flight = (add, remove)
         deferred = threads.deferToThread(self._io, add, remove, adopt or looking)
         deferred.addCallbacks(self._written, self._write_failed, errbackArgs=(add, remove))

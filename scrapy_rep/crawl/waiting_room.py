@@ -91,8 +91,8 @@ class WaitingRoom:
 
     # -- held until the origin is decided ----------------------------------------------
 
-    def hold(self, origin: str, request: Request, since: float | None = None) -> None:
-        when = self.clock() if since is None else since
+    def hold(self, origin: str, request: Request) -> None:
+        when = self.clock()
         codec = self.codec
         if not self.keeper.records:  # nothing to record, nothing to share
             blob = self._encode(request)
