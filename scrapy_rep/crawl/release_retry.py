@@ -98,7 +98,6 @@ class ReleaseRetry:
                 len(self._waiting),
             )
             self.retry_at = None
-            self._backoff = 0.0
 
     def _wait(self, origin: str, request: Request) -> None:
         assert self.retry_at is not None
