@@ -24,12 +24,12 @@ T = TypeVar("T")
 STEP_BUDGET = 0.001
 
 
-async def run_steps(steps: Generator[None, None, T], budget: float = STEP_BUDGET) -> T:
+async def run_steps(steps: Generator[None, None, T]) -> T:
     """Run *steps* to its end on the reactor thread, giving the reactor a turn after
-    every *budget* seconds of them; what *steps* returns."""
+    every STEP_BUDGET seconds of them; what *steps* returns."""
     clock = time.perf_counter
     while True:
-        deadline = clock() + budget
+        deadline = clock() + STEP_BUDGET
         try:
             next(steps)  # at least one step a turn, whatever the budget
             while clock() < deadline:

@@ -117,13 +117,12 @@ class StoreCalls:
             del self._queued[key]
         return result
 
-    def close(self, timeout: float = CLOSE_WAIT) -> None:
+    def close(self) -> None:
         worker, self._worker = self._worker, None
         if worker is None:
             return
-        # Lets the calls already given run, waiting at most ``timeout`` seconds.
         self._jobs.put(None)
-        worker.join(timeout)
+        worker.join(CLOSE_WAIT)
         if worker.is_alive():
             left = max(self._jobs.qsize(), 1)  # (the stop marker is counted for the running one)
             logger.warning(
@@ -132,7 +131,7 @@ class StoreCalls:
                 "within REP_LEASE_TTL; an unwritten robots.txt copy is fetched again)",
                 self.storage.describe(),
                 left,
-                timeout,
+                CLOSE_WAIT,
             )
 
 
