@@ -97,12 +97,9 @@ class WaitingAtClose:
                 continue
             self._named_waiting.add(origin)
             ends = (record.unreachable_since or now) + unreachable_wait
-            until = (
-                f", until {clock_time(ends, now)} at the latest (REP_UNREACHABLE_WAIT)"
-                if ends < closes_at
-                else ""
-            )
-            why = f"robots.txt unreachable: {record.last_outcome}{until}"
+            why = f"robots.txt unreachable: {record.last_outcome}"
+            if ends < closes_at:
+                why += f", until {clock_time(ends, now)} at the latest (REP_UNREACHABLE_WAIT)"
             per_origin.append((origin, self.room.count(origin), why))
         if not per_origin:
             return
@@ -125,8 +122,7 @@ class WaitingAtClose:
         """On a graceful stop, give held requests back to a persistent scheduler before it
         closes (Scrapy closes it before sending ``spider_closed``)."""
         compat.run_before_scheduler_close(
-            self.bridge.scheduler(),
-            lambda: self.empty_room(handing_back=self.bridge.persists()),
+            self.bridge.scheduler(), lambda: self.empty_room(handing_back=self.bridge.persists())
         )
 
     def empty_room(self, *, handing_back: bool) -> None:

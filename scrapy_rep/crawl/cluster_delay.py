@@ -1,15 +1,10 @@
 """Crawl-delay kept by a whole cluster, not by each process on its own.
 
-docs/cluster.md, Crawl-delay: each process spaces its own requests with the download
-slot's delay (``decide.py``); on top of that, an allowed request reserves the origin's next
-turn in the shared store (``ClusterStore.reserve_turn``: atomic, on the store's clock). A
-future turn is waited for in the waiting room (``hold_until``), holding no download slot;
-the request then passes the scheduler again and goes at its turn without reserving another.
-
-At most ``HORIZON`` seconds of turns are reserved ahead, so a process that dies wastes at
-most that much; a request that finds the horizon full waits for room (one process's
-requests staggered one Crawl-delay apart). A store that cannot be reached lets the request
-go (the slot delay still applies): a failing store must not stop a crawl. Logged once.
+As docs/cluster.md (Crawl-delay) describes: on top of the download slot's delay
+(``decide.py``), an allowed request reserves the origin's next turn in the shared store
+(``ClusterStore.reserve_turn``: atomic, on the store's clock) and waits for a future turn
+in the waiting room (``hold_until``), holding no download slot. A store that cannot be
+reached lets the request go: a failing store must not stop a crawl.
 """
 
 from __future__ import annotations
@@ -276,10 +271,7 @@ def make_cluster_delay(
     try:
         cluster = storage.cluster(crawler.spidercls.name)
     except ClusterError as exc:
-        logger.warning(
-            "no cluster-wide Crawl-delay (the shared store cannot be opened: %s)",
-            exc,
-        )
+        logger.warning("no cluster-wide Crawl-delay (the shared store cannot be opened: %s)", exc)
         return None
     if cluster is None:
         return None

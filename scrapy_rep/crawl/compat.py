@@ -43,7 +43,7 @@ STOCK_PATH = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
 
 
 # == Scrapy internals ==================================================================
-# Each function: what it gives, then "why:" (the reason no public API serves).
+# Each function says "why:" (the reason no public API serves).
 
 
 def _engine_slot(crawler: Crawler) -> Any:
@@ -95,7 +95,6 @@ def not_scheduled(reason: str) -> Failure:
 
 
 def dupefilter_of(scheduler: Any) -> Any:
-    """The scheduler's dupefilter, or None."""
     # why: Scrapy's Scheduler (and scrapy-redis's) keeps it on ``df``, with no accessor
     return getattr(scheduler, "df", None)
 
@@ -127,7 +126,6 @@ def run_before_scheduler_close(scheduler: Any, before: Callable[[], None]) -> No
 
 
 def downloader_middlewares(crawler: Crawler) -> list[Any]:
-    """The downloader middleware instances of the running crawl."""
     # why: reachable only through ``engine.downloader.middleware.middlewares``
     manager = getattr(downloader_of(crawler), "middleware", None)
     return list(getattr(manager, "middlewares", ()))
@@ -150,7 +148,6 @@ def offsite_host_regex(mw: Any, spider: Any) -> Any:
 
 
 def downloader_of(crawler: Crawler) -> Any:
-    """The running crawl's downloader, or None."""
     # why: ``engine.downloader`` holds the download slots Crawl-delay is kept on
     return getattr(crawler.engine, "downloader", None)
 
@@ -164,9 +161,16 @@ def download_slot(downloader: Any, key: Any) -> Any:
 def new_slot_timing(downloader: Any, key: str) -> tuple[float, float]:
     """(delay, jitter) Scrapy gives a slot it makes for ``key``."""
     # why: ``Downloader.per_slot_settings`` is what a new slot reads; the defaults are
-    # ``Downloader._delay`` and ``_jitter`` (2.19+), or read per new slot before
+    # ``Downloader._delay`` (AutoThrottle's start delay included) and ``_jitter`` (2.19+),
+    # or read per new slot before (the spider's download_delay or DOWNLOAD_DELAY)
+    if hasattr(downloader, "_delay"):
+        default = downloader._delay
+    else:
+        default = getattr(getattr(downloader.crawler, "spider", None), "download_delay", None)
+        if default is None:
+            default = downloader.settings.getfloat("DOWNLOAD_DELAY")
     settings = downloader.per_slot_settings.get(key, {})
-    delay = float(settings.get("delay", _default_slot_delay(downloader)))
+    delay = float(settings.get("delay", default or 0.0))
     if hasattr(downloader, "_jitter"):  # Scrapy 2.19+
         return delay, float(settings.get("jitter", downloader._jitter))
     randomize = bool(settings.get("randomize_delay", downloader.randomize_delay))
@@ -182,18 +186,6 @@ def keep_new_slot_timing(downloader: Any, key: str, delay: float, jitter: float)
         settings["jitter"] = jitter
     else:
         settings["randomize_delay"] = jitter >= 0.5
-
-
-def _default_slot_delay(downloader: Any) -> float:
-    # why: DOWNLOAD_DELAY as new slots get it: ``_delay`` (2.19+, AutoThrottle's start
-    # delay included); before, the spider's download_delay or the setting
-    if hasattr(downloader, "_delay"):
-        return float(downloader._delay or 0.0)
-    spider = getattr(downloader.crawler, "spider", None)
-    delay = getattr(spider, "download_delay", None)
-    if delay is None:
-        delay = downloader.settings.getfloat("DOWNLOAD_DELAY")
-    return float(delay or 0.0)
 
 
 def slot_jitter(slot: Any) -> float:
@@ -267,7 +259,6 @@ def request_field_readers() -> dict[str, Callable[[Request], Any]]:
 
 
 def has_receivers(crawler: Crawler, signal: object) -> bool:
-    """Whether any live receiver is connected to ``signal``."""
     # why: SignalManager has no such query; scrapy.utils.signal asks pydispatch this way
     receivers = getAllReceivers(crawler.signals.sender, signal)
     return any(True for _ in liveReceivers(receivers))
@@ -280,7 +271,6 @@ def is_sitemap_spider_request(request: Request) -> bool:
 
 
 def command_line() -> list[str]:
-    """This process's command line as it was started."""
     # why: ``scrapy.cmdline`` pops the command name from ``sys.argv``; ``sys.orig_argv`` keeps it
     return [str(arg) for arg in getattr(sys, "orig_argv", sys.argv)]
 
@@ -363,7 +353,7 @@ def check_configuration(crawler: Crawler) -> None:
     """Log one WARNING per configuration mistake, once, at start-up."""
     settings = crawler.settings
     enabled = build_component_list(settings.getwithbase("DOWNLOADER_MIDDLEWARES"))
-    stock = [_name(key) for key in enabled if is_stock_middleware(key)]
+    stock = " and ".join(_name(key) for key in enabled if is_stock_middleware(key))
     if stock:
         logger.warning(
             "%s is enabled beside scrapy_rep.RobotsTxtMiddleware: robots.txt "
@@ -371,8 +361,8 @@ def check_configuration(crawler: Crawler) -> None:
             "Enable scrapy-rep with ADDONS = {'scrapy_rep.Addon': 0} (it disables the "
             "stock middleware and its subclasses), or set %s to None in "
             "DOWNLOADER_MIDDLEWARES.",
-            " and ".join(stock),
-            " and ".join(stock),
+            stock,
+            stock,
         )
     parser = settings.get("ROBOTSTXT_PARSER")
     # Scrapy's default (Protego) is not a choice of the project

@@ -1,12 +1,8 @@
 """Sequencing per origin: one robots.txt fetch in flight, held requests, timers, and
 their release (what a state means is ``RobotsPolicy``'s).
 
-One fetch: queued (``FetchQueue``: at most ``CONCURRENT_REQUESTS`` in flight), then the
-lease is taken together with a fresh read (in a shared store another process may have just
-stored the answer), the file is fetched while the lease is renewed, and the outcome is
-stored before the fetch ends, so no second fetch of the origin starts in between. Store
-calls run off the reactor thread (``StoreCalls``). Unreachable WARNINGs stay few at
-broad-crawl scale (``UnreachableWarnings``).
+The steps of one fetch are docs/architecture.md's ("The path of one request"); its outcome
+is stored before the fetch ends, so no second fetch of the origin starts in between.
 """
 
 from __future__ import annotations
@@ -153,12 +149,14 @@ class OriginCoordinator:
             if not rt.loading:
                 self._load(rt)
             if not rt.loaded:
-                # The first read is in flight: the origin is undecided until it lands.
                 return _UNDECIDED
         evaluation = self.policy.evaluate(rt.record, now)
         rt.undecided = None
         if evaluation.fetch_due and not rt.fetching:
-            self._start_fetch(rt, trigger)
+            if not self.closed:
+                rt.fetching = True
+                self._fetches_pending += 1
+                self.fetches.submit(rt.origin, lambda: self._begin_fetch(rt, trigger))
         elif not evaluation.ready and not rt.fetching:
             self._arm_timer(rt, evaluation.wake_at)
             if evaluation.wake_at is not None and not self.storage.shared:
@@ -306,13 +304,6 @@ class OriginCoordinator:
 
     # -- the steps of one fetch --------------------------------------------------------
 
-    def _start_fetch(self, rt: OriginRuntime, trigger: Request | None) -> None:
-        if self.closed:
-            return
-        rt.fetching = True
-        self._fetches_pending += 1
-        self.fetches.submit(rt.origin, lambda: self._begin_fetch(rt, trigger))
-
     def _fetch_not_started(self, rt: OriginRuntime) -> None:
         rt.fetching = False
         self._fetches_pending -= 1
@@ -411,46 +402,39 @@ class OriginCoordinator:
             logger.error("storing robots.txt of %s failed: %s", rt.origin, failure)
             return policy.after_fetch(previous, outcome, now)
 
+        def recorded(record: OriginRecord) -> None:
+            self._fetch_ended(rt)
+            was_unreachable = previous is not None and previous.unreachable
+            rt.record = record
+            rt.loaded = True
+            rt.undecided = None
+            self.origins.note_record(rt)
+            if record.unreachable and not was_unreachable:
+                rt.unreachable_spells += 1
+                self._inc("robotstxt/unreachable")
+                if self.give_up is not None and not self.closed:
+                    self._give_up(rt, outcome.detail)
+                    return
+                # WARNING with the error's text (Scrapy's middleware: ERROR)
+                waiting = self.room.count(rt.origin) + len(rt.waiters)
+                fate = None if self.waiting_fate is None else self.waiting_fate()
+                line = unreachable_line(rt.origin, outcome, record, waiting, now, policy, fate)
+                self.unreachable_warnings.warn(rt.origin, line)
+            elif record.unreachable:
+                logger.debug(
+                    "robots.txt of %s still unreachable (%s); next try in %.0f s",
+                    rt.origin,
+                    outcome.detail,
+                    (record.next_retry_at or now) - now,
+                )
+            elif was_unreachable:
+                self._inc("robotstxt/recovered")
+                logger.info("robots.txt of %s is reachable again (%s)", rt.origin, outcome.detail)
+            self.wake(rt.origin, reread=False)  # (nothing once closed)
+
         deferred = self.calls.call(write, key=rt.origin)
         deferred.addErrback(failed)
-        deferred.addCallback(self._recorded, rt, outcome, previous, now)
-
-    def _recorded(
-        self,
-        record: OriginRecord,
-        rt: OriginRuntime,
-        outcome: FetchOutcome,
-        previous: OriginRecord | None,
-        now: float,
-    ) -> None:
-        self._fetch_ended(rt)
-        was_unreachable = previous is not None and previous.unreachable
-        rt.record = record
-        rt.loaded = True
-        rt.undecided = None
-        self.origins.note_record(rt)
-        if record.unreachable and not was_unreachable:
-            rt.unreachable_spells += 1
-            self._inc("robotstxt/unreachable")
-            if self.give_up is not None and not self.closed:
-                self._give_up(rt, outcome.detail)
-                return
-            # WARNING with the error's text (Scrapy's middleware: ERROR)
-            waiting = self.room.count(rt.origin) + len(rt.waiters)
-            fate = None if self.waiting_fate is None else self.waiting_fate()
-            line = unreachable_line(rt.origin, outcome, record, waiting, now, self.policy, fate)
-            self.unreachable_warnings.warn(rt.origin, line)
-        elif record.unreachable:
-            logger.debug(
-                "robots.txt of %s still unreachable (%s); next try in %.0f s",
-                rt.origin,
-                outcome.detail,
-                (record.next_retry_at or now) - now,
-            )
-        elif was_unreachable:
-            self._inc("robotstxt/recovered")
-            logger.info("robots.txt of %s is reachable again (%s)", rt.origin, outcome.detail)
-        self.wake(rt.origin, reread=False)  # (nothing once closed)
+        deferred.addCallback(recorded)
 
     def _give_up(self, rt: OriginRuntime, detail: str) -> None:
         assert self.give_up is not None

@@ -149,7 +149,6 @@ class Decider:
         only when the origin's robots.txt needs work in steps first (robots_for)."""
         if self.decide_now(request, evaluation, rt):
             return
-        # a large file or group: prepared in steps, then decided as above
         token = self.token_for(request)
         robots = await self.robots_for(rt, evaluation.body, token)
         self._decide_rules(request, evaluation, rt, robots, token)
@@ -263,7 +262,7 @@ class Decider:
             "Forbidden by robots.txt: %s %s",
             request,
             _describe(decision),
-            extra={"spider": self.tokens.spider},
+            extra={"spider": self.tokens.crawler.spider},
         )
         raise IgnoreRequest("Forbidden by robots.txt")
 
@@ -321,24 +320,17 @@ class SlotDelays:
         compat.keep_new_slot_timing(
             downloader, key, slot_delay, _bounded_jitter(slot_delay, jitter, delay)
         )
-        slot = compat.download_slot(downloader, key)
-        if slot is not None:
-            _hold_slot_to(slot, delay)
+        _hold_slot_to(compat.download_slot(downloader, key), delay)
         self.crawler.stats.set_value(f"robotstxt/crawl_delay/{key}", delay)
 
     def on_reached_downloader(self, request: Request, spider: Any = None) -> None:
         """Re-assert Crawl-delay before each download: AutoThrottle rewrites slot.delay
         on every response and floors it only at DOWNLOAD_DELAY (connected by the first)."""
-        downloader = compat.downloader_of(self.crawler)
-        if downloader is None:
-            return
         key = request.meta.get("download_slot")
-        delay = self._delays.get(key) if key is not None else None
-        if delay is None:
-            return
-        slot = compat.download_slot(downloader, key)
-        if slot is not None:
-            _hold_slot_to(slot, delay)
+        delay = None if key is None else self._delays.get(key)
+        downloader = compat.downloader_of(self.crawler)
+        if delay is not None and downloader is not None:
+            _hold_slot_to(compat.download_slot(downloader, key), delay)
 
 
 def _bounded_jitter(slot_delay: float, jitter: float, crawl_delay: float) -> float:
@@ -351,6 +343,8 @@ def _bounded_jitter(slot_delay: float, jitter: float, crawl_delay: float) -> flo
 
 
 def _hold_slot_to(slot: Any, crawl_delay: float) -> None:
+    if slot is None:  # never made, or collected idle
+        return
     slot_delay = compat.raise_slot_delay(slot, crawl_delay)
     jitter = compat.slot_jitter(slot)
     if jitter:

@@ -4,10 +4,9 @@
 ``StoreWaiting`` records them in the shared store (Redis, or SQLite on one machine), so a
 ``kill -9`` loses none: another process, or the next run, adopts them (docs/cluster.md).
 
-Waiting requests outlive the run only where the crawl does (docs/waiting.md): Scrapy keeps
-its queue and dupefilter only under ``JOBDIR`` or with a persistent scheduler (scrapy-redis
-with ``SCHEDULER_PERSIST``); a crawl that starts afresh would crawl kept requests on top of
-the same pages it finds again. So unset means durable exactly when the crawl persists.
+Unset means durable exactly when the crawl persists (``JOBDIR``, a persistent scheduler):
+a crawl that starts afresh would crawl kept requests on top of the same pages it finds
+again (docs/waiting.md, "When waiting requests outlive the run").
 """
 
 from __future__ import annotations
@@ -139,8 +138,7 @@ def make_durable_waiting(
 ) -> DurableWaiting:
     """A ``StoreWaiting`` when waiting requests are to outlive the run and the store can
     hold them, else the default. ``codec``: the room's, so a request is serialised once."""
-    wanted, _ = durability_choice(config, crawler.settings)
-    if not wanted:
+    if not durability_choice(config, crawler.settings)[0]:
         return DurableWaiting()
     return make_store_waiting(crawler, config, storage, codec) or DurableWaiting()
 
@@ -291,7 +289,7 @@ class StoreWaiting(DurableWaiting):
         # The batch handed to the worker thread until its store call ran: a close() that
         # gets the store first writes it instead.
         self._in_flight: tuple[list[Parked], list[str]] | None = None
-        self._adopted: list[tuple[str, Request]] = []
+        self._adopted: list[tuple[str, str, Request]] = []  # (origin, key, request)
         self._io_lock = threading.Lock()  # one store call at a time, close() included
         self._busy = False
         self._flush_queued = False
@@ -347,20 +345,18 @@ class StoreWaiting(DurableWaiting):
         run already crawled (``passed``, or held and let go): the dupefilter cannot tell."""
         adopted, self._adopted = self._adopted, []
         handed: list[tuple[str, Request]] = []
-        for origin, request in adopted:
-            key = request.meta.pop(KEY_META, None)
-            if isinstance(key, str) and (key in self._holds or key in self._dont_filter_seen):
+        for origin, key, request in adopted:
+            if key in self._holds or key in self._dont_filter_seen:
                 if key not in self._holds:
                     self._pending_remove.add(key)  # the copy held here is gone: so is this
                 self.stats.inc_value(f"{STAT}adopted_duplicate")
                 logger.debug("an adopted copy of a held request collapses: %s", request)
                 continue
-            if isinstance(key, str):
-                # Recorded again, it gets the same key.
-                self._adopted_keys[request] = key
-                self._pending_remove.add(key)
-                if request.dont_filter:
-                    self._adopted_dont_filter.add(key)
+            # Recorded again, it gets the same key.
+            self._adopted_keys[request] = key
+            self._pending_remove.add(key)
+            if request.dont_filter:
+                self._adopted_dont_filter.add(key)
             handed.append((origin, request))
         self._flush_soon()
         return handed
@@ -399,7 +395,7 @@ class StoreWaiting(DurableWaiting):
         self._closed = True
         if self._loop is not None and self._loop.running:
             self._loop.stop()
-        add, remove = self._take_batch(limit=None, ripe_only=False)
+        add, remove = self._take_batch(everything=True)
         # The reactor waits for this: at most one store call's timeout, and not at all
         # when the store was failing anyway.
         locked = self._io_lock.acquire(timeout=CLOSE_WAIT)
@@ -519,9 +515,8 @@ class StoreWaiting(DurableWaiting):
             self._loop.start(max(self.heartbeat / 3.0, 0.05), now=True)
 
     def _flush_soon(self) -> None:
-        if self._busy or self._flush_queued or self._closed:
-            return
-        if not self._pending_add and not self._pending_remove:
+        nothing = not self._pending_add and not self._pending_remove
+        if nothing or self._busy or self._flush_queued or self._closed:
             return
         self._flush_queued = True
         # Removals go at once, a hold once it is PARK_GRACE old (its own age).
@@ -531,15 +526,13 @@ class StoreWaiting(DurableWaiting):
             delay = max(oldest + PARK_GRACE - time.monotonic(), 0.0) + 0.01
         installed_reactor().callLater(delay, self._flush)
 
-    def _take_batch(
-        self, limit: int | None, *, ripe_only: bool = True
-    ) -> tuple[list[Parked], list[str]]:
-        """The holds to write (at most ``limit``; with ``ripe_only``, those recorded at
-        least PARK_GRACE ago) and every pending removal."""
-        ripe_before = time.monotonic() - PARK_GRACE if ripe_only else float("inf")
+    def _take_batch(self, everything: bool = False) -> tuple[list[Parked], list[str]]:
+        """Every pending removal, and the holds to write: all of them, or at most BATCH of
+        those recorded at least PARK_GRACE ago."""
+        ripe_before = float("inf") if everything else time.monotonic() - PARK_GRACE
         keys: list[str] = []
         for key, (_, recorded) in self._pending_add.items():
-            if (limit is not None and len(keys) >= limit) or recorded > ripe_before:
+            if (not everything and len(keys) >= BATCH) or recorded > ripe_before:
                 break
             keys.append(key)
         add = [self._pending_add.pop(key)[0] for key in keys]
@@ -555,13 +548,12 @@ class StoreWaiting(DurableWaiting):
         self._flush_queued = False
         if self._busy or self._closed:
             return
-        self._busy = True
         looking = self._look_running = self._look is not None
-        add, remove = self._take_batch(BATCH)
+        add, remove = self._take_batch()
         if not add and not remove and not adopt and not looking:
-            self._busy = False  # nothing ripe yet: no store call
-            self._flush_soon()
+            self._flush_soon()  # nothing ripe yet: no store call
             return
+        self._busy = True
         self._in_flight = (add, remove)
         deferred = threads.deferToThread(self._io, add, remove, adopt or looking)
         deferred.addCallbacks(self._written, self._write_failed, errbackArgs=(add, remove))
@@ -647,7 +639,8 @@ class StoreWaiting(DurableWaiting):
             self._stored.add(key)
             self._pending_remove.add(key)
             return
-        request.meta[KEY_META] = key  # (entries parked before the key was in meta)
+        # Handed out without its key in meta: ``key()`` finds it in _adopted_keys.
+        request.meta.pop(KEY_META, None)
         self._stored.add(key)
         self.stats.inc_value(f"{STAT}adopted")
-        self._adopted.append((origin, request))
+        self._adopted.append((origin, key, request))

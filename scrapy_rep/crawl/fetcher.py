@@ -1,14 +1,12 @@
 """Fetching robots.txt: one origin's file through Scrapy's downloader (``RobotsFetcher``),
 and the bound on fetches in flight (``FetchQueue``).
 
-Through ``engine.download_async``, so proxies, TLS, default headers, download handlers and
-downloader middlewares apply as for any page, with robots.txt's own budget
-(docs/behaviour.md): redirects followed here up to ``REP_MAX_REDIRECTS`` (RFC 9309 2.3.1.2:
-"SHOULD follow at least five"); no immediate retries (the policy's backoff replaces them);
-the body cut at ``REP_MAX_SIZE`` (RFC 9309 2.5) whatever ``Content-Length`` says, and a
-compressed one decoded here up to it (crawl/robots_body.py), not refused whole as a
-decompression bomb by HttpCompressionMiddleware. Scrapy's own stats keys count one per
-download as its middleware does; every hop and retry is counted in scrapy-rep's keys.
+Through ``engine.download_async``, so Scrapy's downloader and its middlewares apply as for
+any page, with robots.txt's own budget (docs/behaviour.md): redirects followed here up to
+``REP_MAX_REDIRECTS`` (RFC 9309 2.3.1.2: "SHOULD follow at least five"), no immediate
+retries, the body cut at ``REP_MAX_SIZE`` (RFC 9309 2.5) and decoded here
+(crawl/robots_body.py). Scrapy's own stats keys count one per download as its middleware
+does; every hop and retry is counted in scrapy-rep's keys.
 """
 
 from __future__ import annotations
@@ -71,6 +69,7 @@ class RobotsFetcher:
         self.stats = crawler.stats
         self.config = config
         self.clock = clock
+        self._maxsize = config.max_size * _DECOMPRESSED_FACTOR
         # (origin, body, page request) -> the crawl's parsed copy (Decider.parsed_for),
         # what robots_parsed receivers get, so that their queries parse nothing
         self.parsed = parsed
@@ -83,7 +82,6 @@ class RobotsFetcher:
         self._refused_warned: set[str] = set()
 
     def _request(self, url: str, origin: str) -> Request:
-        maxsize = self.config.max_size * _DECOMPRESSED_FACTOR
         return Request(
             url,
             priority=1000,
@@ -101,8 +99,8 @@ class RobotsFetcher:
                 "allow_offsite": True,
                 "handle_httpstatus_all": True,
                 "download_timeout": self.config.fetch_timeout,
-                "download_maxsize": maxsize,
-                "download_warnsize": maxsize,
+                "download_maxsize": self._maxsize,
+                "download_warnsize": self._maxsize,
                 "download_fail_on_dataloss": True,
             },
         )
@@ -144,8 +142,7 @@ class RobotsFetcher:
         meta = request.meta
         if FETCH_META_KEY not in meta:
             return
-        maxsize = self.config.max_size * _DECOMPRESSED_FACTOR
-        meta["download_maxsize"] = meta["download_warnsize"] = maxsize
+        meta["download_maxsize"] = meta["download_warnsize"] = self._maxsize
         codings = content_codings(response.headers.getlist(b"Content-Encoding"))
         if decodable(codings):
             # Before the downloader middlewares: without the header HttpCompressionMiddleware
@@ -157,7 +154,7 @@ class RobotsFetcher:
         """``trigger``: the page request whose evaluation started this fetch, if any
         (robots_parsed sends it, as Scrapy's middleware does)."""
         retry = origin in self._retrying
-        trigger = (self._retrying.get(origin) if retry else None) or trigger
+        trigger = self._retrying.get(origin) or trigger
         signal_manager = self.crawler.signals
         if not self._in_flight:
             for receiver, signal in self._signal_receivers():

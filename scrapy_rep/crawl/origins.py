@@ -1,9 +1,4 @@
-"""The origins a crawl knows and their state in RAM, bounded by count and by bytes.
-
-Each origin has one ``OriginRuntime`` (its record, parsed rules, Crawl-delay memo, fetch,
-timer and summary counters); ``Origins`` keeps at most ``limit`` of them unless more are
-busy, and their robots.txt copies within ``REP_MEMORY_MAX_BYTES`` (estimated).
-"""
+"""The origins a crawl knows and their state in RAM, bounded by count and by bytes."""
 
 from __future__ import annotations
 
@@ -137,11 +132,6 @@ class SummaryTotals:
         self.handed_back += rt.handed_back
         self.unreachable_spells += rt.unreachable_spells
 
-    def forget_origin(self, state: str) -> None:
-        """An evicted origin came back: its runtime counts it now (event counts stay here)."""
-        self.origins -= 1
-        self.states[state] -= 1
-
     def merged(self, runtimes: Iterable[OriginRuntime]) -> SummaryTotals:
         total = replace(self, states=dict(self.states))
         for rt in runtimes:
@@ -207,18 +197,17 @@ class Origins:
         rt = self._lru.get(origin)
         if rt is not None:
             self._lru.move_to_end(origin)
-            if rt.copy_bytes:
-                self._resident.move_to_end(origin)
-            return rt
-        rt = self._pinned.get(origin)
+        else:
+            rt = self._pinned.get(origin)
         if rt is not None:
             if rt.copy_bytes:
                 self._resident.move_to_end(origin)
             return rt
         rt = self._lru[origin] = OriginRuntime(origin)
         state = self._evicted_states.pop(origin, None)
-        if state is not None:
-            self.evicted.forget_origin(state)
+        if state is not None:  # evicted before: its runtime counts it now (event counts stay)
+            self.evicted.origins -= 1
+            self.evicted.states[state] -= 1
         if len(self._lru) + len(self._pinned) > self.limit:
             self._evict_one()
         return rt

@@ -1,8 +1,6 @@
 """Which product token a request's crawler obeys (docs/behaviour.md, "Product token").
 
-The first of ``meta["robotstxt_user_agent"]``, the spider's ``robotstxt_user_agent``,
-``ROBOTSTXT_USER_AGENT``, the request's User-Agent header and ``USER_AGENT``, reduced to
-its product token (RFC 9309 2.2.1: crawlers match on it, not on the full UA string).
+RFC 9309 2.2.1: crawlers match on the product token, not on the full UA string.
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ from scrapy.http.headers import Headers
 from scrapy_rep.robotstxt import product_token
 
 if TYPE_CHECKING:
-    from scrapy import Request, Spider
+    from scrapy import Request
     from scrapy.crawler import Crawler
 
     from scrapy_rep.policy.config import Config
@@ -38,14 +36,10 @@ class ProductTokens:
         # (raw value, its product token, whether it is browser-like): the last one seen
         self._token_of: tuple[object, str, bool] = (None, "", False)
 
-    @property
-    def spider(self) -> Spider | None:
-        return self.crawler.spider
-
     def token_for(self, request: Request) -> str:
         raw: Any = request.meta.get("robotstxt_user_agent")
-        if not raw and self.spider is not None:
-            raw = getattr(self.spider, "robotstxt_user_agent", None)
+        if not raw:
+            raw = getattr(self.crawler.spider, "robotstxt_user_agent", None)
         if not raw:
             raw = self.config.robotstxt_user_agent
         if not raw:
@@ -81,7 +75,7 @@ class ProductTokens:
         own_name = "Set it to your crawler's name (for example 'MyBot')."
         if request.meta.get("robotstxt_user_agent"):
             return 'request.meta["robotstxt_user_agent"]', own_name
-        if self.spider is not None and getattr(self.spider, "robotstxt_user_agent", None):
+        if getattr(self.crawler.spider, "robotstxt_user_agent", None):
             return "the spider attribute robotstxt_user_agent", own_name
         if self.config.robotstxt_user_agent:
             return "ROBOTSTXT_USER_AGENT", own_name

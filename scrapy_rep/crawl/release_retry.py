@@ -1,14 +1,10 @@
 """Released requests into the scheduler: a scheduler whose backend is down is waited out.
 
-Re-injecting a released request (``SchedulerBridge.reinject``) fails for one of two reasons
-(docs/cluster.md, "When the scheduler cannot take a released request"): the scheduler's
-*backend* does not answer (scrapy-redis with Redis down or loading), or it refuses *the
-request itself* (unserialisable: a callback that is not a spider method, unpicklable meta).
-The first waits in the room, holding no download slot (an ordinary waiting request for
-``REP_IDLE_WAIT`` and the close), and one request probes per try with a doubling backoff, so
-an outage costs one failing call per try, not one per request. The second cannot succeed
-on a retry: dropped with an ERROR naming it (``robotstxt/release_failed``). Any other
-error is taken for the backend's.
+Re-injecting a released request (``SchedulerBridge.reinject``) fails because the
+scheduler's *backend* does not answer, or because it refuses *the request itself*
+(docs/cluster.md, "When the scheduler cannot take a released request"). The first waits in
+the room and one request probes per try, with a doubling backoff; the second cannot succeed
+on a retry: dropped with an ERROR. Any other error is taken for the backend's.
 """
 
 from __future__ import annotations
@@ -102,7 +98,6 @@ class ReleaseRetry:
                 len(self._waiting),
             )
             self.retry_at = None
-            self._backoff = 0.0
 
     def _wait(self, origin: str, request: Request) -> None:
         assert self.retry_at is not None

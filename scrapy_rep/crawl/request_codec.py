@@ -1,10 +1,7 @@
 """Held requests as bytes that Scrapy's own ``request_from_dict`` restores.
 
-Why bytes: a held ``Request`` is several objects that every full collection of the cyclic
-garbage collector walks (40,000 held requests made it cost more than the rest of the
-crawl's extra work, ``benchmarks/bench_held.py``); a ``bytes`` is not tracked, and is 4-5
-times smaller. They are a pickled dict (protocol 4) of the kind ``Request.to_dict(spider=...)``
-returns, as ``PickleFifoDiskQueue`` writes under ``JOBDIR``. Two exact shortcuts:
+Why bytes (the garbage collector does not walk them), and why this format (Scrapy's
+``JOBDIR`` disk queues write it): docs/waiting.md, "Spill to disk". Two exact shortcuts:
 
 - A callback's name: ``to_dict`` scans the spider with ``inspect.getmembers`` (85 % of its
   cost); a bound spider method is found by its own name and checked to be the same

@@ -1,11 +1,8 @@
 """Decode a compressed robots.txt body, in bounded memory, up to the size limit.
 
 RFC 9309 2.5: a file larger than the limit is not an error: its first part is parsed.
-Scrapy's HttpCompressionMiddleware refuses a body whose decoded size exceeds
-``DOWNLOAD_MAXSIZE`` (a decompression bomb would then allow everything); every decoder
-here stops at the limit, so a bomb costs at most the limit and its first lines apply. A
-stream that ends early or breaks yields what it decoded. Only the codecs installed are
-decoded and advertised (``accept_encoding``).
+Scrapy's HttpCompressionMiddleware refuses a decompression bomb whole (so everything would
+be allowed); every decoder here stops at the limit (docs/behaviour.md).
 """
 
 from __future__ import annotations

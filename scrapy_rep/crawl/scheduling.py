@@ -136,9 +136,7 @@ class SchedulerBridge:
                 failed += 1
                 if failed == 1:
                     logger.error(
-                        "the scheduler refused a handed-back request: %s",
-                        request,
-                        exc_info=True,
+                        "the scheduler refused a handed-back request: %s", request, exc_info=True
                     )
                 continue
             taken += 1 if accepted or accepted is None else 0

@@ -1,9 +1,6 @@
 """SitemapSpider's own robots.txt request, answered from scrapy-rep's copy (docs/compat.md).
 
-A ``SitemapSpider`` whose ``sitemap_urls`` name a robots.txt requests that file itself,
-so the site would be asked for it twice (Scrapy issue #3967). The request is held like
-any of an undecided origin, so by the time it reaches the downloader a fresh copy
-answers it and the site sees one request.
+Else the site would be asked for it twice (Scrapy issue #3967).
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Engine work run on the reactor's own thread in bounded steps (docs/rfc.md, "cost").
 
-The reactor must never wait more than 25 ms on robots.txt work; the worst files take
-30-90 ms to parse, and a worker thread left the reactor waiting 12-64 ms for a core and
-the GIL (docs/benchmarks.md). So that work is cut into steps (RobotsTxt.parse_steps,
-prepare_steps), and the reactor waits at most STEP_BUDGET plus one step.
+The reactor must never wait more than 25 ms on robots.txt work, and a worker thread left it
+waiting 12-64 ms for a core and the GIL (docs/benchmarks.md): here it waits at most
+STEP_BUDGET plus one step.
 """
 
 from __future__ import annotations
@@ -25,12 +24,12 @@ T = TypeVar("T")
 STEP_BUDGET = 0.001
 
 
-async def run_steps(steps: Generator[None, None, T], budget: float = STEP_BUDGET) -> T:
+async def run_steps(steps: Generator[None, None, T]) -> T:
     """Run *steps* to its end on the reactor thread, giving the reactor a turn after
-    every *budget* seconds of them; what *steps* returns."""
+    every STEP_BUDGET seconds of them; what *steps* returns."""
     clock = time.perf_counter
     while True:
-        deadline = clock() + budget
+        deadline = clock() + STEP_BUDGET
         try:
             next(steps)  # at least one step a turn, whatever the budget
             while clock() < deadline:

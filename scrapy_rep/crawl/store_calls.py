@@ -10,10 +10,8 @@ each origin's calls keep their order): it answers at once, or raises ``WouldBloc
 to the worker. A hop to the worker and back took 0.1-0.5 s on a busy crawler, an answer at
 once tens of microseconds; per origin, so one call that waits sends no other origin there.
 
-``close`` waits at most ``CLOSE_WAIT`` seconds for the calls already made (a hung store must
-not hang the stop, nor interpreter exit: the worker is a daemon thread), then says how many
-were left unanswered (a lease left behind ends within ``REP_LEASE_TTL``; a lost write only
-costs a refetch).
+``close`` waits at most ``CLOSE_WAIT`` seconds for the calls already made: a hung store must
+not hang the stop, nor interpreter exit (the worker is a daemon thread).
 """
 
 from __future__ import annotations
@@ -119,13 +117,12 @@ class StoreCalls:
             del self._queued[key]
         return result
 
-    def close(self, timeout: float = CLOSE_WAIT) -> None:
+    def close(self) -> None:
         worker, self._worker = self._worker, None
         if worker is None:
             return
-        # Lets the calls already given run, waiting at most ``timeout`` seconds.
         self._jobs.put(None)
-        worker.join(timeout)
+        worker.join(CLOSE_WAIT)
         if worker.is_alive():
             left = max(self._jobs.qsize(), 1)  # (the stop marker is counted for the running one)
             logger.warning(
@@ -134,7 +131,7 @@ class StoreCalls:
                 "within REP_LEASE_TTL; an unwritten robots.txt copy is fetched again)",
                 self.storage.describe(),
                 left,
-                timeout,
+                CLOSE_WAIT,
             )
 
 

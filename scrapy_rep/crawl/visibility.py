@@ -1,8 +1,6 @@
 """What INFO says while requests wait on robots.txt (docs/waiting.md).
 
-A crawl waiting on an unreachable robots.txt must not look hung: the log says when an
-origin starts waiting (how many, why, the next try, when the wait ends, which setting),
-and, while nothing else is to do, how long the spider has been idle (the line listing the
+A crawl waiting on an unreachable robots.txt must not look hung (the line listing the
 waiting origins is closing.py's).
 """
 

@@ -7,13 +7,10 @@ cluster-wide Crawl-delay turn, one reactor timer over a heap of deadlines. Durab
 (crawl/durable_waiting.py) records every request that enters and forgets every one that
 leaves. Counts are kept as they change: ``len(room)`` and per-origin counts are O(1).
 
-Held requests are kept as bytes (``RequestCodec``), which the cyclic garbage collector does
-not walk; an unserialisable one stays an object. A request is recorded before it is
-serialised, so its store key (in meta) travels in the bytes, to disk too. Beyond
-``memory_bound`` held requests, new ones spill to disk (``Spill``): those bytes go as they
-are into queuelib's ``FifoDiskQueue`` (as ``PickleFifoDiskQueue`` writes under ``JOBDIR``;
-serialising again would double the cost), one queue per origin, after the time each
-started waiting. An unserialisable request stays in memory, as in the scheduler.
+Held requests are kept as bytes (``RequestCodec``) and, beyond ``memory_bound``, spill to
+disk (``Spill``), as docs/waiting.md ("Spill to disk") describes. A request is recorded
+before it is serialised, so its store key (in meta) travels in the bytes, to disk too; the
+same bytes go to disk (serialising again would double the cost).
 """
 
 from __future__ import annotations
@@ -94,8 +91,8 @@ class WaitingRoom:
 
     # -- held until the origin is decided ----------------------------------------------
 
-    def hold(self, origin: str, request: Request, since: float | None = None) -> None:
-        when = self.clock() if since is None else since
+    def hold(self, origin: str, request: Request) -> None:
+        when = self.clock()
         codec = self.codec
         if not self.keeper.records:  # nothing to record, nothing to share
             blob = self._encode(request)
@@ -284,7 +281,11 @@ class Spill:
     def count(self, origin: str) -> int:
         return self._counts.get(origin, 0)
 
-    def _queue(self, origin: str) -> Any:
+    def _path(self, origin: str) -> Path:
+        key = hashlib.sha1(origin.encode("utf-8"), usedforsecurity=False).hexdigest()[:20]
+        return self.root / key
+
+    def push(self, origin: str, blob: bytes, since: float) -> None:
         queue = self._queues.get(origin)
         if queue is None:
             from queuelib.queue import FifoDiskQueue
@@ -294,14 +295,7 @@ class Spill:
                 shutil.rmtree(path, ignore_errors=True)
             path.parent.mkdir(parents=True, exist_ok=True)
             queue = self._queues[origin] = FifoDiskQueue(str(path))
-        return queue
-
-    def _path(self, origin: str) -> Path:
-        key = hashlib.sha1(origin.encode("utf-8"), usedforsecurity=False).hexdigest()[:20]
-        return self.root / key
-
-    def push(self, origin: str, blob: bytes, since: float) -> None:
-        self._queue(origin).push(_SINCE.pack(since) + blob)
+        queue.push(_SINCE.pack(since) + blob)
         self._counts[origin] = self._counts.get(origin, 0) + 1
         self.total += 1
 
