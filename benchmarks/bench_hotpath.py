@@ -1,6 +1,7 @@
 """scrapy-rep's own CPU per request in the steady state, hook by hook.
 
     python benchmarks/bench_hotpath.py               # 7 rounds of 3,000 requests
+    python benchmarks/bench_hotpath.py --usage       # a robots.txt stating usage preferences
 
 bench_ab.py gives the figure that counts (CPU per page against ROBOTSTXT_OBEY off),
 but a 3 % question needs a quiet machine there. This one times only scrapy-rep's
@@ -39,6 +40,13 @@ from _harness import QUIET, REP, LocalServer, install_reactor, run_serving
 N_REQUESTS = 3_000
 SETTINGS = {"CONCURRENT_REQUESTS": 32, "CONCURRENT_REQUESTS_PER_DOMAIN": 8}
 ROBOTS = "User-agent: *\nDisallow: /x\n"
+# --usage: the same rules with usage preferences (draft-ietf-aipref-attach), as a site
+# that states them writes them: a group-wide Content-Usage, one path-scoped rule and a
+# file-wide Content-Signal, so every request's usage document has sources to carry.
+USAGE_ROBOTS = (
+    "Content-Signal: search=yes, ai-train=no\n"
+    "User-agent: *\nDisallow: /x\nContent-Usage: train-ai=n\nContent-Usage: /p/ search=y\n"
+)
 
 
 def drive(result: Any) -> Any:
@@ -236,6 +244,9 @@ def make_spider(rounds: int, found: list[dict[str, float]]) -> type:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument(
+        "--usage", action="store_true", help="a robots.txt that states usage preferences"
+    )
     args = parser.parse_args()
     reactor = install_reactor()
     server = LocalServer("fast")
@@ -245,7 +256,8 @@ def main() -> None:
         from scrapy.crawler import Crawler, CrawlerRunner
         from scrapy.utils.defer import maybe_deferred_to_future
 
-        server.configure({"hot.test": {"robots": {"body": ROBOTS}}})
+        robots = USAGE_ROBOTS if args.usage else ROBOTS
+        server.configure({"hot.test": {"robots": {"body": robots}}})
         settings = {**QUIET, **REP, **SETTINGS}
         crawler = Crawler(make_spider(args.rounds, found), settings)
         base = server.url("hot.test", "")
