@@ -402,39 +402,46 @@ class OriginCoordinator:
             logger.error("storing robots.txt of %s failed: %s", rt.origin, failure)
             return policy.after_fetch(previous, outcome, now)
 
-        def recorded(record: OriginRecord) -> None:
-            self._fetch_ended(rt)
-            was_unreachable = previous is not None and previous.unreachable
-            rt.record = record
-            rt.loaded = True
-            rt.undecided = None
-            self.origins.note_record(rt)
-            if record.unreachable and not was_unreachable:
-                rt.unreachable_spells += 1
-                self._inc("robotstxt/unreachable")
-                if self.give_up is not None and not self.closed:
-                    self._give_up(rt, outcome.detail)
-                    return
-                # WARNING with the error's text (Scrapy's middleware: ERROR)
-                waiting = self.room.count(rt.origin) + len(rt.waiters)
-                fate = None if self.waiting_fate is None else self.waiting_fate()
-                line = unreachable_line(rt.origin, outcome, record, waiting, now, policy, fate)
-                self.unreachable_warnings.warn(rt.origin, line)
-            elif record.unreachable:
-                logger.debug(
-                    "robots.txt of %s still unreachable (%s); next try in %.0f s",
-                    rt.origin,
-                    outcome.detail,
-                    (record.next_retry_at or now) - now,
-                )
-            elif was_unreachable:
-                self._inc("robotstxt/recovered")
-                logger.info("robots.txt of %s is reachable again (%s)", rt.origin, outcome.detail)
-            self.wake(rt.origin, reread=False)  # (nothing once closed)
-
         deferred = self.calls.call(write, key=rt.origin)
         deferred.addErrback(failed)
-        deferred.addCallback(recorded)
+        deferred.addCallback(self._recorded, rt, outcome, previous, now)
+
+    def _recorded(
+        self,
+        record: OriginRecord,
+        rt: OriginRuntime,
+        outcome: FetchOutcome,
+        previous: OriginRecord | None,
+        now: float,
+    ) -> None:
+        self._fetch_ended(rt)
+        was_unreachable = previous is not None and previous.unreachable
+        rt.record = record
+        rt.loaded = True
+        rt.undecided = None
+        self.origins.note_record(rt)
+        if record.unreachable and not was_unreachable:
+            rt.unreachable_spells += 1
+            self._inc("robotstxt/unreachable")
+            if self.give_up is not None and not self.closed:
+                self._give_up(rt, outcome.detail)
+                return
+            # WARNING with the error's text (Scrapy's middleware: ERROR)
+            waiting = self.room.count(rt.origin) + len(rt.waiters)
+            fate = None if self.waiting_fate is None else self.waiting_fate()
+            line = unreachable_line(rt.origin, outcome, record, waiting, now, self.policy, fate)
+            self.unreachable_warnings.warn(rt.origin, line)
+        elif record.unreachable:
+            logger.debug(
+                "robots.txt of %s still unreachable (%s); next try in %.0f s",
+                rt.origin,
+                outcome.detail,
+                (record.next_retry_at or now) - now,
+            )
+        elif was_unreachable:
+            self._inc("robotstxt/recovered")
+            logger.info("robots.txt of %s is reachable again (%s)", rt.origin, outcome.detail)
+        self.wake(rt.origin, reread=False)  # (nothing once closed)
 
     def _give_up(self, rt: OriginRuntime, detail: str) -> None:
         assert self.give_up is not None
